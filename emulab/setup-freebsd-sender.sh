@@ -1,0 +1,160 @@
+#!/bin/sh
+# ccbench: set up a FreeBSD sender of the dumbbell on Emulab/CloudLab.
+#
+# profile.py's startup service runs it as root on every boot:
+#   setup-freebsd-sender.sh role=sender addr=10.1.1.11 route=10.1.3.0/24 via=10.1.1.1
+#
+# - every mod_cc(4) algorithm this kernel has (cc_newreno cc_cubic cc_htcp cc_vegas
+#   cc_cdg cc_chd cc_hd cc_dctcp), the RACK and BBR stacks (tcphpts first, for
+#   kernels where it is a module) and siftr(4) loaded;
+# - the seed's sysctls: host cache off, 10 MB socket buffers;
+# - iperf3 installed from packages;
+# - offloads off on the experiment interface (the one holding addr):
+#   ifconfig IF -tso -lro -txcsum -rxcsum;
+# - a route to the other side of the dumbbell via rt1.
+# The stack and CC of each run are chosen later by ccbench (sysctl
+# net.inet.tcp.functions_default / net.inet.tcp.cc.algorithm), not here.
+# Everything is applied live: Emulab reruns this at every boot. Idempotent.
+# Log: /local/logs/ccbench-setup-freebsd-sender.log; on success /var/tmp/ccbench-setup.done.
+# Tests only: CCBENCH_SETUP_ROOT prefixes every file path this script uses;
+# CCBENCH_SETUP_BIN is searched first for commands.
+set -eu
+PATH=${CCBENCH_SETUP_BIN:+$CCBENCH_SETUP_BIN:}/sbin:/bin:/usr/sbin:/usr/bin:/usr/local/sbin:/usr/local/bin
+export PATH
+
+NAME=setup-freebsd-sender
+BUF=10485760 # 10 MB: twice the 1 Gbit x 40 ms BDP, as in the seed
+ROOT=${CCBENCH_SETUP_ROOT:-}
+
+# --- logging: everything to the log; errors also to the caller's stderr ---
+LOGDIR=$ROOT/local/logs
+mkdir -p "$LOGDIR" 2>/dev/null || LOGDIR=$ROOT/var/tmp
+LOG=$LOGDIR/ccbench-$NAME.log
+exec 3>&2
+exec >>"$LOG" 2>&1
+echo "=== $(date -u '+%Y-%m-%dT%H:%M:%SZ') $NAME $*"
+
+die() {
+    echo "$NAME: error: $*"
+    echo "$NAME: error: $*" >&3
+    exit 1
+}
+note() { echo "$NAME: $*"; }
+
+# --- arguments: key=value, each checked against a strict pattern ---
+role='' addr='' route='' via=''
+for arg in "$@"; do
+    case $arg in
+    role=*) role=${arg#*=} ;;
+    addr=*) addr=${arg#*=} ;;
+    route=*) route=${arg#*=} ;;
+    via=*) via=${arg#*=} ;;
+    *) die "unknown argument: $arg" ;;
+    esac
+done
+
+is_ipv4() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}$'; }
+is_net() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}/[0-9]{1,2}$'; }
+
+[ "$role" = sender ] || die "role must be sender, not '$role'"
+is_ipv4 "$addr" || die "addr must be an IPv4 address, not '$addr'"
+is_net "$route" || die "route must be a network such as 10.1.3.0/24, not '$route'"
+is_ipv4 "$via" || die "via must be an IPv4 address, not '$via'"
+
+# --- helpers ---
+# Is word $2 listed by sysctl $1? Works for the old comma lists and for the
+# newer tables (net.inet.tcp.cc.available, net.inet.tcp.functions_available).
+listed() {
+    sysctl -n "$1" 2>/dev/null | tr ',' ' ' |
+        awk -v w="$2" '{for (i = 1; i <= NF; i++) if ($i == w) found = 1} END {exit !found}'
+}
+
+# The interface holding IPv4 address $1 (waits up to a minute for Emulab's
+# interface set-up, in case this runs first).
+iface_of() {
+    tries=0
+    while [ "$tries" -lt 60 ]; do
+        dev=$(ifconfig -a | awk -v a="$1" '
+            /^[^ \t]/ {name = $1; sub(/:$/, "", name)}
+            $1 == "inet" && $2 == a {print name; exit}')
+        if [ -n "$dev" ]; then
+            printf '%s\n' "$dev"
+            return 0
+        fi
+        tries=$((tries + 1))
+        sleep 1
+    done
+    return 1
+}
+
+# $1 and, for a vlan(4) interface, its parent ("vlan: 258 ... parent interface: bce1").
+devices_of() {
+    printf '%s\n' "$1"
+    ifconfig "$1" | awk '/vlan:/ {for (i = 1; i < NF; i++) if ($i == "interface:") print $(i + 1)}'
+}
+
+setsysctl() {
+    sysctl "$1=$2" || die "cannot set $1=$2"
+}
+
+# --- kernel modules ---
+for cc in newreno cubic htcp vegas cdg chd hd dctcp; do
+    if listed net.inet.tcp.cc.available "$cc"; then
+        note "cc $cc: present"
+    elif kldload -n "cc_$cc"; then
+        note "cc $cc: loaded cc_$cc"
+    else
+        note "cc $cc: no module cc_$cc in this kernel"
+    fi
+done
+if ! listed net.inet.tcp.functions_available rack || ! listed net.inet.tcp.functions_available bbr; then
+    # tcp_rack and tcp_bbr need the high-precision timer system; on kernels built
+    # without "options TCPHPTS" it is the tcphpts module and must come first.
+    kldload -n tcphpts || note "tcphpts: not loadable (built into this kernel?)"
+fi
+for stack in rack bbr; do
+    if listed net.inet.tcp.functions_available "$stack"; then
+        note "stack $stack: present"
+    elif kldload -n "tcp_$stack"; then
+        note "stack $stack: loaded tcp_$stack"
+    else
+        note "stack $stack: no module tcp_$stack in this kernel"
+    fi
+done
+kldload -n siftr || note "siftr: not loadable"
+kldload -n siftr2 2>/dev/null || note "siftr2: not installed (optional, out of tree)"
+
+# --- sysctls (the seed's values); maxsockbuf first, the others cannot exceed it ---
+setsysctl kern.ipc.maxsockbuf "$BUF"
+setsysctl net.inet.tcp.sendbuf_max "$BUF"
+setsysctl net.inet.tcp.recvbuf_max "$BUF"
+setsysctl net.inet.tcp.hostcache.enable 0
+sysctl net.inet.tcp.hostcache.purgenow=1 || note "cannot purge the host cache"
+
+# --- packages ---
+if ! command -v iperf3 >/dev/null 2>&1; then
+    env ASSUME_ALWAYS_YES=yes pkg install -y iperf3 || die "pkg install iperf3 failed"
+fi
+note "iperf3: $(iperf3 --version 2>&1 | head -n 1)"
+
+# --- the experiment interface: offloads off, route to the far side ---
+dev=$(iface_of "$addr") || die "no interface holds $addr"
+for d in $(devices_of "$dev"); do
+    ifconfig "$d" -tso -lro -txcsum -rxcsum || die "cannot switch offloads off on $d"
+    ifconfig "$d" -txcsum6 -rxcsum6 2>/dev/null || true # not every NIC has them
+    ifconfig "$d" | grep -E 'options=' || true
+done
+route -n delete -net "$route" >/dev/null 2>&1 || true
+route -n add -net "$route" "$via" || die "cannot add route $route via $via"
+note "route $route via $via"
+
+# --- provenance for the run records ---
+uname -a
+sysctl net.inet.tcp.cc.available net.inet.tcp.functions_available || true
+kldstat || true
+
+mkdir -p "$ROOT/var/tmp"
+printf 'script=%s\nrole=%s\nexperiment_if=%s\naddr=%s\ntime=%s\n' \
+    "$NAME" "$role" "$dev" "$addr" "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
+    >"$ROOT/var/tmp/ccbench-setup.done"
+note "done: $role on $dev ($addr)"

@@ -1,0 +1,156 @@
+#!/bin/sh
+# ccbench: set up a Linux sender or receiver of the dumbbell on Emulab/CloudLab.
+#
+# profile.py's startup service runs it as root on every boot:
+#   setup-linux-host.sh role=receiver addr=10.1.3.11 route=10.1.1.0/24 via=10.1.3.1 container=no
+#
+# - the seed's TCP sysctls (10 MB buffers, no metrics cache), written to
+#   /etc/sysctl.d/90-ccbench.conf and applied;
+# - the kernel's optional TCP congestion-control modules loaded (where present);
+# - NIC offloads off on the experiment interface (the one holding addr);
+# - a route to the other side of the dumbbell via its router;
+# - iperf3 and ethtool installed; with container=yes also podman and the ccbench
+#   tooling image built from /local/repository/containers/linux-node.
+# Idempotent: safe to rerun. Log: /local/logs/ccbench-setup-linux-host.log; on
+# success /var/tmp/ccbench-setup.done.
+# Tests only: CCBENCH_SETUP_ROOT prefixes every file path this script uses;
+# CCBENCH_SETUP_BIN is searched first for commands.
+set -eu
+PATH=${CCBENCH_SETUP_BIN:+$CCBENCH_SETUP_BIN:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+
+NAME=setup-linux-host
+ROOT=${CCBENCH_SETUP_ROOT:-}
+REPO=$ROOT/local/repository # the profile's repository clone
+IMAGE=ccbench-linux-node
+BASE_IMAGE=docker.io/library/ubuntu:24.04
+
+# --- logging: everything to the log; errors also to the caller's stderr ---
+LOGDIR=$ROOT/local/logs
+mkdir -p "$LOGDIR" 2>/dev/null || LOGDIR=$ROOT/var/tmp
+LOG=$LOGDIR/ccbench-$NAME.log
+exec 3>&2
+exec >>"$LOG" 2>&1
+echo "=== $(date -u '+%Y-%m-%dT%H:%M:%SZ') $NAME $*"
+
+die() {
+    echo "$NAME: error: $*"
+    echo "$NAME: error: $*" >&3
+    exit 1
+}
+note() { echo "$NAME: $*"; }
+
+# --- arguments: key=value, each checked against a strict pattern ---
+role='' addr='' route='' via='' container=no
+for arg in "$@"; do
+    case $arg in
+    role=*) role=${arg#*=} ;;
+    addr=*) addr=${arg#*=} ;;
+    route=*) route=${arg#*=} ;;
+    via=*) via=${arg#*=} ;;
+    container=*) container=${arg#*=} ;;
+    *) die "unknown argument: $arg" ;;
+    esac
+done
+
+is_ipv4() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}$'; }
+is_net() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}/[0-9]{1,2}$'; }
+
+case $role in sender | receiver) ;; *) die "role must be sender or receiver, not '$role'" ;; esac
+is_ipv4 "$addr" || die "addr must be an IPv4 address, not '$addr'"
+is_net "$route" || die "route must be a network such as 10.1.3.0/24, not '$route'"
+is_ipv4 "$via" || die "via must be an IPv4 address, not '$via'"
+case $container in yes | no) ;; *) die "container must be yes or no, not '$container'" ;; esac
+
+# --- helpers ---
+# The interface holding IPv4 address $1 (waits up to a minute for Emulab's
+# interface set-up, in case this runs first).
+iface_of() {
+    tries=0
+    while [ "$tries" -lt 60 ]; do
+        dev=$(ip -o -4 addr show | awk -v a="$1" '{split($4, p, "/"); if (p[1] == a) {print $2; exit}}')
+        if [ -n "$dev" ]; then
+            printf '%s\n' "$dev"
+            return 0
+        fi
+        tries=$((tries + 1))
+        sleep 1
+    done
+    return 1
+}
+
+# $1 and, for a VLAN interface (eth1.258), the device(s) under it.
+devices_of() {
+    printf '%s\n' "$1"
+    for lower in /sys/class/net/"$1"/lower_*; do
+        [ -e "$lower" ] && printf '%s\n' "${lower##*/lower_}"
+    done
+    return 0
+}
+
+apt_install() {
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "$@"
+}
+
+# --- packages first: ethtool is needed below ---
+need=''
+command -v iperf3 >/dev/null 2>&1 || need="$need iperf3"
+command -v ethtool >/dev/null 2>&1 || need="$need ethtool"
+if [ "$container" = yes ] && ! command -v podman >/dev/null 2>&1; then need="$need podman"; fi
+if [ -n "$need" ]; then
+    # iperf3's package asks whether to start a daemon: no, ccbench starts servers.
+    echo 'iperf3 iperf3/start_daemon boolean false' | debconf-set-selections
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q ||
+        die "apt-get update failed"
+    # shellcheck disable=SC2086  # a list of package names
+    apt_install $need || die "cannot install:$need"
+fi
+note "iperf3: $(iperf3 --version 2>&1 | head -n 1)"
+
+# --- TCP sysctls (the seed's values) ---
+mkdir -p "$ROOT/etc/sysctl.d"
+cat >"$ROOT/etc/sysctl.d/90-ccbench.conf" <<'EOF'
+# written by ccbench emulab/setup-linux-host.sh (seed testbed values)
+net.core.rmem_max = 10485760
+net.core.wmem_max = 10485760
+net.ipv4.tcp_rmem = 4096 131072 10485760
+net.ipv4.tcp_wmem = 4096 16384 10485760
+net.ipv4.tcp_no_metrics_save = 1
+EOF
+sysctl -p "$ROOT/etc/sysctl.d/90-ccbench.conf" || die "cannot apply the TCP sysctls"
+
+# Load the optional congestion controls so a run can pick any of them.
+for cc in tcp_bbr tcp_htcp tcp_vegas tcp_dctcp tcp_cdg tcp_hybla tcp_illinois tcp_westwood tcp_highspeed tcp_scalable tcp_lp tcp_nv tcp_yeah tcp_veno tcp_bic; do
+    modprobe -q "$cc" 2>/dev/null || note "no module $cc"
+done
+note "available congestion controls: $(sysctl -n net.ipv4.tcp_available_congestion_control)"
+
+# --- the experiment interface: offloads off, route to the far side ---
+dev=$(iface_of "$addr") || die "no interface holds $addr"
+for d in $(devices_of "$dev"); do
+    for feature in tso gso gro lro; do
+        ethtool -K "$d" "$feature" off 2>/dev/null || note "$d: cannot switch $feature off (fixed by the driver?)"
+    done
+    ethtool -k "$d" 2>/dev/null |
+        grep -E '^(tcp-segmentation|generic-segmentation|generic-receive|large-receive)-offload:' || true
+done
+ip route replace "$route" via "$via" || die "cannot add route $route via $via"
+note "route $route via $via"
+
+# --- optional: the tooling container ---
+if [ "$container" = yes ]; then
+    context=$REPO/containers/linux-node
+    if [ -f "$context/Dockerfile" ] || [ -f "$context/Containerfile" ]; then
+        podman build --network host --build-arg "BASE_IMAGE=$BASE_IMAGE" -t "$IMAGE" "$context" ||
+            die "podman build of $context failed"
+        note "container image $IMAGE built"
+    else
+        die "container=yes but $context has no Dockerfile"
+    fi
+fi
+
+mkdir -p "$ROOT/var/tmp"
+printf 'script=%s\nrole=%s\nexperiment_if=%s\naddr=%s\ncontainer=%s\ntime=%s\n' \
+    "$NAME" "$role" "$dev" "$addr" "$container" "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
+    >"$ROOT/var/tmp/ccbench-setup.done"
+note "done: $role on $dev ($addr)"

@@ -1,0 +1,921 @@
+/*
+ * ccdelay - constant-delay element for the ccbench emulated dumbbell.
+ *
+ * An iptables NFQUEUE rule in the delay namespace hands every forwarded
+ * packet to this program.  The kernel keeps the packet; we only receive its
+ * id and timestamp (copy mode META), remember (id, due time) in a FIFO ring
+ * and, once the head is due, accept every due packet with one batch verdict.
+ * A constant delay never reorders, so FIFO release is exact.
+ *
+ * See README.md for the command line and the stats JSON schema.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <endian.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <libmnl/libmnl.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_queue.h>
+#include <libnetfilter_queue/libnetfilter_queue.h>
+
+#ifndef SOL_NETLINK
+#define SOL_NETLINK 270
+#endif
+
+#define CCDELAY_VERSION "1.0"
+#define STATS_SCHEMA "ccdelay-stats/1"
+
+#define NSEC_PER_SEC 1000000000LL
+#define NSEC_PER_MSEC 1000000LL
+#define NSEC_PER_USEC 1000LL
+
+/* Receive batching: messages per recvmmsg() and bytes per message slot. */
+#define RX_BATCH 128
+#define RX_SLOT 4096
+
+/* A kernel timestamp further than this from "now" is not trusted. */
+#define STAMP_PLAUSIBLE_PAST_NS (10LL * NSEC_PER_SEC)
+#define STAMP_PLAUSIBLE_FUTURE_NS (2LL * NSEC_PER_MSEC)
+
+/* Lateness histogram: upper bucket edges in nanoseconds; last bucket +inf. */
+static const int64_t bucket_edges_ns[] = {
+	100 * NSEC_PER_USEC, 500 * NSEC_PER_USEC, 1 * NSEC_PER_MSEC,
+	2 * NSEC_PER_MSEC, 5 * NSEC_PER_MSEC, 10 * NSEC_PER_MSEC,
+	20 * NSEC_PER_MSEC, 50 * NSEC_PER_MSEC,
+};
+#define N_EDGES ((int)(sizeof(bucket_edges_ns) / sizeof(bucket_edges_ns[0])))
+#define N_BUCKETS (N_EDGES + 1)
+#define LATE_THRESHOLD_NS (5 * NSEC_PER_MSEC)
+
+enum stamp_mode { STAMP_KERNEL, STAMP_RECEIVE };
+
+struct options {
+	unsigned queue;
+	int64_t delay_ns;
+	const char *stats_path;
+	uint32_t maxlen;
+	int rcvbuf;
+	int64_t slack_ns;
+	int rt_prio;
+	int cpu;
+	enum stamp_mode stamp;
+	int64_t stats_interval_ns;
+};
+
+struct entry {
+	int64_t due;   /* CLOCK_MONOTONIC ns */
+	uint32_t id;
+	uint32_t pad;
+};
+
+struct stats {
+	uint64_t received;
+	uint64_t released;
+	uint64_t released_on_exit;
+	uint64_t verdict_batches;
+	uint64_t verdict_errors;
+	uint64_t stamp_kernel_real;
+	uint64_t stamp_kernel_mono;
+	uint64_t stamp_receive;
+	uint64_t stamp_rejected;
+	uint64_t enobufs;
+	uint64_t id_gaps;
+	uint64_t truncated;
+	uint64_t max_held;
+	/* lateness of packets released by the delay loop */
+	uint64_t late_count;
+	uint64_t late_sum_ns;
+	int64_t late_max_ns;
+	uint64_t late_over_threshold;
+	uint64_t buckets[N_BUCKETS];
+	/* stamp -> userspace receipt */
+	uint64_t lag_count;
+	uint64_t lag_sum_ns;
+	int64_t lag_max_ns;
+	uint64_t wakeups;
+	uint64_t stats_writes;
+	uint64_t stats_write_errors;
+};
+
+static struct options opt = {
+	.queue = 0,
+	.delay_ns = -1,
+	.stats_path = NULL,
+	.maxlen = 200000,
+	.rcvbuf = 64 << 20,
+	.slack_ns = 50 * NSEC_PER_USEC,
+	.rt_prio = 0,
+	.cpu = -1,
+	.stamp = STAMP_KERNEL,
+	.stats_interval_ns = NSEC_PER_SEC,
+};
+
+static struct stats st;
+static struct entry *ring;
+static uint32_t ring_mask;
+static uint64_t ring_head, ring_tail; /* monotonically increasing indices */
+static struct mnl_socket *nl;
+static int nl_fd = -1;
+static uint32_t portid;
+static uint32_t last_id_seen;
+static bool have_last_id;
+static bool timestamping_enabled;
+static bool last_stamp_receive;
+static int64_t started_real_ns;
+static int rt_prio_applied;
+static int cpu_applied = -1;
+static char verdict_buf[256];
+
+static volatile sig_atomic_t sig_stop;
+static volatile sig_atomic_t sig_dump;
+
+static void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	char line[512];
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "ccdelay: %s\n", line);
+	exit(1);
+}
+
+static void usage_error(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+static void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	char line[512];
+
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "ccdelay: %s (try --help)\n", line);
+	exit(2);
+}
+
+static inline int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+static void on_signal(int sig)
+{
+	if (sig == SIGUSR1)
+		sig_dump = 1;
+	else
+		sig_stop = 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* argument parsing                                                    */
+
+static long long parse_int(const char *name, const char *s, long long lo, long long hi)
+{
+	char *end;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno || end == s || *end != '\0')
+		usage_error("invalid %s '%s': not an integer", name, s);
+	if (v < lo || v > hi)
+		usage_error("invalid %s '%s': must be in [%lld, %lld]", name, s, lo, hi);
+	return v;
+}
+
+static void print_help(void)
+{
+	printf(
+"usage: ccdelay --delay-us N [options]\n"
+"Constant one-way delay for packets handed over by an iptables NFQUEUE rule.\n"
+"\n"
+"  --queue N             NFQUEUE number to bind (default 0)\n"
+"  --delay-us N          delay applied to every packet, microseconds (required)\n"
+"  --stats PATH          write stats JSON here (atomically) every interval,\n"
+"                        on SIGUSR1 and on exit\n"
+"  --stats-interval-ms N stats period (default 1000)\n"
+"  --maxlen N            kernel queue length in packets (default 200000)\n"
+"  --rcvbuf BYTES        netlink receive buffer (default 67108864)\n"
+"  --slack-us N          timer slack: release granularity (default 50)\n"
+"  --rt-prio N           run SCHED_FIFO with priority N (1-99; default off)\n"
+"  --cpu N               pin to CPU N (default: not pinned)\n"
+"  --stamp kernel|receive  arrival time source (default kernel: the kernel's\n"
+"                        packet timestamp, falling back to time of receipt)\n"
+"  --version, --help\n"
+"SIGTERM/SIGINT: accept every held packet, write stats, exit 0.\n"
+"SIGUSR1: write stats now.\n");
+}
+
+static void parse_args(int argc, char **argv)
+{
+	enum { O_QUEUE = 256, O_DELAY, O_STATS, O_MAXLEN, O_RCVBUF, O_SLACK, O_RTPRIO,
+	       O_CPU, O_STAMP, O_INTERVAL, O_VERSION, O_HELP };
+	static const struct option longopts[] = {
+		{ "queue", required_argument, NULL, O_QUEUE },
+		{ "delay-us", required_argument, NULL, O_DELAY },
+		{ "stats", required_argument, NULL, O_STATS },
+		{ "maxlen", required_argument, NULL, O_MAXLEN },
+		{ "rcvbuf", required_argument, NULL, O_RCVBUF },
+		{ "slack-us", required_argument, NULL, O_SLACK },
+		{ "rt-prio", required_argument, NULL, O_RTPRIO },
+		{ "cpu", required_argument, NULL, O_CPU },
+		{ "stamp", required_argument, NULL, O_STAMP },
+		{ "stats-interval-ms", required_argument, NULL, O_INTERVAL },
+		{ "version", no_argument, NULL, O_VERSION },
+		{ "help", no_argument, NULL, O_HELP },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+		switch (c) {
+		case O_QUEUE:
+			opt.queue = (unsigned)parse_int("--queue", optarg, 0, 65535);
+			break;
+		case O_DELAY:
+			opt.delay_ns = parse_int("--delay-us", optarg, 0, 10LL * 1000 * 1000) *
+				       NSEC_PER_USEC;
+			break;
+		case O_STATS:
+			if (!*optarg)
+				usage_error("invalid --stats '': empty path");
+			opt.stats_path = optarg;
+			break;
+		case O_MAXLEN:
+			opt.maxlen = (uint32_t)parse_int("--maxlen", optarg, 1, 1 << 24);
+			break;
+		case O_RCVBUF:
+			opt.rcvbuf = (int)parse_int("--rcvbuf", optarg, 65536, INT_MAX);
+			break;
+		case O_SLACK:
+			opt.slack_ns = parse_int("--slack-us", optarg, 0, 1000000) * NSEC_PER_USEC;
+			break;
+		case O_RTPRIO:
+			opt.rt_prio = (int)parse_int("--rt-prio", optarg, 0, 99);
+			break;
+		case O_CPU:
+			opt.cpu = (int)parse_int("--cpu", optarg, 0, CPU_SETSIZE - 1);
+			break;
+		case O_STAMP:
+			if (strcmp(optarg, "kernel") == 0)
+				opt.stamp = STAMP_KERNEL;
+			else if (strcmp(optarg, "receive") == 0)
+				opt.stamp = STAMP_RECEIVE;
+			else
+				usage_error("invalid --stamp '%s': use kernel or receive", optarg);
+			break;
+		case O_INTERVAL:
+			opt.stats_interval_ns =
+				parse_int("--stats-interval-ms", optarg, 10, 3600000) * NSEC_PER_MSEC;
+			break;
+		case O_VERSION:
+			printf("ccdelay %s\n", CCDELAY_VERSION);
+			exit(0);
+		case O_HELP:
+			print_help();
+			exit(0);
+		case ':':
+			usage_error("option %s needs a value", argv[optind - 1]);
+		default:
+			usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+	if (opt.delay_ns < 0)
+		usage_error("--delay-us is required");
+}
+
+/* ------------------------------------------------------------------ */
+/* stats                                                               */
+
+static void read_kernel_queue(long long out[5])
+{
+	/* /proc/net/netfilter/nfnetlink_queue: queue portid total mode range
+	 * dropped user_dropped id_sequence 1 */
+	FILE *f = fopen("/proc/net/netfilter/nfnetlink_queue", "re");
+	char line[256];
+
+	for (int i = 0; i < 5; i++)
+		out[i] = -1;
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned q, pid, total, mode, range, dropped, udropped, idseq;
+
+		if (sscanf(line, "%u %u %u %u %u %u %u %u", &q, &pid, &total, &mode, &range,
+			   &dropped, &udropped, &idseq) == 8 && q == opt.queue) {
+			out[0] = total;
+			out[1] = dropped;
+			out[2] = udropped;
+			out[3] = idseq;
+			out[4] = pid;
+			break;
+		}
+	}
+	fclose(f);
+}
+
+static const char *clock_source(void)
+{
+	uint64_t k = st.stamp_kernel_real + st.stamp_kernel_mono;
+	uint64_t r = st.stamp_receive;
+
+	if (k == 0 && r == 0)
+		return opt.stamp == STAMP_KERNEL ? "none-yet" : "receive";
+	if (r == 0)
+		return "kernel";
+	if (k == 0)
+		return "receive";
+	return "mixed";
+}
+
+static void write_stats(bool final)
+{
+	char tmp[PATH_MAX];
+	long long kq[5];
+	struct rusage ru;
+	FILE *f;
+	int64_t now_real = clock_ns(CLOCK_REALTIME);
+	double late_mean_ms, lag_mean_ms, share;
+
+	if (!opt.stats_path)
+		return;
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", opt.stats_path, (int)getpid()) >=
+	    (int)sizeof(tmp)) {
+		st.stats_write_errors++;
+		return;
+	}
+	read_kernel_queue(kq);
+	getrusage(RUSAGE_SELF, &ru);
+	late_mean_ms = st.late_count ? (double)st.late_sum_ns / st.late_count / 1e6 : 0.0;
+	lag_mean_ms = st.lag_count ? (double)st.lag_sum_ns / st.lag_count / 1e6 : 0.0;
+	share = st.late_count ? (double)st.late_over_threshold / st.late_count : 0.0;
+
+	f = fopen(tmp, "we");
+	if (!f) {
+		st.stats_write_errors++;
+		return;
+	}
+	fprintf(f, "{\n");
+	fprintf(f, "  \"schema\": \"%s\",\n", STATS_SCHEMA);
+	fprintf(f, "  \"version\": \"%s\",\n", CCDELAY_VERSION);
+	fprintf(f, "  \"pid\": %d,\n", (int)getpid());
+	fprintf(f, "  \"final\": %s,\n", final ? "true" : "false");
+	fprintf(f, "  \"started_unix\": %.6f,\n", started_real_ns / 1e9);
+	fprintf(f, "  \"updated_unix\": %.6f,\n", now_real / 1e9);
+	fprintf(f, "  \"config\": {\"queue\": %u, \"delay_us\": %" PRId64
+		   ", \"queue_maxlen\": %u, \"rcvbuf_bytes\": %d, \"slack_us\": %" PRId64
+		   ", \"rt_prio\": %d, \"cpu\": %d, \"stamp\": \"%s\"},\n",
+		opt.queue, (int64_t)(opt.delay_ns / NSEC_PER_USEC), opt.maxlen, opt.rcvbuf,
+		(int64_t)(opt.slack_ns / NSEC_PER_USEC), rt_prio_applied, cpu_applied,
+		opt.stamp == STAMP_KERNEL ? "kernel" : "receive");
+	fprintf(f, "  \"clock_source\": \"%s\",\n", clock_source());
+	fprintf(f, "  \"timestamping_enabled\": %s,\n", timestamping_enabled ? "true" : "false");
+	fprintf(f, "  \"stamps\": {\"kernel_realtime\": %" PRIu64 ", \"kernel_monotonic\": %" PRIu64
+		   ", \"receive\": %" PRIu64 ", \"rejected\": %" PRIu64 "},\n",
+		st.stamp_kernel_real, st.stamp_kernel_mono, st.stamp_receive, st.stamp_rejected);
+	fprintf(f, "  \"packets_received\": %" PRIu64 ",\n", st.received);
+	fprintf(f, "  \"packets_released\": %" PRIu64 ",\n", st.released);
+	fprintf(f, "  \"packets_released_on_exit\": %" PRIu64 ",\n", st.released_on_exit);
+	fprintf(f, "  \"packets_held\": %" PRIu64 ",\n", ring_tail - ring_head);
+	fprintf(f, "  \"max_held\": %" PRIu64 ",\n", st.max_held);
+	fprintf(f, "  \"verdict_batches\": %" PRIu64 ",\n", st.verdict_batches);
+	fprintf(f, "  \"verdict_errors\": %" PRIu64 ",\n", st.verdict_errors);
+	fprintf(f, "  \"wakeups\": %" PRIu64 ",\n", st.wakeups);
+	fprintf(f, "  \"enobufs_events\": %" PRIu64 ",\n", st.enobufs);
+	fprintf(f, "  \"id_gaps\": %" PRIu64 ",\n", st.id_gaps);
+	fprintf(f, "  \"truncated_messages\": %" PRIu64 ",\n", st.truncated);
+	fprintf(f, "  \"kernel_queue\": {\"queue_total\": %lld, \"queue_full_drops\": %lld, "
+		   "\"user_drops\": %lld, \"id_sequence\": %lld, \"peer_portid\": %lld},\n",
+		kq[0], kq[1], kq[2], kq[3], kq[4]);
+	fprintf(f, "  \"lateness\": {\n");
+	fprintf(f, "    \"count\": %" PRIu64 ",\n", st.late_count);
+	fprintf(f, "    \"mean_ms\": %.6f,\n", late_mean_ms);
+	fprintf(f, "    \"max_ms\": %.6f,\n", st.late_max_ns / 1e6);
+	fprintf(f, "    \"threshold_ms\": %.3f,\n", LATE_THRESHOLD_NS / 1e6);
+	fprintf(f, "    \"over_threshold\": %" PRIu64 ",\n", st.late_over_threshold);
+	fprintf(f, "    \"over_threshold_share\": %.6f,\n", share);
+	fprintf(f, "    \"bucket_edges_ms\": [");
+	for (int i = 0; i < N_EDGES; i++)
+		fprintf(f, "%s%g", i ? ", " : "", bucket_edges_ns[i] / 1e6);
+	fprintf(f, "],\n    \"bucket_counts\": [");
+	for (int i = 0; i < N_BUCKETS; i++)
+		fprintf(f, "%s%" PRIu64, i ? ", " : "", st.buckets[i]);
+	fprintf(f, "]\n  },\n");
+	fprintf(f, "  \"receive_lag\": {\"count\": %" PRIu64 ", \"mean_ms\": %.6f, \"max_ms\": %.6f},\n",
+		st.lag_count, lag_mean_ms, st.lag_max_ns / 1e6);
+	fprintf(f, "  \"cpu\": {\"user_s\": %.6f, \"system_s\": %.6f},\n",
+		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
+		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
+	fprintf(f, "  \"stats_writes\": %" PRIu64 ",\n", st.stats_writes + 1);
+	fprintf(f, "  \"stats_write_errors\": %" PRIu64 "\n", st.stats_write_errors);
+	fprintf(f, "}\n");
+	if (fflush(f) != 0 || ferror(f)) {
+		fclose(f);
+		unlink(tmp);
+		st.stats_write_errors++;
+		return;
+	}
+	if (fclose(f) != 0 || rename(tmp, opt.stats_path) != 0) {
+		unlink(tmp);
+		st.stats_write_errors++;
+		return;
+	}
+	st.stats_writes++;
+}
+
+/* ------------------------------------------------------------------ */
+/* netlink                                                             */
+
+static void send_verdict_batch(uint32_t max_id)
+{
+	struct nlmsghdr *nlh = nfq_nlmsg_put(verdict_buf, NFQNL_MSG_VERDICT_BATCH, opt.queue);
+
+	nfq_nlmsg_verdict_put(nlh, (int)max_id, NF_ACCEPT);
+	for (;;) {
+		if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) >= 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno == ENOBUFS || errno == EAGAIN) {
+			/* the kernel did not take it: try again shortly */
+			st.enobufs++;
+			usleep(50);
+			continue;
+		}
+		st.verdict_errors++;
+		break;
+	}
+	st.verdict_batches++;
+}
+
+static inline void record_lateness(int64_t late)
+{
+	int b = 0;
+
+	if (late < 0)
+		late = 0;
+	while (b < N_EDGES && late > bucket_edges_ns[b])
+		b++;
+	st.buckets[b]++;
+	st.late_count++;
+	st.late_sum_ns += (uint64_t)late;
+	if (late > st.late_max_ns)
+		st.late_max_ns = late;
+	if (late > LATE_THRESHOLD_NS)
+		st.late_over_threshold++;
+}
+
+/* Accept every held packet whose due time has passed. */
+static void release_due(int64_t now)
+{
+	uint64_t n = 0;
+	uint32_t max_id = 0;
+
+	while (ring_head != ring_tail) {
+		struct entry *e = &ring[ring_head & ring_mask];
+
+		if (e->due > now)
+			break;
+		record_lateness(now - e->due);
+		max_id = e->id;
+		ring_head++;
+		n++;
+	}
+	if (n) {
+		send_verdict_batch(max_id);
+		st.released += n;
+	}
+}
+
+/* Accept everything held, early (exit path). */
+static void release_all(void)
+{
+	uint64_t n = ring_tail - ring_head;
+
+	if (!n)
+		return;
+	send_verdict_batch(ring[(ring_tail - 1) & ring_mask].id);
+	ring_head = ring_tail;
+	st.released += n;
+	st.released_on_exit += n;
+}
+
+/* Returns the arrival time (CLOCK_MONOTONIC ns) for a packet. */
+static inline int64_t arrival_time(struct nlattr *tsattr, int64_t now_mono, int64_t now_real)
+{
+	int64_t lag = 0;
+	bool stamped = false;
+
+	if (opt.stamp == STAMP_KERNEL && tsattr &&
+	    mnl_attr_get_payload_len(tsattr) >= sizeof(struct nfqnl_msg_packet_timestamp)) {
+		struct nfqnl_msg_packet_timestamp *t = mnl_attr_get_payload(tsattr);
+		int64_t ts = (int64_t)be64toh(t->sec) * NSEC_PER_SEC +
+			     (int64_t)be64toh(t->usec) * NSEC_PER_USEC;
+		int64_t d_real = now_real - ts;
+		int64_t d_mono = now_mono - ts;
+
+		/* NFQUEUE reports wall-clock receive stamps; a packet can also
+		 * carry a monotonic delivery time (EDT) from a local sender. */
+		if (d_real > -STAMP_PLAUSIBLE_FUTURE_NS && d_real < STAMP_PLAUSIBLE_PAST_NS) {
+			st.stamp_kernel_real++;
+			lag = d_real;
+			stamped = true;
+		} else if (d_mono > -STAMP_PLAUSIBLE_FUTURE_NS && d_mono < STAMP_PLAUSIBLE_PAST_NS) {
+			st.stamp_kernel_mono++;
+			lag = d_mono;
+			stamped = true;
+		} else {
+			st.stamp_rejected++;
+		}
+	}
+	if (!stamped) {
+		st.stamp_receive++;
+		last_stamp_receive = true;
+		return now_mono;
+	}
+	last_stamp_receive = false;
+	if (lag < 0)
+		lag = 0; /* stamped a hair "in the future": clock read order */
+	st.lag_count++;
+	st.lag_sum_ns += (uint64_t)lag;
+	if (lag > st.lag_max_ns)
+		st.lag_max_ns = lag;
+	return now_mono - lag;
+}
+
+static int cfg_seq;
+static int cfg_err = 1; /* 1 = no answer yet */
+
+static void handle_msg(const struct nlmsghdr *nlh, int64_t now_mono, int64_t now_real)
+{
+	if (nlh->nlmsg_type == NLMSG_ERROR) {
+		const struct nlmsgerr *err = mnl_nlmsg_get_payload(nlh);
+
+		if (nlh->nlmsg_len < mnl_nlmsg_size(sizeof(*err)))
+			return;
+		if (cfg_seq && nlh->nlmsg_seq == (uint32_t)cfg_seq) {
+			cfg_err = err->error;
+			return;
+		}
+		if (err->error)
+			st.verdict_errors++;
+		return;
+	}
+	if (nlh->nlmsg_type != ((NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET))
+		return;
+
+	struct nlattr *attr[NFQA_MAX + 1];
+	memset(attr, 0, sizeof(attr));
+	if (nfq_nlmsg_parse(nlh, attr) < 0 || !attr[NFQA_PACKET_HDR])
+		return;
+	struct nfqnl_msg_packet_hdr *ph = mnl_attr_get_payload(attr[NFQA_PACKET_HDR]);
+	uint32_t id = ntohl(ph->packet_id);
+
+	if (have_last_id && id != last_id_seen + 1)
+		st.id_gaps += (uint32_t)(id - last_id_seen - 1);
+	last_id_seen = id;
+	have_last_id = true;
+	st.received++;
+
+	int64_t arr = arrival_time(attr[NFQA_TIMESTAMP], now_mono, now_real);
+
+	if (ring_tail - ring_head > ring_mask) {
+		/* cannot happen while maxlen < ring size; never lose a packet:
+		 * release the oldest early rather than forget it */
+		uint32_t old = ring[ring_head & ring_mask].id;
+		ring_head++;
+		send_verdict_batch(old);
+		st.released++;
+		record_lateness(0);
+	}
+	struct entry *e = &ring[ring_tail & ring_mask];
+	e->id = id;
+	e->due = arr + opt.delay_ns;
+	ring_tail++;
+	if (ring_tail - ring_head > st.max_held)
+		st.max_held = ring_tail - ring_head;
+}
+
+static char *rx_bufs;
+static struct mmsghdr rx_msgs[RX_BATCH];
+static struct iovec rx_iov[RX_BATCH];
+
+/* Read everything pending (non-blocking).  Returns number of datagrams. */
+static int drain_socket(int64_t *now_mono_out)
+{
+	int total = 0;
+
+	for (;;) {
+		int n = recvmmsg(nl_fd, rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == ENOBUFS) {
+				st.enobufs++;
+				continue;
+			}
+			break; /* EAGAIN */
+		}
+		int64_t now_mono = clock_ns(CLOCK_MONOTONIC);
+		int64_t now_real = clock_ns(CLOCK_REALTIME);
+
+		for (int i = 0; i < n; i++) {
+			size_t len = rx_msgs[i].msg_len;
+			const struct nlmsghdr *nlh = (const struct nlmsghdr *)rx_iov[i].iov_base;
+
+			if (rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
+				st.truncated++;
+			while (mnl_nlmsg_ok(nlh, (int)len)) {
+				handle_msg(nlh, now_mono, now_real);
+				nlh = mnl_nlmsg_next(nlh, (int *)&len);
+			}
+			rx_msgs[i].msg_hdr.msg_flags = 0;
+		}
+		total += n;
+		if (now_mono_out)
+			*now_mono_out = now_mono;
+		if (n < RX_BATCH)
+			break;
+		/* keep the due ones moving while a large backlog is read */
+		release_due(now_mono);
+	}
+	return total;
+}
+
+static void setup_rx(void)
+{
+	rx_bufs = malloc((size_t)RX_BATCH * RX_SLOT);
+	if (!rx_bufs)
+		die("out of memory");
+	for (int i = 0; i < RX_BATCH; i++) {
+		rx_iov[i].iov_base = rx_bufs + (size_t)i * RX_SLOT;
+		rx_iov[i].iov_len = RX_SLOT;
+		memset(&rx_msgs[i], 0, sizeof(rx_msgs[i]));
+		rx_msgs[i].msg_hdr.msg_iov = &rx_iov[i];
+		rx_msgs[i].msg_hdr.msg_iovlen = 1;
+	}
+}
+
+static void send_config(struct nlmsghdr *nlh, const char *what)
+{
+	int64_t deadline = clock_ns(CLOCK_MONOTONIC) + 2 * NSEC_PER_SEC;
+
+	nlh->nlmsg_flags |= NLM_F_ACK;
+	nlh->nlmsg_seq = (uint32_t)++cfg_seq;
+	cfg_err = 1;
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+		die("cannot %s NFQUEUE %u: %s", what, opt.queue, strerror(errno));
+	while (cfg_err == 1) {
+		struct pollfd p = { .fd = nl_fd, .events = POLLIN };
+		int64_t left = deadline - clock_ns(CLOCK_MONOTONIC);
+
+		if (left <= 0)
+			die("cannot %s NFQUEUE %u: no answer from the kernel", what, opt.queue);
+		poll(&p, 1, (int)(left / NSEC_PER_MSEC) + 1);
+		drain_socket(NULL);
+	}
+	if (cfg_err < 0) {
+		int e = -cfg_err;
+
+		if (e == EPERM && geteuid() == 0) {
+			long long kq[5];
+
+			read_kernel_queue(kq);
+			if (kq[4] > 0 && (uint32_t)kq[4] != portid)
+				die("cannot %s NFQUEUE %u: already bound by another program "
+				    "(netlink portid %lld)", what, opt.queue, kq[4]);
+		}
+		if (e == EPERM)
+			die("cannot %s NFQUEUE %u: %s (needs root/CAP_NET_ADMIN in this namespace)",
+			    what, opt.queue, strerror(e));
+		if (e == EBUSY)
+			die("cannot %s NFQUEUE %u: %s (another program is bound to this queue)",
+			    what, opt.queue, strerror(e));
+		die("cannot %s NFQUEUE %u: %s", what, opt.queue, strerror(e));
+	}
+}
+
+static void setup_netlink(void)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh;
+	int one = 1;
+
+	nl = mnl_socket_open(NETLINK_NETFILTER);
+	if (!nl)
+		die("cannot open netfilter netlink socket: %s", strerror(errno));
+	if (mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0)
+		die("cannot bind netlink socket: %s", strerror(errno));
+	portid = mnl_socket_get_portid(nl);
+	nl_fd = mnl_socket_get_fd(nl);
+
+	if (setsockopt(nl_fd, SOL_SOCKET, SO_RCVBUFFORCE, &opt.rcvbuf, sizeof(opt.rcvbuf)) < 0 &&
+	    setsockopt(nl_fd, SOL_SOCKET, SO_RCVBUF, &opt.rcvbuf, sizeof(opt.rcvbuf)) < 0)
+		die("cannot set netlink receive buffer: %s", strerror(errno));
+	/* a full socket buffer must not turn into an error on our side; the
+	 * kernel drops (and counts) such packets */
+	setsockopt(nl_fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &one, sizeof(one));
+
+	/* bind, copy mode, queue length and flags in one config message */
+	nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, opt.queue);
+	nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, NFQNL_CFG_CMD_BIND);
+	send_config(nlh, "bind");
+
+	nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, opt.queue);
+	nfq_nlmsg_cfg_put_params(nlh, NFQNL_COPY_META, 0);
+	nfq_nlmsg_cfg_put_qmaxlen(nlh, opt.maxlen);
+	/* explicitly clear FAIL_OPEN: a full queue must drop, not bypass */
+	mnl_attr_put_u32(nlh, NFQA_CFG_FLAGS, htonl(0));
+	mnl_attr_put_u32(nlh, NFQA_CFG_MASK, htonl(NFQA_CFG_F_FAIL_OPEN));
+	send_config(nlh, "configure");
+	cfg_seq = 0;
+}
+
+static void unbind_queue(void)
+{
+	char buf[MNL_SOCKET_BUFFER_SIZE];
+	struct nlmsghdr *nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, opt.queue);
+
+	nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, NFQNL_CFG_CMD_UNBIND);
+	mnl_socket_sendto(nl, nlh, nlh->nlmsg_len);
+}
+
+/* Any socket with SO_TIMESTAMP turns on the kernel's receive timestamping
+ * (net_enable_timestamp), so forwarded packets get skb->tstamp and NFQUEUE
+ * passes it as NFQA_TIMESTAMP.  Keep the socket open for our lifetime. */
+static void enable_kernel_timestamps(void)
+{
+	int one = 1;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return;
+	if (setsockopt(fd, SOL_SOCKET, SO_TIMESTAMP, &one, sizeof(one)) == 0)
+		timestamping_enabled = true;
+	else
+		close(fd);
+}
+
+static void setup_sched(void)
+{
+	if (opt.cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(opt.cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set) < 0)
+			die("cannot pin to CPU %d: %s", opt.cpu, strerror(errno));
+		cpu_applied = opt.cpu;
+	}
+	if (opt.rt_prio > 0) {
+		struct sched_param sp = { .sched_priority = opt.rt_prio };
+
+		if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0)
+			die("cannot set SCHED_FIFO priority %d: %s", opt.rt_prio, strerror(errno));
+		rt_prio_applied = opt.rt_prio;
+		mlockall(MCL_CURRENT | MCL_FUTURE);
+	}
+	/* timer slack bounds how late a wakeup may be; it also lets the kernel
+	 * coalesce wakeups, so releases come in batches of at most slack */
+	prctl(PR_SET_TIMERSLACK, opt.slack_ns > 0 ? (unsigned long)opt.slack_ns : 1UL, 0, 0, 0);
+}
+
+int main(int argc, char **argv)
+{
+	struct sigaction sa;
+	sigset_t block, waitmask;
+	uint32_t size = 1;
+	int64_t next_stats;
+
+	parse_args(argc, argv);
+
+	while (size <= opt.maxlen + (opt.maxlen >> 3) + 1024)
+		size <<= 1;
+	ring = calloc(size, sizeof(*ring));
+	if (!ring)
+		die("out of memory for a ring of %u entries", size);
+	ring_mask = size - 1;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &block, &waitmask);
+	sigdelset(&waitmask, SIGTERM);
+	sigdelset(&waitmask, SIGINT);
+	sigdelset(&waitmask, SIGUSR1);
+
+	started_real_ns = clock_ns(CLOCK_REALTIME);
+	if (opt.stats_path) {
+		/* fail early on an unwritable stats path */
+		char tmp[PATH_MAX];
+		FILE *f;
+
+		snprintf(tmp, sizeof(tmp), "%s.tmp.%d", opt.stats_path, (int)getpid());
+		f = fopen(tmp, "we");
+		if (!f)
+			die("cannot write stats file %s: %s", tmp, strerror(errno));
+		fclose(f);
+		unlink(tmp);
+	}
+	setup_rx();
+	if (opt.stamp == STAMP_KERNEL)
+		enable_kernel_timestamps();
+	setup_netlink();
+	setup_sched();
+	write_stats(false);
+	next_stats = clock_ns(CLOCK_MONOTONIC) + opt.stats_interval_ns;
+
+	while (!sig_stop) {
+		int64_t now = clock_ns(CLOCK_MONOTONIC);
+		int n = drain_socket(&now);
+
+		if (n == 0)
+			now = clock_ns(CLOCK_MONOTONIC);
+		release_due(now);
+
+		if (sig_dump) {
+			sig_dump = 0;
+			write_stats(false);
+		}
+		if (now >= next_stats) {
+			write_stats(false);
+			next_stats = now + opt.stats_interval_ns;
+		}
+
+		/*
+		 * Sleep.  While packets are held and stamped by the kernel, their
+		 * arrival times do not depend on when we read them, so we sleep
+		 * until the head is due and read the backlog then (one wakeup per
+		 * release instead of one per packet).  With nothing held, or when
+		 * stamping on receipt, wake on the first new packet.
+		 */
+		int64_t wake = next_stats;
+		bool held = ring_head != ring_tail;
+		bool lazy = held && opt.stamp == STAMP_KERNEL && !last_stamp_receive;
+		struct pollfd p = { .fd = nl_fd, .events = lazy ? 0 : POLLIN };
+
+		if (held) {
+			int64_t due = ring[ring_head & ring_mask].due;
+
+			if (due < wake)
+				wake = due;
+		}
+		now = clock_ns(CLOCK_MONOTONIC);
+		if (wake <= now)
+			continue;
+		int64_t left = wake - now;
+		struct timespec ts = { .tv_sec = left / NSEC_PER_SEC, .tv_nsec = left % NSEC_PER_SEC };
+
+		ppoll(&p, 1, &ts, &waitmask);
+		st.wakeups++;
+	}
+
+	/* exit: accept everything still held, then unbind */
+	for (int round = 0; round < 3; round++) {
+		drain_socket(NULL);
+		release_all();
+	}
+	unbind_queue();
+	write_stats(true);
+	return 0;
+}

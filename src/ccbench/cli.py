@@ -1,0 +1,171 @@
+"""`ccbench` command line: the interface the Snakemake rules and users call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from ccbench.errors import CcbenchError
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # Same path as Ctrl-C: every `finally` clean-up runs.
+    raise KeyboardInterrupt
+
+
+def cmd_testbed(a: argparse.Namespace) -> int:
+    from ccbench.privileges import require_root
+
+    require_root()
+    from ccbench.config import load_testbed_config
+    from ccbench.testbed import local
+
+    if a.action == "down":
+        if a.all:
+            ids = local.all_ids()
+        elif a.config:
+            ids = [load_testbed_config(a.config)[0].id]
+        else:
+            ids = [a.id]
+        for tb_id in ids:
+            removed = local.down(tb_id)
+            print(f"testbed {tb_id}: removed {len(removed)} namespace(s)")
+        return 0
+    if not a.config:
+        if a.action == "status":
+            for tb_id in local.all_ids():
+                st = (local.STATE_ROOT / tb_id / "state.json")
+                ok = st.exists() and json.loads(st.read_text()).get("complete")
+                n = len(local.list_namespaces(local.ns_prefix(tb_id)))
+                print(f"{tb_id}: {'up' if ok else 'incomplete/stale'}, {n} namespace(s)")
+            return 0
+        raise CcbenchError("--config FILE is needed")
+    tbc, topo = load_testbed_config(a.config)
+    if a.id:
+        tbc = type(tbc)(**{**tbc.__dict__, "id": a.id})
+    tb = local.LocalTestbed(tbc, topo)
+    if a.action == "up":
+        cal = tb.up()
+        if a.calibration_out:
+            Path(a.calibration_out).parent.mkdir(parents=True, exist_ok=True)
+            Path(a.calibration_out).write_text(json.dumps(cal, indent=2))
+        rtts = ", ".join(f"{k} {v['median_ms']:.2f} ms" for k, v in cal["idle_rtt"].items())
+        ratio = cal["rate"]["ratio"]
+        print(f"testbed {tb.id} up: delay via {cal['delay_method']}; idle RTT {rtts}; "
+              f"bottleneck rate {ratio:.3f} of expected")  # fmt: skip
+        return 0
+    # status
+    up = tb.is_up()
+    print(f"testbed {tb.id}: {'up' if up else 'not up'}")
+    return 0 if up else 1
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from ccbench.privileges import require_root
+
+    require_root()
+    from ccbench.config import TestbedConfig, load_run_config
+    from ccbench.run import execute
+    from ccbench.spec import RunSpec
+    from ccbench.testbed import local
+
+    if a.spec_json:
+        d = json.loads(Path(a.spec_json).read_text())
+        tbc = TestbedConfig.from_dict(d["testbed"])
+        spec = RunSpec.from_dict(d["run"])
+        attempts = int(d.get("attempts", 1))
+    else:
+        tbc, spec, attempts = load_run_config(a.config)
+    if a.attempts:
+        attempts = a.attempts
+    tb = local.LocalTestbed(tbc, spec.topology)
+    ephemeral = not tb.is_up()
+    if ephemeral:
+        if local.list_namespaces(local.ns_prefix(tb.id)):
+            # A testbed with this id exists but for another topology, or stale.
+            local.down(tb.id)
+        tb.up()
+    try:
+        s = execute(tb, spec, Path(a.out), attempts)
+    finally:
+        if ephemeral and not a.keep_testbed:
+            with local.signals_deferred():
+                local.down(tb.id)
+    flows = ", ".join(
+        f"{f['cc_used'] or f['cc_requested']} {f['throughput_bps'] / 1e6:.1f} Mbit/s"
+        if f["throughput_bps"] is not None else f"flow {f['flow']} failed"
+        for f in s["flows"]
+    )
+    verdict = "valid" if s["valid"] else "INVALID: " + "; ".join(s["reasons"])
+    util = s.get("utilization_pct")
+    print(f"{a.out}: {flows}; utilization {util:.1f}%; {verdict}" if util is not None
+          else f"{a.out}: {verdict}")  # fmt: skip
+    return 0 if s["valid"] or not a.fail_invalid else 3
+
+
+def cmd_parse(a: argparse.Namespace) -> int:
+    from ccbench.summary import summarize
+
+    for d in a.run_dirs:
+        s = summarize(Path(d) / "raw")
+        prev = Path(d) / "summary.json"
+        if prev.exists():
+            s["attempt"] = json.loads(prev.read_text()).get("attempt", 1)
+        prev.write_text(json.dumps(s, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="ccbench", description="Congestion-control comparisons on a dumbbell."
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    t = sub.add_parser("testbed", help="build, inspect or remove the local dumbbell")
+    t.add_argument("action", choices=["up", "status", "down"])
+    t.add_argument("--config", help="YAML config (testbed + topology sections)")
+    t.add_argument("--id", help="testbed id (overrides the config's)")
+    t.add_argument("--all", action="store_true", help="with down: every ccbench testbed")
+    t.add_argument("--calibration-out", help="with up: also write calibration JSON here")
+    t.set_defaults(func=cmd_testbed)
+
+    r = sub.add_parser("run", help="one run of N concurrent flows")
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", help="YAML config (testbed, topology, run)")
+    src.add_argument("--spec-json", help="run spec JSON as written by the workflow")
+    r.add_argument("--out", required=True, help="run directory (raw/ and summary.json)")
+    r.add_argument("--attempts", type=int, help="retries for invalid runs (overrides config)")
+    r.add_argument("--keep-testbed", action="store_true",
+                   help="leave a testbed this run had to build up afterwards")  # fmt: skip
+    r.add_argument("--fail-invalid", action="store_true", help="exit 3 if the run is invalid")
+    r.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("parse", help="recompute summary.json from a run's raw files")
+    p.add_argument("run_dirs", nargs="+")
+    p.set_defaults(func=cmd_parse)
+
+    from ccbench import workflow_cli
+
+    workflow_cli.add_commands(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    a = build_parser().parse_args(argv)
+    try:
+        return int(a.func(a))
+    except CcbenchError as e:
+        print(f"ccbench: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ccbench: interrupted; cleaned up", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Run the ccbench Linux-node tooling image inside a testbed network namespace.
+
+The image (containers/linux-node, built locally by containers/build.sh) carries
+iperf3, netperf, flent, irtt, fping and friends. A container joins an existing
+namespace made by ``ip netns add`` and runs privileged, because the tools set
+congestion control, capture packets and open raw sockets. Everything here builds
+argv lists; nothing goes through a shell.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+DEFAULT_IMAGE = "localhost/ccbench-linux-node:latest"
+PODMAN = "podman"
+NETNS_DIR = "/run/netns"
+
+# What `ip netns add` accepts as a name and is safe to put in a path.
+_NETNS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# podman's rule for container names.
+_CONTAINER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+
+
+def container_argv(
+    netns: str,
+    image: str,
+    argv: Sequence[str],
+    name: str | None = None,
+) -> list[str]:
+    """The podman command that runs ``argv`` in ``image`` inside network namespace ``netns``.
+
+    The container is removed when it exits (``--rm``), never pulls (the image is built
+    locally), shares the namespace ``/run/netns/<netns>`` and is privileged. ``name``,
+    if given, becomes the container name so the caller can stop it (``podman rm -f``).
+    """
+    if not _NETNS_NAME.fullmatch(netns) or netns in {".", ".."}:
+        raise ValueError(f"not a network namespace name: {netns!r}")
+    if not image or image.startswith("-") or any(c.isspace() for c in image):
+        raise ValueError(f"not an image reference: {image!r}")
+    if isinstance(argv, str):
+        raise TypeError("argv must be a sequence of arguments, not a string")
+    if not argv:
+        raise ValueError("argv must name a command")
+    if name is not None and not _CONTAINER_NAME.fullmatch(name):
+        raise ValueError(f"not a container name: {name!r}")
+
+    cmd = [
+        PODMAN,
+        "run",
+        "--rm",
+        "--pull=never",
+        "--network",
+        f"ns:{NETNS_DIR}/{netns}",
+        "--privileged",
+    ]
+    if name is not None:
+        cmd.extend(["--name", name])
+    cmd.append(image)
+    cmd.extend(argv)
+    return cmd
+
+
+def image_present(image: str = DEFAULT_IMAGE) -> bool:
+    """True if podman is installed and has ``image`` in its local store."""
+    podman = shutil.which(PODMAN)
+    if podman is None:
+        return False
+    try:
+        result = subprocess.run(
+            [podman, "image", "exists", image],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+            timeout=60,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return result.returncode == 0

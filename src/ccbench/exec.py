@@ -1,0 +1,192 @@
+"""One Executor interface: run argv lists on a node, wherever that node is.
+
+Implementations: `NetnsExecutor` (a network namespace on this machine, or the host
+itself) and `SshExecutor` (in ccbench.ssh). Commands are always argv lists; nothing
+here ever builds a shell string, so config values cannot become shell syntax.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+from ccbench.errors import CcbenchError
+
+
+@dataclass(frozen=True)
+class Result:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+class CommandFailed(CcbenchError):
+    def __init__(self, where: str, result: Result):
+        err = (result.stderr or result.stdout).strip().splitlines()
+        detail = err[-1] if err else f"exit {result.returncode}"
+        super().__init__(f"{where}: `{' '.join(result.argv)}` failed: {detail}")
+        self.result = result
+
+
+class Proc(Protocol):
+    """A background process started by an Executor."""
+
+    def poll(self) -> int | None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def stop(self, sig: int = signal.SIGTERM, grace_s: float = 3.0) -> int: ...
+    def send_signal(self, sig: int) -> None: ...
+
+
+class Executor(Protocol):
+    """Where commands run. `name` is used in error messages."""
+
+    name: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float | None = 60.0,
+    ) -> Result: ...
+
+    def spawn(
+        self, argv: Sequence[str], *, stdout: Path | None = None, stderr: Path | None = None
+    ) -> Proc: ...
+
+    def put(self, local: Path, remote: str) -> None: ...
+
+    def get(self, remote: str, local: Path) -> None: ...
+
+
+class LocalProc:
+    """A child process in its own process group, so stop() also reaches its children."""
+
+    def __init__(self, argv: Sequence[str], stdout: Path | None, stderr: Path | None = None):
+        self.argv = list(argv)
+        self._out: IO[bytes] | None = open(stdout, "wb") if stdout else None  # noqa: SIM115
+        self._err: IO[bytes] | None = open(stderr, "wb") if stderr else None  # noqa: SIM115
+        self.popen = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=self._out if self._out else subprocess.DEVNULL,
+            stderr=self._err if self._err else subprocess.PIPE,
+            start_new_session=True,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        rc = self.popen.wait(timeout)
+        self._close()
+        return rc
+
+    def stderr_text(self) -> str:
+        if self.popen.stderr is None or self.popen.poll() is None:
+            return ""
+        return self.popen.stderr.read().decode(errors="replace")
+
+    def send_signal(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, sig)
+
+    def stop(self, sig: int = signal.SIGTERM, grace_s: float = 3.0) -> int:
+        self.send_signal(sig)
+        try:
+            return self.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self.send_signal(signal.SIGKILL)
+            return self.wait(5)
+
+    def _close(self) -> None:
+        for f in (self._out, self._err):
+            if f:
+                f.close()
+        self._out = self._err = None
+
+
+class NetnsExecutor:
+    """Runs commands inside network namespace `netns` (None: the host itself)."""
+
+    def __init__(self, netns: str | None):
+        self.netns = netns
+        self.name = netns or "host"
+
+    def wrap(self, argv: Sequence[str]) -> list[str]:
+        argv = [str(a) for a in argv]
+        if self.netns is None:
+            return argv
+        return ["ip", "netns", "exec", self.netns, *argv]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float | None = 60.0,
+    ) -> Result:
+        full = self.wrap(argv)
+        try:
+            cp = subprocess.run(
+                full,
+                input=input,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                stdin=None if input is not None else subprocess.DEVNULL,
+            )
+        except FileNotFoundError as e:
+            raise CcbenchError(f"{self.name}: command not found: {full[0]}") from e
+        except subprocess.TimeoutExpired as e:
+            raise CcbenchError(f"{self.name}: `{' '.join(full)}` timed out after {timeout}s") from e
+        res = Result(tuple(full), cp.returncode, cp.stdout, cp.stderr)
+        if check and not res.ok:
+            raise CommandFailed(self.name, res)
+        return res
+
+    def spawn(
+        self, argv: Sequence[str], *, stdout: Path | None = None, stderr: Path | None = None
+    ) -> LocalProc:
+        return LocalProc(self.wrap(argv), stdout, stderr)
+
+    def put(self, local: Path, remote: str) -> None:
+        shutil.copyfile(local, remote)
+
+    def get(self, remote: str, local: Path) -> None:
+        shutil.copyfile(remote, local)
+
+    def write_file(self, path: str, text: str) -> None:
+        """Write `text` to `path` as seen from inside the namespace (e.g. its /sys)."""
+        self.run(["tee", path], input=text)
+
+
+def wait_until(pred, timeout_s: float, step_s: float = 0.02) -> bool:  # type: ignore[no-untyped-def]
+    """Poll `pred()` until true or timeout; returns the last value."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if pred():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(step_s)

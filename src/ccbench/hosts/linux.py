@@ -1,0 +1,159 @@
+"""Linux host driver: command plans for endpoints, routers and the bottleneck."""
+
+from __future__ import annotations
+
+import math
+
+from ccbench.errors import CcbenchError
+from ccbench.hosts.base import SOCKBUF_MAX, Argv
+from ccbench.spec import Topology
+
+OFFLOADS = ("tso", "gso", "gro")
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:g}"
+
+
+class LinuxHost:
+    os = "linux"
+
+    # --- endpoints -----------------------------------------------------------
+    def tune(self, *, netns_local: bool = False) -> list[Argv]:
+        plan = [
+            ["sysctl", "-w", f"net.ipv4.tcp_rmem=4096 131072 {SOCKBUF_MAX}"],
+            ["sysctl", "-w", f"net.ipv4.tcp_wmem=4096 16384 {SOCKBUF_MAX}"],
+            ["sysctl", "-w", "net.ipv4.tcp_no_metrics_save=1"],
+        ]
+        if not netns_local:
+            # Host-wide knobs: read-only inside a namespace, so only on real hosts.
+            plan += [
+                ["sysctl", "-w", f"net.core.rmem_max={SOCKBUF_MAX}"],
+                ["sysctl", "-w", f"net.core.wmem_max={SOCKBUF_MAX}"],
+            ]
+        return plan
+
+    def set_cc(self, cc: str) -> list[Argv]:
+        return [
+            ["modprobe", "-q", f"tcp_{cc}"],
+            ["sysctl", "-w", f"net.ipv4.tcp_congestion_control={cc}"],
+        ]
+
+    def set_stack(self, stack: str) -> list[Argv]:
+        if stack != "default":
+            raise CcbenchError(f"Linux has one TCP stack; stack '{stack}' is FreeBSD-only")
+        return []
+
+    def facts(self) -> dict[str, Argv]:
+        return {
+            "uname": ["uname", "-a"],
+            "cc_available": ["sysctl", "-n", "net.ipv4.tcp_available_congestion_control"],
+            "cc_default": ["sysctl", "-n", "net.ipv4.tcp_congestion_control"],
+            "tcp_rmem": ["sysctl", "-n", "net.ipv4.tcp_rmem"],
+            "tcp_wmem": ["sysctl", "-n", "net.ipv4.tcp_wmem"],
+            "tcp_no_metrics_save": ["sysctl", "-n", "net.ipv4.tcp_no_metrics_save"],
+            "tcp_recovery": ["sysctl", "-n", "net.ipv4.tcp_recovery"],
+            "iperf3": ["iperf3", "--version"],
+        }
+
+    def iperf3_server(self, port: int) -> Argv:
+        # -1: serve exactly one test, so the server exits by itself when the flow ends.
+        return ["iperf3", "-s", "-1", "-p", str(port)]
+
+    def iperf3_client(
+        self,
+        dst: str,
+        port: int,
+        cc: str,
+        duration_s: float,
+        interval_s: float,
+        streams: int = 1,
+    ) -> Argv:
+        # -l 1M as in the seeds; -C sets the CC per socket (root may use any built one).
+        argv = ["iperf3", "-c", dst, "-p", str(port), "-C", cc, "-l", "1M"]
+        argv += ["-t", _fmt_s(duration_s), "-i", _fmt_s(interval_s), "-J"]
+        if streams > 1:
+            argv += ["-P", str(streams)]
+        return argv
+
+    # --- routers and links ---------------------------------------------------
+    def forwarding(self) -> list[Argv]:
+        return [["sysctl", "-w", "net.ipv4.ip_forward=1"]]
+
+    def offloads_off(self, dev: str) -> Argv:
+        return ["ethtool", "-K", dev, *[x for o in OFFLOADS for x in (o, "off")]]
+
+    def offloads_show(self, dev: str) -> Argv:
+        return ["ethtool", "-k", dev]
+
+    def bottleneck(self, dev: str, topo: Topology, shaper: str = "tbf") -> list[Argv]:
+        """Rate shaper with the configured child queue on `dev`'s egress."""
+        rate = f"{int(topo.rate_bps)}bit"
+        # Burst: ~1 ms at line rate but never under 10 full frames (FACTS §2).
+        burst = max(int(topo.rate_bps / 8 / 1000), 10 * topo.frame_bytes)
+        plan: list[Argv] = [["tc", "qdisc", "del", "dev", dev, "root"]]
+        if shaper == "tbf":
+            plan.append(
+                ["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf",
+                 "rate", rate, "burst", str(burst), "latency", "1s"]
+            )  # fmt: skip
+            parent = "1:1"
+        elif shaper == "htb":
+            plan += [
+                ["tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "1"],
+                ["tc", "class", "add", "dev", dev, "parent", "1:", "classid", "1:1", "htb",
+                 "rate", rate, "ceil", rate, "burst", str(burst), "cburst", str(burst)],
+            ]  # fmt: skip
+            parent = "1:1"
+        else:
+            raise CcbenchError(f"unknown shaper '{shaper}'")
+        plan.append(["tc", "qdisc", "add", "dev", dev, "parent", parent, "handle", "10:",
+                     *self.queue_args(topo)])  # fmt: skip
+        return plan
+
+    def queue_args(self, topo: Topology) -> Argv:
+        n = topo.queue_limit_pkts
+        frame = topo.frame_bytes
+        k = topo.queue_kind
+        if k == "pfifo":
+            return ["pfifo", "limit", str(n)]
+        if k == "bfifo":
+            return ["bfifo", "limit", str(n * frame)]
+        if k in ("fq_codel", "codel", "pie"):
+            return [k, "limit", str(n)]
+        if k == "red":
+            # RED thresholds in bytes: min at 1/4 of the limit, max at 3/4 (RFC 7567 spirit).
+            limit = n * frame
+            lo, hi = max(frame, limit // 4), max(2 * frame, 3 * limit // 4)
+            burst = max(1, math.ceil((2 * lo + hi) / (3 * frame)))
+            return ["red", "limit", str(limit), "min", str(lo), "max", str(hi),
+                    "avpkt", str(frame), "burst", str(burst),
+                    "bandwidth", f"{int(topo.rate_bps)}bit", "probability", "0.1"]  # fmt: skip
+        raise CcbenchError(f"unknown queue kind '{k}'")
+
+    def qdisc_stats(self, dev: str) -> Argv:
+        return ["tc", "-s", "-j", "qdisc", "show", "dev", dev]
+
+    def netem_delay(self, dev: str, one_way_ms: float) -> list[Argv]:
+        return [
+            ["tc", "qdisc", "del", "dev", dev, "root"],
+            ["tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", f"{one_way_ms:g}ms",
+             "limit", "1000000"],
+        ]  # fmt: skip
+
+    def loss(self, topo: Topology, chain: str = "INPUT") -> list[Argv]:
+        """Drop incoming TCP at a receiver with iptables `statistic`, like seed 001."""
+        if topo.loss_mode == "none" or topo.loss_rate <= 0:
+            return []
+        base = ["iptables", "-w", "-A", chain, "-p", "tcp", "-m", "statistic"]
+        if topo.loss_mode == "nth":
+            every = max(2, round(1 / topo.loss_rate))
+            return [[*base, "--mode", "nth", "--every", str(every), "--packet", "0", "-j", "DROP"]]
+        return [[*base, "--mode", "random", "--probability", f"{topo.loss_rate:.6f}",
+                 "-j", "DROP"]]  # fmt: skip
+
+    def nfqueue_all_forwarded(self, queue: int) -> Argv:
+        return ["iptables", "-w", "-A", "FORWARD", "-j", "NFQUEUE", "--queue-num", str(queue)]
+
+    def ss_sample(self) -> Argv:
+        return ["ss", "-tinH", "state", "established"]

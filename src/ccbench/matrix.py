@@ -1,0 +1,158 @@
+"""Expand a comparison config into runs with stable ids and a seeded random order.
+
+A run = scenario × variant × repetition. Its id is the hash of its RunSpec, so
+editing one variant changes only that variant's run ids and only those rerun.
+Runs that share a bottleneck configuration share a testbed (id = topology key).
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+from ccbench.config import TestbedConfig, topology_from, validate
+from ccbench.errors import CcbenchError
+from ccbench.spec import Flow, RunSpec, check_flows
+
+TOPOLOGY_DEFAULTS: dict[str, Any] = {
+    "pairs": 2,
+    "rate_mbit": 100,
+    "rtt_ms": 40,
+    "mtu": 1500,
+    "queue": {"kind": "pfifo", "limit_pkts": 48},
+    "loss": {"mode": "none", "rate": 0},
+}
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if k == "queue" and isinstance(v, dict):
+            # A queue given in full replaces the default (limit_pkts vs limit_bdp).
+            out[k] = {"kind": out.get(k, {}).get("kind", "pfifo"), **v}
+        elif isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def load(config: dict[str, Any], source: str = "config") -> dict[str, Any]:
+    """Validate a comparison config (defaults filled) and expand it."""
+    cfg = validate(config, "matrix", source)
+    return expand(cfg, source)
+
+
+def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
+    variants = cfg["variants"]
+    labels = [v["label"] for v in variants]
+    if len(set(labels)) != len(labels):
+        raise CcbenchError(f"{source}: variants: labels must be unique")
+    baselines = [v["label"] for v in variants if v.get("baseline")]
+    if len(baselines) > 1:
+        raise CcbenchError(f"{source}: variants: more than one baseline ({', '.join(baselines)})")
+    baseline = baselines[0] if baselines else labels[0]
+    tb_cfg = cfg["testbed"]
+    runs: list[dict[str, Any]] = []
+    testbeds: dict[str, dict[str, Any]] = {}
+    for sname, sc in cfg["scenarios"].items():
+        tdict = _merge(_merge(TOPOLOGY_DEFAULTS, cfg.get("topology", {})), sc.get("topology", {}))
+        # Validate the merged topology with the run schema (same rules as `ccbench run`).
+        tdict = validate({"topology": tdict}, "run", f"{source}: scenarios.{sname}")["topology"]
+        topo = topology_from(tdict)
+        duration = float(sc.get("duration_s", cfg["duration_s"]))
+        for v in variants:
+            if v.get("os", "linux") != "linux" and tb_cfg["kind"] == "local":
+                raise CcbenchError(
+                    f"{source}: variant {v['label']}: os {v['os']} needs testbed.kind ssh "
+                    "(the local testbed is Linux namespaces)"
+                )
+            flows = _flows(sc.get("flows", 1), v["cc"], duration)
+            try:
+                check_flows(topo, flows)
+            except CcbenchError as e:
+                raise CcbenchError(f"{source}: scenarios.{sname}: {e}") from e
+            tb_id = topo.key()[:8]
+            testbeds[tb_id] = {
+                "testbed": {
+                    "kind": tb_cfg["kind"],
+                    "id": tb_id,
+                    "delay": tb_cfg["delay"],
+                    "shaper": tb_cfg["shaper"],
+                    "tools": tb_cfg["tools"],
+                    **({"inventory": tb_cfg["inventory"]} if "inventory" in tb_cfg else {}),
+                },
+                "topology": tdict,
+            }
+            for rep in range(1, cfg["repetitions"] + 1):
+                spec = RunSpec(
+                    topology=topo,
+                    flows=flows,
+                    interval_s=float(cfg["interval_s"]),
+                    ss_interval_s=float(cfg["ss_interval_s"]),
+                    scenario=sname,
+                    variant=v["label"],
+                    repetition=rep,
+                    extra={"variant": v},
+                )
+                runs.append(
+                    {
+                        "id": spec.run_id,
+                        "scenario": sname,
+                        "variant": v["label"],
+                        "repetition": rep,
+                        "testbed_id": tb_id,
+                        "traffic_s": spec.traffic_s,
+                        "spec": {
+                            "testbed": testbeds[tb_id]["testbed"],
+                            "run": spec.to_dict(),
+                            "attempts": cfg["attempts"],
+                        },
+                    }
+                )
+    # Seeded shuffle per testbed: order effects (warm-up, drift) hit all variants alike.
+    rng = random.Random(cfg["seed"])
+    order: list[str] = []
+    for tb_id in testbeds:
+        ids = [r["id"] for r in runs if r["testbed_id"] == tb_id]
+        rng.shuffle(ids)
+        order += ids
+    # Spread testbeds over dumbbells (ssh); locally everything shares the one machine.
+    n_db = tb_cfg["dumbbells"] if tb_cfg["kind"] == "ssh" else 1
+    for i, tb_id in enumerate(testbeds):
+        testbeds[tb_id]["dumbbell"] = i % n_db + 1
+        testbeds[tb_id]["testbed"]["dumbbell"] = i % n_db + 1
+    return {
+        "title": cfg["title"],
+        "question": cfg["question"],
+        "report_name": cfg["report_name"],
+        "results_dir": cfg["results_dir"],
+        "baseline": baseline,
+        "variants": variants,
+        "scenarios": {k: {"description": v.get("description", "")} for k, v in
+                      cfg["scenarios"].items()},  # fmt: skip
+        "repetitions": cfg["repetitions"],
+        "seed": cfg["seed"],
+        "testbeds": testbeds,
+        "runs": {r["id"]: r for r in runs},
+        "order": order,
+    }
+
+
+def _flows(spec: int | list[dict[str, Any]], variant_cc: str, duration: float) -> tuple[Flow, ...]:
+    if isinstance(spec, int):
+        return tuple(Flow(pair=i, cc=variant_cc, duration_s=duration) for i in range(1, spec + 1))
+    out = []
+    for i, f in enumerate(spec, start=1):
+        cc = f.get("cc", "variant")
+        out.append(
+            Flow(
+                pair=f.get("pair", i),
+                cc=variant_cc if cc == "variant" else cc,
+                start_s=float(f.get("start_s", 0)),
+                duration_s=float(f.get("duration_s", duration)),
+                streams=int(f.get("streams", 1)),
+            )
+        )
+    return tuple(out)

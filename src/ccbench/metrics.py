@@ -1,0 +1,219 @@
+"""Pure metrics for the comparison tables: fairness, confidence intervals, deltas,
+utilization, the Mathis model, RTT summaries and convergence.
+
+Conventions: inputs are plain sequences of floats; "undefined" results (empty input,
+too few samples, 0/0) are NaN rather than exceptions, so a table cell can show "n/a";
+inputs that are wrong (negative rates, mismatched lengths, zero baselines) raise
+ValueError.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from scipy import stats
+
+NAN = math.nan
+
+
+class MeanCI(NamedTuple):
+    mean: float
+    half_width: float  # NaN when n < 2
+    n: int
+
+
+class DeltaPct(NamedTuple):
+    mean_pct: float
+    half_width_pct: float  # NaN when too few samples
+    paired: bool
+    n_base: int
+    n_variant: int
+    deltas_pct: tuple[float, ...]  # per-repetition deltas; empty when unpaired
+
+
+class SrttStats(NamedTuple):
+    mean_us: float
+    p95_us: float
+    max_us: float
+
+
+def jain(values: Sequence[float]) -> float:
+    """Jain's fairness index (sum x)^2 / (n * sum x^2), in [1/n, 1].
+
+    [1, 1] -> 1.0, [1, 0] -> 0.5. Empty input or all zeros -> NaN (nothing was
+    shared, so fairness is undefined). Negative values raise ValueError.
+    """
+    xs = [float(v) for v in values]
+    if any(x < 0 for x in xs):
+        raise ValueError("Jain's index needs non-negative values")
+    sq = sum(x * x for x in xs)
+    if not xs or sq == 0.0:
+        return NAN
+    return sum(xs) ** 2 / (len(xs) * sq)
+
+
+def mean_ci(values: Sequence[float], confidence: float = 0.95) -> MeanCI:
+    """Mean and Student-t confidence half-width: t(1-(1-c)/2, n-1) * s / sqrt(n).
+
+    s is the sample standard deviation (n-1). n == 0 -> (NaN, NaN, 0); n == 1 ->
+    (x, NaN, 1): one repetition gives no spread to build an interval from.
+    """
+    xs = [float(v) for v in values]
+    n = len(xs)
+    if n == 0:
+        return MeanCI(NAN, NAN, 0)
+    mean = sum(xs) / n
+    if n < 2:
+        return MeanCI(mean, NAN, n)
+    s = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    t = float(stats.t.ppf(0.5 + confidence / 2.0, n - 1))
+    return MeanCI(mean, t * s / math.sqrt(n), n)
+
+
+def paired_delta_pct(
+    base: Sequence[float], variant: Sequence[float], confidence: float = 0.95
+) -> DeltaPct:
+    """Percent change of `variant` against `base`, e.g. after vs before a patch.
+
+    Same length (repetition i of both ran under the same conditions): paired, the
+    per-repetition deltas (variant_i / base_i - 1) * 100 with their mean_ci.
+    Different lengths: unpaired, (mean(variant) / mean(base) - 1) * 100 with a
+    Welch t half-width of the difference of means divided by mean(base) -- an
+    approximation that ignores the baseline mean's own uncertainty.
+    A zero baseline raises ValueError; empty inputs give NaN.
+    """
+    b = [float(x) for x in base]
+    v = [float(x) for x in variant]
+    if len(b) == len(v):
+        if any(x == 0.0 for x in b):
+            raise ValueError("a zero baseline has no percent change")
+        deltas = tuple((vi / bi - 1.0) * 100.0 for bi, vi in zip(b, v, strict=True))
+        ci = mean_ci(deltas, confidence)
+        return DeltaPct(ci.mean, ci.half_width, True, len(b), len(v), deltas)
+    if not b or not v:
+        return DeltaPct(NAN, NAN, False, len(b), len(v), ())
+    mb, mv = sum(b) / len(b), sum(v) / len(v)
+    if mb == 0.0:
+        raise ValueError("a zero baseline has no percent change")
+    return DeltaPct(
+        (mv / mb - 1.0) * 100.0, _welch_half_width(b, v, confidence) / mb * 100.0,
+        False, len(b), len(v), (),
+    )
+
+
+def utilization_pct(throughput_bps: float, rate_bps: float) -> float:
+    """Throughput as a percentage of the bottleneck rate.
+
+    Goodput over 1500-byte-MTU Ethernet tops out near 94.9-95.6 % of the wire rate
+    (headers), so 100 % is not reachable. rate_bps <= 0 raises ValueError.
+    """
+    if rate_bps <= 0:
+        raise ValueError("rate_bps must be positive")
+    return 100.0 * throughput_bps / rate_bps
+
+
+def mathis_bps(
+    mss_bytes: float, rtt_s: float, loss_p: float, c: float = math.sqrt(1.5)
+) -> float:
+    """Mathis et al. (1997) steady-state Reno throughput: MSS*8 / RTT * C / sqrt(p).
+
+    MSS 1448 B, RTT 40 ms, p = 1 % -> about 3.55 Mbit/s. loss_p == 0 -> inf (the
+    model has no loss limit); loss_p outside [0, 1] or rtt_s <= 0 raises ValueError.
+    """
+    if rtt_s <= 0:
+        raise ValueError("rtt_s must be positive")
+    if not 0.0 <= loss_p <= 1.0:
+        raise ValueError("loss_p is a probability in [0, 1]")
+    if loss_p == 0.0:
+        return math.inf
+    return mss_bytes * 8.0 / rtt_s * c / math.sqrt(loss_p)
+
+
+def srtt_stats(rtts_us: Sequence[float]) -> SrttStats:
+    """Mean, 95th percentile (linear interpolation between order statistics, as
+    numpy's default) and max of RTT samples in us. Empty input -> all NaN."""
+    xs = sorted(float(r) for r in rtts_us)
+    if not xs:
+        return SrttStats(NAN, NAN, NAN)
+    return SrttStats(sum(xs) / len(xs), _percentile_sorted(xs, 95.0), xs[-1])
+
+
+def jain_over_time(per_flow_series: Mapping[str, Sequence[float]]) -> list[float]:
+    """Jain's index per time bin across flows.
+
+    per_flow_series maps a flow name to its throughput per bin; bins must be aligned
+    (same length for every flow, bin i = the same time span). A bin where every
+    flow is 0 gives NaN. No flows -> []. Unequal lengths raise ValueError.
+    """
+    series = list(per_flow_series.values())
+    if not series:
+        return []
+    n_bins = len(series[0])
+    if any(len(s) != n_bins for s in series):
+        raise ValueError("per-flow series must have the same number of bins")
+    return [jain([s[i] for s in series]) for i in range(n_bins)]
+
+
+def convergence_time_s(
+    times_s: Sequence[float],
+    jain_values: Sequence[float],
+    threshold: float = 0.95,
+    window_s: float | None = None,
+) -> float | None:
+    """Earliest time from which Jain's index stays >= threshold.
+
+    times_s[i] is the time of sample jain_values[i] (e.g. a bin's end, seconds since
+    the run started), ascending. The result is the smallest times_s[k] such that
+    every sample i with times_s[k] <= times_s[i] <= times_s[k] + window_s has
+    jain_values[i] >= threshold (NaN counts as below), and the series reaches
+    times_s[k] + window_s (so a short tail cannot count as converged). window_s=None
+    means "until the last sample". Returns None if no such k exists or the input is
+    empty; mismatched lengths raise ValueError.
+    """
+    if len(times_s) != len(jain_values):
+        raise ValueError("times_s and jain_values must have the same length")
+    n = len(times_s)
+    if n == 0:
+        return None
+    t_last = times_s[-1]
+    ok = [j >= threshold for j in jain_values]  # NaN >= x is False
+    # first_bad_after[i]: index of the first failing sample at or after i (n if none)
+    first_bad_after = [n] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        first_bad_after[i] = i if not ok[i] else first_bad_after[i + 1]
+    for k in range(n):
+        if not ok[k]:
+            continue
+        end = t_last if window_s is None else times_s[k] + window_s
+        if end > t_last:
+            return None  # later k only start later: none can cover a full window
+        bad = first_bad_after[k]
+        if bad == n or times_s[bad] > end:
+            return float(times_s[k])
+    return None
+
+
+def _welch_half_width(a: list[float], b: list[float], confidence: float) -> float:
+    na, nb = len(a), len(b)
+    if na < 2 or nb < 2:
+        return NAN
+    va, vb = _var(a) / na, _var(b) / nb
+    se2 = va + vb
+    if se2 == 0.0:
+        return 0.0
+    dof = se2**2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+    return float(stats.t.ppf(0.5 + confidence / 2.0, dof)) * math.sqrt(se2)
+
+
+def _var(xs: list[float]) -> float:
+    m = sum(xs) / len(xs)
+    return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
+
+
+def _percentile_sorted(xs: list[float], q: float) -> float:
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)

@@ -1,0 +1,219 @@
+"""Parse an iperf3 client `-J` document (TCP, optionally `-P k`) into one record.
+
+Units: bytes, bits per second (bps), microseconds (us), seconds (s). iperf3 already
+reports `snd_cwnd` in bytes on Linux (tcpi_snd_cwnd * tcpi_snd_mss) and on FreeBSD
+(tcpi_snd_cwnd is bytes there); `rtt`/`rttvar` are microseconds on both. FreeBSD has
+no tcpi_pmtu, so iperf3 writes -1 for `pmtu` (and `reorder`, where present): those
+become None. iperf3 before 3.2 computed FreeBSD cwnd wrongly (esnet/iperf #465, #338;
+fixed in 3.2 per its RELNOTES), hence `cwnd_trusted`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+# One interval row: stream, t_start_s, t_end_s, bytes, throughput_bps, retransmits,
+# cwnd_bytes, snd_wnd_bytes, rtt_us, rttvar_us, pmtu_bytes, reorder, omitted.
+IntervalRow = dict[str, Any]
+
+_FREEBSD_CWND_FIXED = (3, 2)
+
+
+@dataclass(frozen=True)
+class Iperf3Stream:
+    """End-of-test numbers of one TCP stream (end.streams[i])."""
+
+    stream: int  # iperf3's socket number, the key shared with `intervals`
+    local: str | None  # "ip:port" from start.connected
+    peer: str | None
+    duration_s: float | None  # sender-side seconds
+    bytes_sent: int | None
+    bytes_received: int | None
+    sender_bps: float | None
+    throughput_bps: float | None  # receiver side
+    retransmits: int | None
+    max_snd_cwnd_bytes: int | None
+    max_snd_wnd_bytes: int | None
+    min_rtt_us: int | None
+    mean_rtt_us: int | None
+    max_rtt_us: int | None
+
+
+@dataclass(frozen=True)
+class Iperf3Result:
+    """One iperf3 client run. Numeric fields are None when the document lacks them
+    (error runs, older iperf3 versions, OSes without TCP_INFO)."""
+
+    version: str | None  # "3.12" from "iperf 3.12"
+    os: str | None  # first word of system_info, lower-case: "linux", "freebsd", ...
+    system_info: str | None
+    error: str | None  # the document's "error" string
+    cc_sender: str | None  # end.sender_tcp_congestion (iperf3 >= 3.1.4)
+    cc_receiver: str | None
+    num_streams: int | None
+    reverse: bool
+    requested_duration_s: float | None  # start.test_start.duration
+    omit_s: float | None
+    timestamp_s: int | None  # start.timestamp.timesecs
+    duration_s: float | None  # end.sum_sent.seconds (measured)
+    bytes_sent: int | None
+    bytes_received: int | None
+    throughput_bps: float | None  # end.sum_received.bits_per_second
+    sender_bps: float | None  # end.sum_sent.bits_per_second
+    retransmits: int | None
+    min_rtt_us: int | None  # min over streams
+    mean_rtt_us: float | None  # unweighted mean of the streams' mean_rtt
+    max_rtt_us: int | None  # max over streams
+    max_snd_cwnd_bytes: int | None  # max over streams
+    cwnd_trusted: bool
+    streams: list[Iperf3Stream] = field(default_factory=list)
+    intervals: list[IntervalRow] = field(default_factory=list)
+
+
+def parse_version(version: str | None) -> tuple[int, ...] | None:
+    """Version tuple: "iperf 3.17.1" -> (3, 17, 1), "iperf 3.9+" -> (3, 9), else None."""
+    if not version:
+        return None
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    if not m:
+        return None
+    return tuple(int(g) for g in m.groups() if g is not None)
+
+
+def is_cwnd_trusted(os_name: str | None, version: tuple[int, ...] | None) -> bool:
+    """False only for FreeBSD senders whose iperf3 is older than 3.2 or unknown."""
+    if os_name != "freebsd":
+        return True
+    return version is not None and version >= _FREEBSD_CWND_FIXED
+
+
+def parse_iperf3(doc: dict[str, Any]) -> Iperf3Result:
+    """Parse a client-side iperf3 `-J` document (already json-loaded)."""
+    start = _obj(doc.get("start"))
+    end = _obj(doc.get("end"))
+    test_start = _obj(start.get("test_start"))
+    sum_sent = _obj(end.get("sum_sent"))
+    sum_received = _obj(end.get("sum_received"))
+
+    version_str = start.get("version")
+    version = parse_version(version_str)
+    system_info = start.get("system_info")
+    os_name = system_info.split()[0].lower() if system_info else None
+
+    streams = _end_streams(end, start)
+    min_rtts = [s.min_rtt_us for s in streams if s.min_rtt_us is not None]
+    mean_rtts = [s.mean_rtt_us for s in streams if s.mean_rtt_us is not None]
+    max_rtts = [s.max_rtt_us for s in streams if s.max_rtt_us is not None]
+    cwnds = [s.max_snd_cwnd_bytes for s in streams if s.max_snd_cwnd_bytes is not None]
+
+    error = doc.get("error")
+    return Iperf3Result(
+        version=version_str.split()[-1] if version_str else None,
+        os=os_name,
+        system_info=system_info,
+        error=str(error) if error else None,
+        cc_sender=end.get("sender_tcp_congestion"),
+        cc_receiver=end.get("receiver_tcp_congestion"),
+        num_streams=_int(test_start.get("num_streams")),
+        reverse=bool(test_start.get("reverse", 0)),
+        requested_duration_s=_float(test_start.get("duration")),
+        omit_s=_float(test_start.get("omit")),
+        timestamp_s=_int(_obj(start.get("timestamp")).get("timesecs")),
+        duration_s=_float(sum_sent.get("seconds")),
+        bytes_sent=_int(sum_sent.get("bytes")),
+        bytes_received=_int(sum_received.get("bytes")),
+        throughput_bps=_float(sum_received.get("bits_per_second")),
+        sender_bps=_float(sum_sent.get("bits_per_second")),
+        retransmits=_int(sum_sent.get("retransmits")),
+        min_rtt_us=min(min_rtts) if min_rtts else None,
+        mean_rtt_us=sum(mean_rtts) / len(mean_rtts) if mean_rtts else None,
+        max_rtt_us=max(max_rtts) if max_rtts else None,
+        max_snd_cwnd_bytes=max(cwnds) if cwnds else None,
+        cwnd_trusted=is_cwnd_trusted(os_name, version),
+        streams=streams,
+        intervals=_intervals(doc.get("intervals")),
+    )
+
+
+def _end_streams(end: dict[str, Any], start: dict[str, Any]) -> list[Iperf3Stream]:
+    conns: dict[int, dict[str, Any]] = {}
+    for c in start.get("connected") or []:
+        if isinstance(c, dict) and "socket" in c:
+            conns[int(c["socket"])] = c
+    out: list[Iperf3Stream] = []
+    for s in end.get("streams") or []:
+        snd = _obj(s.get("sender"))
+        rcv = _obj(s.get("receiver"))
+        sock = _int(snd.get("socket", rcv.get("socket")))
+        if sock is None:  # UDP end streams carry "udp" instead: not ours
+            continue
+        conn = conns.get(sock, {})
+        out.append(
+            Iperf3Stream(
+                stream=sock,
+                local=_hostport(conn.get("local_host"), conn.get("local_port")),
+                peer=_hostport(conn.get("remote_host"), conn.get("remote_port")),
+                duration_s=_float(snd.get("seconds")),
+                bytes_sent=_int(snd.get("bytes")),
+                bytes_received=_int(rcv.get("bytes")),
+                sender_bps=_float(snd.get("bits_per_second")),
+                throughput_bps=_float(rcv.get("bits_per_second")),
+                retransmits=_int(snd.get("retransmits")),
+                max_snd_cwnd_bytes=_nonneg(snd.get("max_snd_cwnd")),
+                max_snd_wnd_bytes=_nonneg(snd.get("max_snd_wnd")),
+                min_rtt_us=_nonneg(snd.get("min_rtt")),
+                mean_rtt_us=_nonneg(snd.get("mean_rtt")),
+                max_rtt_us=_nonneg(snd.get("max_rtt")),
+            )
+        )
+    return out
+
+
+def _intervals(raw: Any) -> list[IntervalRow]:
+    rows: list[IntervalRow] = []
+    for interval in raw or []:
+        for s in _obj(interval).get("streams") or []:
+            rows.append(
+                {
+                    "stream": _int(s.get("socket")),
+                    "t_start_s": _float(s.get("start")),
+                    "t_end_s": _float(s.get("end")),
+                    "bytes": _int(s.get("bytes")),
+                    "throughput_bps": _float(s.get("bits_per_second")),
+                    "retransmits": _nonneg(s.get("retransmits")),
+                    "cwnd_bytes": _nonneg(s.get("snd_cwnd")),
+                    "snd_wnd_bytes": _nonneg(s.get("snd_wnd")),
+                    "rtt_us": _nonneg(s.get("rtt")),
+                    "rttvar_us": _nonneg(s.get("rttvar")),
+                    "pmtu_bytes": _nonneg(s.get("pmtu")),
+                    "reorder": _nonneg(s.get("reorder")),
+                    "omitted": bool(s.get("omitted", False)),
+                }
+            )
+    return rows
+
+
+def _obj(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _int(x: Any) -> int | None:
+    return None if x is None or isinstance(x, bool) else int(x)
+
+
+def _nonneg(x: Any) -> int | None:
+    """iperf3 writes -1 for 'not available on this OS' (FreeBSD pmtu/reorder)."""
+    v = _int(x)
+    return None if v is None or v < 0 else v
+
+
+def _float(x: Any) -> float | None:
+    return None if x is None or isinstance(x, bool) else float(x)
+
+
+def _hostport(host: Any, port: Any) -> str | None:
+    if host is None or port is None:
+        return None
+    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"

@@ -1,0 +1,184 @@
+"""Parse the sampler's TS-block file of `ss -tinH state established` output.
+
+File format (written by ccbench.sampler): a line `TS <unix epoch seconds>` followed
+by the raw ss output at that instant. ss prints each socket as one line of address
+columns (`Recv-Q Send-Q Local Peer`, preceded by the state when no state filter is
+given) and one continuation line, starting with whitespace, of `key:value` items,
+bare flags, the CC name and the `send`/`pacing_rate`/`delivery_rate` pairs.
+
+Units as ss prints them: rtt/rttvar/minrtt/mrtt in ms (converted to us here), cwnd
+and ssthresh in packets (segments), rates as `<n>[K|M|G|T]bps` with 1000-based
+prefixes, bytes_* in bytes. Fields ss leaves out (it omits zero `lost`, `reord_seen`,
+absent `ssthresh` in slow start, ...) are None.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SsRecord = dict[str, Any]
+
+_RATE = re.compile(r"^([0-9.]+)([KMGT]?)bps$")
+_PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+# Bare words ss prints before the CC name (tcp_show_info in iproute2 misc/ss.c).
+_FLAGS = {"ts", "sack", "ecn", "ecnseen", "fastopen", "app_limited", "cwnd_limited"}
+_PAIRED = {"send": "send_bps", "pacing_rate": "pacing_rate_bps", "delivery_rate": "delivery_rate_bps"}
+_INT_KEYS = {
+    "cwnd": "cwnd_pkts",
+    "ssthresh": "ssthresh_pkts",
+    "mss": "mss_bytes",
+    "bytes_sent": "bytes_sent",
+    "bytes_retrans": "bytes_retrans",
+    "bytes_acked": "bytes_acked",
+    "lost": "lost",
+    "reord_seen": "reord_seen",
+    "reordering": "reordering",
+    "unacked": "unacked",
+    "notsent": "notsent_bytes",
+    "delivered": "delivered",
+}
+FIELDS = (
+    "t_s",
+    "local",
+    "peer",
+    "recv_q_bytes",
+    "send_q_bytes",
+    "cc",
+    "cwnd_pkts",
+    "mss_bytes",
+    "cwnd_bytes",
+    "ssthresh_pkts",
+    "rtt_us",
+    "rttvar_us",
+    "minrtt_us",
+    "send_bps",
+    "delivery_rate_bps",
+    "pacing_rate_bps",
+    "bytes_sent",
+    "bytes_retrans",
+    "bytes_acked",
+    "unacked",
+    "notsent_bytes",
+    "delivered",
+    "retrans_now",
+    "retrans_total",
+    "lost",
+    "reordering",
+    "reord_seen",
+    "bbr_bw_bps",
+    "bbr_mrtt_us",
+    "bbr_pacing_gain",
+    "bbr_cwnd_gain",
+)
+
+
+def parse_ss_samples(text: str) -> list[SsRecord]:
+    """One dict per socket per TS block, keys as in FIELDS, in file order.
+
+    A trailing line without a newline (the sampler stopped mid-write) is dropped.
+    Raises ValueError for socket lines before the first TS line or a bad TS value.
+    """
+    lines = text.split("\n")
+    lines.pop()  # "" after a final newline, or an incomplete last line
+    records: list[SsRecord] = []
+    t_s: float | None = None
+    current: SsRecord | None = None
+    for line in lines:
+        if not line.strip():
+            continue
+        if line.startswith("TS "):
+            t_s = _timestamp(line)
+            current = None
+        elif line[0].isspace():
+            if current is not None:  # info for a socket whose address line we saw
+                _apply_info(current, line.split())
+        else:
+            if t_s is None:
+                raise ValueError(f"ss output before the first TS line: {line!r}")
+            current = _address_record(t_s, line.split())
+            records.append(current)
+    return records
+
+
+def parse_rate_bps(token: str) -> float | None:
+    """ss rate text ("2.86Mbps", "95615800bps") -> bits per second; else None."""
+    m = _RATE.match(token)
+    if not m:
+        return None
+    return float(m.group(1)) * _PREFIX[m.group(2)]
+
+
+def _timestamp(line: str) -> float:
+    try:
+        return float(line[3:].strip())
+    except ValueError:
+        raise ValueError(f"bad TS line: {line!r}") from None
+
+
+def _address_record(t_s: float, cols: list[str]) -> SsRecord:
+    rec: SsRecord = dict.fromkeys(FIELDS)
+    rec["t_s"] = t_s
+    if cols and not cols[0].isdigit():  # a state column (no `state` filter given)
+        cols = cols[1:]
+    if len(cols) < 4:
+        raise ValueError(f"unexpected ss socket line: {' '.join(cols)!r}")
+    rec["recv_q_bytes"] = int(cols[0])
+    rec["send_q_bytes"] = int(cols[1])
+    rec["local"] = cols[2]
+    rec["peer"] = cols[3]
+    return rec
+
+
+def _apply_info(rec: SsRecord, tokens: list[str]) -> None:
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        i += 1
+        if tok in _PAIRED and i < len(tokens):
+            rec[_PAIRED[tok]] = parse_rate_bps(tokens[i])
+            i += 1
+            continue
+        key, sep, value = tok.partition(":")
+        if not sep:
+            if tok not in _FLAGS and rec["cc"] is None:
+                rec["cc"] = tok
+            continue
+        _apply_item(rec, key, value)
+    if rec["cwnd_pkts"] is not None and rec["mss_bytes"] is not None:
+        rec["cwnd_bytes"] = rec["cwnd_pkts"] * rec["mss_bytes"]
+
+
+def _apply_item(rec: SsRecord, key: str, value: str) -> None:
+    if key in _INT_KEYS:
+        rec[_INT_KEYS[key]] = int(value)
+    elif key == "rtt":
+        rtt, _, var = value.partition("/")
+        rec["rtt_us"] = _ms_to_us(rtt)
+        rec["rttvar_us"] = _ms_to_us(var) if var else None
+    elif key == "minrtt":
+        rec["minrtt_us"] = _ms_to_us(value)
+    elif key == "retrans":  # "now/total": segments still out / retransmitted so far
+        now, _, total = value.partition("/")
+        rec["retrans_now"] = int(now)
+        rec["retrans_total"] = int(total) if total else None
+    elif key == "bbr":
+        _apply_bbr(rec, value)
+
+
+def _apply_bbr(rec: SsRecord, value: str) -> None:
+    for item in value.strip("()").split(","):
+        k, _, v = item.partition(":")
+        if k == "bw":
+            rec["bbr_bw_bps"] = parse_rate_bps(v)
+        elif k == "mrtt":
+            rec["bbr_mrtt_us"] = _ms_to_us(v)
+        elif k == "pacing_gain":
+            rec["bbr_pacing_gain"] = float(v)
+        elif k == "cwnd_gain":
+            rec["bbr_cwnd_gain"] = float(v)
+
+
+def _ms_to_us(ms: str) -> float:
+    # ss prints ms with 3 decimals; rounding drops binary noise like 40499.999...
+    return round(float(ms) * 1000.0, 3)

@@ -1,0 +1,173 @@
+"""Parse `tc -s qdisc show` output, JSON (`-j`) or classic text, into QdiscStats.
+
+Units differ between the two iproute2 formats and are normalised here:
+- JSON tbf `rate` is bytes/s (x8 -> rate_bps), `burst` bytes, `lat` microseconds;
+  `backlog` bytes, `qlen` packets; `limit` is bytes for bfifo and tbf, packets for
+  the others (pfifo, netem, fq_codel, ...).
+- Text rates are bits/s with 1000-based prefixes (`100Mbit`; `Kibit` with -iec) or,
+  with a `bps` suffix, bytes/s; sizes (`15137b`, `58Kb`, `2Mb`) use 1024-based
+  prefixes and, above 1 KiB, are rounded by tc itself; `limit 48p` is packets, a
+  size is bytes, a bare number (netem) packets.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+_BYTE_LIMIT_KINDS = {"bfifo", "tbf"}
+_HEADER_WORDS = {"dev", "parent", "refcnt", "limit", "rate", "burst", "lat"}
+_SENT = re.compile(
+    r"Sent (\d+) bytes (\d+) pkts? \(dropped (\d+), overlimits (\d+) requeues (\d+)\)"
+)
+_BACKLOG = re.compile(r"backlog (\S+) (\d+)p")
+_RATE = re.compile(r"^([0-9.]+)([KMGT]i?)?(bit|bps)$")
+_SIZE = re.compile(r"^([0-9.]+)([KMG]?)b$")
+_TIME = re.compile(r"^([0-9.]+)(us|ms|s)$")
+_SI = {None: 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_IEC = {"Ki": 1024.0, "Mi": 1024.0**2, "Gi": 1024.0**3, "Ti": 1024.0**4}
+_SIZE_PREFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
+_TIME_US = {"us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+@dataclass(frozen=True)
+class QdiscStats:
+    kind: str
+    handle: str  # "1:"
+    parent: str  # "root" or the parent class id, e.g. "1:1"
+    dev: str | None  # only shown when tc was not given `dev X`
+    sent_bytes: int | None
+    sent_pkts: int | None
+    dropped: int | None
+    overlimits: int | None
+    requeues: int | None
+    backlog_bytes: int | None
+    backlog_pkts: int | None
+    limit_pkts: int | None = None
+    limit_bytes: int | None = None
+    rate_bps: float | None = None  # tbf only
+    burst_bytes: int | None = None  # tbf only
+    latency_us: float | None = None  # tbf only
+
+
+def parse_tc_qdisc_json(text: str) -> list[QdiscStats]:
+    """Parse `tc -s -j qdisc show [dev X]` output."""
+    data = json.loads(text) if text.strip() else []
+    if not isinstance(data, list):
+        raise ValueError("tc -j output is not a JSON list")
+    return [_from_json(q) for q in data]
+
+
+def parse_tc_qdisc_text(text: str) -> list[QdiscStats]:
+    """Parse classic `tc [-s] qdisc show [dev X]` text; counters are None without -s."""
+    blocks: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("qdisc "):
+            blocks.append([line])
+        elif blocks and line[:1].isspace():
+            blocks[-1].append(line)
+    return [_from_text(b) for b in blocks]
+
+
+def parse_tc_rate_bps(token: str) -> float:
+    """tc rate text -> bits/s: '100Mbit' -> 1e8, '1Kibit' -> 1024, '1Mbps' -> 8e6."""
+    m = _RATE.match(token)
+    if not m:
+        raise ValueError(f"not a tc rate: {token!r}")
+    value, prefix, unit = float(m.group(1)), m.group(2), m.group(3)
+    scale = _IEC[prefix] if prefix and prefix.endswith("i") else _SI[prefix]
+    return value * scale * (8.0 if unit == "bps" else 1.0)
+
+
+def parse_tc_size_bytes(token: str) -> int:
+    """tc size text -> bytes: '15137b' -> 15137, '58Kb' -> 59392, '2Mb' -> 2097152."""
+    m = _SIZE.match(token)
+    if not m:
+        raise ValueError(f"not a tc size: {token!r}")
+    return round(float(m.group(1)) * _SIZE_PREFIX[m.group(2)])
+
+
+def _from_json(q: dict[str, Any]) -> QdiscStats:
+    kind = str(q["kind"])
+    opts = q.get("options") or {}
+    limit = opts.get("limit")
+    is_tbf = kind == "tbf"
+    rate = opts.get("rate") if is_tbf else None
+    return QdiscStats(
+        kind=kind,
+        handle=str(q.get("handle", "")),
+        parent="root" if q.get("root") else str(q.get("parent", "")),
+        dev=q.get("dev"),
+        sent_bytes=_int(q.get("bytes")),
+        sent_pkts=_int(q.get("packets")),
+        dropped=_int(q.get("drops")),
+        overlimits=_int(q.get("overlimits")),
+        requeues=_int(q.get("requeues")),
+        backlog_bytes=_int(q.get("backlog")),
+        backlog_pkts=_int(q.get("qlen")),
+        limit_pkts=_int(limit) if kind not in _BYTE_LIMIT_KINDS else None,
+        limit_bytes=_int(limit) if kind in _BYTE_LIMIT_KINDS else None,
+        rate_bps=float(rate) * 8.0 if rate is not None else None,
+        burst_bytes=_int(opts.get("burst")) if is_tbf else None,
+        latency_us=float(opts["lat"]) if is_tbf and "lat" in opts else None,
+    )
+
+
+def _from_text(block: list[str]) -> QdiscStats:
+    head = block[0].split()
+    kind, handle = head[1], head[2]
+    opts = _header_options(head[3:])
+    body = " ".join(block[1:])
+    sent = _SENT.search(body)
+    backlog = _BACKLOG.search(body)
+    limit = opts.get("limit")
+    limit_pkts = limit_bytes = None
+    if limit is not None:
+        if limit.endswith("p"):
+            limit_pkts = int(limit[:-1])
+        elif limit.endswith("b"):
+            limit_bytes = parse_tc_size_bytes(limit)
+        else:
+            limit_pkts = int(limit)
+    is_tbf = kind == "tbf"
+    lat = _TIME.match(opts.get("lat", "")) if is_tbf else None
+    return QdiscStats(
+        kind=kind,
+        handle=handle,
+        parent=opts.get("parent", "root"),
+        dev=opts.get("dev"),
+        sent_bytes=int(sent.group(1)) if sent else None,
+        sent_pkts=int(sent.group(2)) if sent else None,
+        dropped=int(sent.group(3)) if sent else None,
+        overlimits=int(sent.group(4)) if sent else None,
+        requeues=int(sent.group(5)) if sent else None,
+        backlog_bytes=parse_tc_size_bytes(backlog.group(1)) if backlog else None,
+        backlog_pkts=int(backlog.group(2)) if backlog else None,
+        limit_pkts=limit_pkts,
+        limit_bytes=limit_bytes,
+        rate_bps=parse_tc_rate_bps(opts["rate"]) if is_tbf and "rate" in opts else None,
+        burst_bytes=parse_tc_size_bytes(opts["burst"]) if is_tbf and "burst" in opts else None,
+        latency_us=float(lat.group(1)) * _TIME_US[lat.group(2)] if lat else None,
+    )
+
+
+def _header_options(tokens: list[str]) -> dict[str, str]:
+    """'dev X root refcnt 2 limit 48p' -> {'dev': 'X', 'refcnt': '2', 'limit': '48p'}.
+
+    Only the words read here are kept, each at its first occurrence.
+    """
+    opts: dict[str, str] = {}
+    i = 0
+    while i < len(tokens):
+        if tokens[i] in _HEADER_WORDS and i + 1 < len(tokens):
+            opts.setdefault(tokens[i], tokens[i + 1])
+            i += 2
+        else:
+            i += 1
+    return opts
+
+
+def _int(x: Any) -> int | None:
+    return None if x is None else int(x)

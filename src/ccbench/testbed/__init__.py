@@ -1,0 +1,1 @@
+"""Testbeds: `local` (network namespaces on this machine) and `remote` (SSH hosts)."""

@@ -1,0 +1,402 @@
+"""The dumbbell in network namespaces on this machine: build, calibrate, tear down.
+
+Every namespace is named `ccb-<id>-<node>`, so testbeds with different ids coexist
+and `down` removes only its own. All iptables rules live inside those namespaces and
+die with them; no host sysctl is changed (CCs are set per socket with `iperf3 -C`,
+which root may do for any built-in CC), so removing the namespaces and the processes
+in them leaves the machine as found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import time
+from collections.abc import Iterator
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ccbench import topology as tp
+from ccbench.config import TestbedConfig
+from ccbench.errors import CcbenchError
+from ccbench.exec import CommandFailed, NetnsExecutor
+from ccbench.hosts.linux import OFFLOADS, LinuxHost
+from ccbench.native import ccdelay_path
+from ccbench.parse.ping import parse_ping
+from ccbench.privileges import require_root
+from ccbench.progress import info
+from ccbench.spec import Topology
+
+STATE_ROOT = Path(os.environ.get("CCBENCH_STATE", "/run/ccbench/testbeds"))
+RTT_TOLERANCE_MS = 1.0
+REQUIRED_TOOLS = ("ip", "tc", "iptables", "ethtool", "ping", "iperf3", "ss")
+
+
+def require_tools() -> None:
+    missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
+    if missing:
+        raise CcbenchError(f"missing tools: {', '.join(missing)} (run ./setup.sh)")
+
+
+def ns_prefix(tb_id: str) -> str:
+    return f"ccb-{tb_id}-"
+
+
+def list_namespaces(prefix: str = "") -> list[str]:
+    out = NetnsExecutor(None).run(["ip", "netns", "list"]).stdout
+    names = [line.split()[0] for line in out.splitlines() if line.strip()]
+    return [n for n in names if n.startswith(prefix)]
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Clean-up must finish even if the user presses Ctrl-C again."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class LocalTestbed:
+    def __init__(self, cfg: TestbedConfig, topo: Topology):
+        self.cfg = cfg
+        self.topo = topo
+        self.id = cfg.id
+        self.host = LinuxHost()
+        self.state_dir = STATE_ROOT / self.id
+
+    # --- naming --------------------------------------------------------------
+    def ns(self, node: str) -> str:
+        return ns_prefix(self.id) + node
+
+    def ex(self, node: str) -> NetnsExecutor:
+        return NetnsExecutor(self.ns(node))
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    def address(self, node: str) -> str:
+        return tp.address(node, self.topo.pairs)
+
+    # --- state ---------------------------------------------------------------
+    def read_state(self) -> dict[str, Any] | None:
+        try:
+            return json.loads(self.state_file.read_text())  # type: ignore[no-any-return]
+        except (OSError, ValueError):
+            return None
+
+    def is_up(self) -> bool:
+        """Up, complete, and built for this very topology."""
+        st = self.read_state()
+        if not st or st.get("topology_key") != self.topo.key() or not st.get("complete"):
+            return False
+        have = set(list_namespaces(ns_prefix(self.id)))
+        if not {self.ns(n) for n in tp.nodes(self.topo.pairs)} <= have:
+            return False
+        pid = st.get("ccdelay_pid")
+        return pid is None or _alive(pid)
+
+    # --- build ---------------------------------------------------------------
+    def up(self) -> dict[str, Any]:
+        """Build and calibrate; on any failure or signal, remove everything built."""
+        require_root()
+        require_tools()
+        if list_namespaces(ns_prefix(self.id)):
+            raise CcbenchError(
+                f"testbed '{self.id}' already exists: `ccbench testbed down --id {self.id}` first"
+            )
+        ok = False
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            self._write_state({"complete": False})
+            t0 = time.monotonic()
+            self._build()
+            method = self._delay()
+            self._write_state({"complete": False, "delay_method": method})
+            info(f"testbed {self.id}: built in {time.monotonic() - t0:.1f}s, delay via {method}")
+            cal = self.calibrate(method)
+            self._write_state({"complete": True, "delay_method": method, "calibration": cal})
+            ok = True
+            return cal
+        finally:
+            if not ok:
+                with signals_deferred():
+                    down(self.id)
+
+    def _write_state(self, extra: dict[str, Any]) -> None:
+        st = self.read_state() or {}
+        st.update(
+            {
+                "id": self.id,
+                "testbed": asdict(self.cfg),
+                "topology": asdict(self.topo),
+                "topology_key": self.topo.key(),
+                "namespaces": [self.ns(n) for n in tp.nodes(self.topo.pairs)],
+            }
+        )
+        st.update(extra)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(st, indent=2))
+        tmp.replace(self.state_file)
+
+    def _build(self) -> None:
+        host = NetnsExecutor(None)
+        pairs = self.topo.pairs
+        for node in tp.nodes(pairs):
+            host.run(["ip", "netns", "add", self.ns(node)])
+        for ln in tp.links(pairs):
+            # Create both ends directly inside their namespaces: no names on the host.
+            host.run(["ip", "link", "add", ln.a_if, "netns", self.ns(ln.a), "type", "veth",
+                      "peer", "name", ln.b_if, "netns", self.ns(ln.b)])  # fmt: skip
+            for node, dev, addr in ((ln.a, ln.a_if, ln.a_addr), (ln.b, ln.b_if, ln.b_addr)):
+                ex = self.ex(node)
+                ex.run(["ip", "addr", "add", f"{addr}/{ln.prefix}", "dev", dev])
+                ex.run(["ip", "link", "set", dev, "mtu", str(self.topo.mtu)])
+                ex.run(self.host.offloads_off(dev))
+                # Spread receive processing over all cores (FACTS §2: stops reordering).
+                ex.write_file(f"/sys/class/net/{dev}/queues/rx-0/rps_cpus", _all_cpus_mask())
+                ex.run(["ip", "link", "set", dev, "up"])
+        for node in tp.nodes(pairs):
+            ex = self.ex(node)
+            ex.run(["ip", "link", "set", "lo", "up"])
+            if node in tp.ROUTERS:
+                for argv in self.host.forwarding():
+                    ex.run(argv)
+            else:
+                for argv in self.host.tune(netns_local=True):
+                    ex.run(argv)
+        for node, rts in tp.routes(pairs).items():
+            for dst, via in rts:
+                self.ex(node).run(["ip", "route", "add", dst, "via", via])
+        node, dev = tp.BOTTLENECK
+        try:
+            for argv in self.host.bottleneck(dev, self.topo, self.cfg.shaper)[1:]:
+                self.ex(node).run(argv)
+        except CommandFailed as e:
+            if "unknown" in str(e).lower() or "no such file" in str(e).lower():
+                raise CcbenchError(
+                    f"queue kind '{self.topo.queue_kind}' is not available in this kernel "
+                    f"(no sch_{self.topo.queue_kind} module); use pfifo or bfifo here"
+                ) from e
+            raise
+        for i in range(1, pairs + 1):
+            for argv in self.host.loss(self.topo):
+                self.ex(f"r{i}").run(argv)
+
+    def _netem_available(self) -> bool:
+        dl = self.ex("dl")
+        res = dl.run(["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
+                     check=False)  # fmt: skip
+        if res.ok:
+            dl.run(["tc", "qdisc", "del", "dev", "lo", "root"], check=False)
+        return res.ok
+
+    def _delay(self) -> str:
+        """Put RTT/2 on each direction through dl; returns the method used."""
+        one_way = self.topo.rtt_ms / 2
+        want = self.cfg.delay
+        netem = self._netem_available()
+        if want == "netem" and not netem:
+            raise CcbenchError("testbed.delay: netem is not available in this kernel")
+        dl = self.ex("dl")
+        if want == "netem" or (want == "auto" and netem):
+            for dev in tp.DELAY_IFS:
+                for argv in self.host.netem_delay(dev, one_way)[1:]:
+                    dl.run(argv)
+            return "netem"
+        if one_way <= 0:
+            return "none"
+        binary = ccdelay_path()
+        stats = self.state_dir / "ccdelay-stats.json"
+        proc = dl.spawn(
+            [binary, "--queue", "0", "--delay-us", str(round(one_way * 1000)), "--stats",
+             str(stats)],
+            stderr=self.state_dir / "ccdelay.log",
+        )  # fmt: skip
+        # The element must be bound to the queue before packets are sent to it.
+        deadline = time.monotonic() + 5
+        while not stats.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                log = (self.state_dir / "ccdelay.log").read_text().strip()
+                raise CcbenchError(f"delay element did not start: {log or 'no output'}")
+            time.sleep(0.02)
+        dl.run(self.host.nfqueue_all_forwarded(0))
+        self._write_state({"ccdelay_pid": proc.pid, "ccdelay_stats": str(stats)})
+        return "ccdelay"
+
+    # --- calibration ---------------------------------------------------------
+    def calibrate(self, method: str) -> dict[str, Any]:
+        cal: dict[str, Any] = {
+            "testbed": self.id,
+            "delay_method": method,
+            "rtt_configured_ms": self.topo.rtt_ms,
+            "time": time.time(),
+        }
+        problems: list[str] = []
+        rtts = {}
+        for i in range(1, self.topo.pairs + 1):
+            out = self.ex(f"s{i}").run(
+                ["ping", "-n", "-c", "50", "-i", "0.01", "-W", "2", self.address(f"r{i}")],
+                check=False,
+                timeout=30,
+            )
+            p = parse_ping(out.stdout)
+            if p.received == 0:
+                problems.append(f"pair {i}: no ping replies")
+                continue
+            # The median: one late reply on a busy 2-core machine must not fail `up`.
+            med_ms = statistics.median(p.rtts_us) / 1000
+            rtts[f"pair{i}"] = {"median_ms": med_ms, "min_ms": p.min_us / 1000,
+                                "avg_ms": p.avg_us / 1000, "max_ms": p.max_us / 1000,
+                                "sent": p.sent, "received": p.received}  # fmt: skip
+            if abs(med_ms - self.topo.rtt_ms) > RTT_TOLERANCE_MS:
+                problems.append(
+                    f"pair {i}: idle RTT {med_ms:.2f} ms (median), configured "
+                    f"{self.topo.rtt_ms:g} ms"
+                )
+        cal["idle_rtt"] = rtts
+        cal["bottleneck"] = self._readback_queue(problems)
+        cal["offloads"] = self._readback_offloads(problems)
+        cal["rate"] = self._measure_rate(problems)
+        cal["problems"] = problems
+        (self.state_dir / "calibration.json").write_text(json.dumps(cal, indent=2))
+        if problems:
+            raise CcbenchError(f"testbed {self.id} calibration failed: {'; '.join(problems)}")
+        return cal
+
+    def _readback_queue(self, problems: list[str]) -> dict[str, Any]:
+        node, dev = tp.BOTTLENECK
+        raw = self.ex(node).run(self.host.qdisc_stats(dev)).stdout
+        qdiscs = json.loads(raw)
+        child = next((q for q in qdiscs if q.get("handle") == "10:"), None)
+        shaper = next((q for q in qdiscs if q.get("root")), None)
+        if child is None or child.get("kind") != self.topo.queue_kind:
+            problems.append(f"bottleneck queue is not {self.topo.queue_kind}: {raw.strip()}")
+        elif self.topo.queue_kind == "pfifo" and child.get("options", {}).get(
+            "limit"
+        ) != self.topo.queue_limit_pkts:
+            problems.append(f"pfifo limit read back as {child['options'].get('limit')}")
+        return {"shaper": shaper, "queue": child}
+
+    def _readback_offloads(self, problems: list[str]) -> dict[str, dict[str, str]]:
+        seen: dict[str, dict[str, str]] = {}
+        for ln in tp.links(self.topo.pairs):
+            for node, dev in ((ln.a, ln.a_if), (ln.b, ln.b_if)):
+                out = self.ex(node).run(self.host.offloads_show(dev)).stdout
+                state = _offload_state(out)
+                seen[f"{node}/{dev}"] = state
+                on = [k for k, v in state.items() if v.startswith("on")]
+                if on:
+                    problems.append(f"{node}/{dev}: offloads still on: {', '.join(on)}")
+        return seen
+
+    def _measure_rate(self, problems: list[str]) -> dict[str, Any]:
+        """One second of UDP slightly above the rate: what the shaper lets through."""
+        srv = self.ex("r1").spawn(["iperf3", "-s", "-1", "-p", "5999"])
+        try:
+            _wait_listening(self.ex("r1"), 5999)
+            payload = 1400
+            cp = self.ex("s1").run(
+                ["iperf3", "-c", self.address("r1"), "-p", "5999", "-u", "-l", str(payload),
+                 "-b", f"{int(self.topo.rate_bps * 1.1)}", "-t", "1", "-J"],
+                check=False, timeout=30,
+            )  # fmt: skip
+        finally:
+            srv.stop()
+        try:
+            doc = json.loads(cp.stdout)
+            got = doc["end"]["sum_received"]["bits_per_second"]
+        except (ValueError, KeyError):
+            got = None
+        frame = payload + 28 + 14
+        expected = self.topo.rate_bps * payload / frame
+        res = {"udp_payload_bytes": payload, "measured_goodput_bps": got,
+               "expected_goodput_bps": expected,
+               "ratio": (got / expected) if got else None}  # fmt: skip
+        if got is None:
+            problems.append("bottleneck rate probe failed (iperf3 UDP)")
+        elif got > expected * 1.10:
+            problems.append(f"shaper not effective: {got / 1e6:.1f} Mbit/s through a "
+                            f"{self.topo.rate_mbit:g} Mbit/s bottleneck")  # fmt: skip
+        return res
+
+
+def _all_cpus_mask() -> str:
+    n = os.cpu_count() or 1
+    return format((1 << n) - 1, "x")
+
+
+def _offload_state(ethtool_k: str) -> dict[str, str]:
+    names = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
+             "generic-receive-offload": "gro"}  # fmt: skip
+    out = {}
+    for line in ethtool_k.splitlines():
+        k, _, v = line.strip().partition(":")
+        if k in names:
+            out[names[k]] = v.strip()
+    assert set(out) <= set(OFFLOADS)
+    return out
+
+
+def _wait_listening(ex: NetnsExecutor, port: int, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        out = ex.run(["ss", "-Hltn", f"sport = :{port}"]).stdout
+        if out.strip():
+            return
+        time.sleep(0.01)
+    raise CcbenchError(f"{ex.name}: iperf3 server did not listen on port {port}")
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs; a zombie (exited, not yet reaped by its parent) is dead."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def pids_in(ns: str) -> list[int]:
+    out = NetnsExecutor(None).run(["ip", "netns", "pids", ns], check=False).stdout
+    return [int(x) for x in out.split() if x.isdigit()]
+
+
+def down(tb_id: str) -> list[str]:
+    """Remove testbed `tb_id` whatever state it is in (also a stale one). Idempotent."""
+    require_root()
+    prefix = ns_prefix(tb_id)
+    names = list_namespaces(prefix)
+    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
+        pids = [p for n in names for p in pids_in(n)]
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, sig)
+        deadline = time.monotonic() + wait
+        while pids and time.monotonic() < deadline:
+            pids = [p for p in pids if _alive(p)]
+            time.sleep(0.02)
+    for n in names:
+        NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
+    shutil.rmtree(STATE_ROOT / tb_id, ignore_errors=True)
+    return names
+
+
+def all_ids() -> list[str]:
+    ids = set()
+    for n in list_namespaces("ccb-"):
+        m = re.match(r"ccb-([a-z0-9]+)-", n)
+        if m:
+            ids.add(m.group(1))
+    if STATE_ROOT.is_dir():
+        ids |= {p.name for p in STATE_ROOT.iterdir() if p.is_dir()}
+    return sorted(ids)

@@ -1,0 +1,68 @@
+"""Per-run checks: did the run do what was asked? Each failed check is one reason.
+
+An invalid run is kept (its raw files and reasons are shown in the report) but never
+averaged into a result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ccbench.parse.iperf3 import Iperf3Result
+from ccbench.spec import RunSpec
+
+RTT_TOLERANCE_MS = 1.0  # idle RTT vs configured
+LATE_SHARE_MAX = 0.01  # share of packets the delay element released > 5 ms late
+MIN_DURATION_SHARE = 0.9  # a flow must run at least 90 % of what was asked
+
+
+def check_flow(k: int, spec: RunSpec, res: Iperf3Result | None, rc: int | None) -> list[str]:
+    f = spec.flows[k - 1]
+    if res is None:
+        return [f"flow {k}: no iperf3 output (exit {rc})"]
+    if res.error:
+        return [f"flow {k}: iperf3 error: {res.error}"]
+    reasons = []
+    if rc not in (0, None):
+        reasons.append(f"flow {k}: iperf3 exited {rc}")
+    if res.cc_sender is not None and res.cc_sender != f.cc:
+        reasons.append(f"flow {k}: CC used {res.cc_sender}, asked for {f.cc}")
+    if res.cc_sender is None:
+        reasons.append(f"flow {k}: iperf3 did not report the CC used")
+    if res.duration_s is None or res.duration_s < MIN_DURATION_SHARE * f.duration_s:
+        reasons.append(f"flow {k}: ran {res.duration_s or 0:.1f}s of {f.duration_s:g}s")
+    rtt_ms = spec.topology.rtt_ms
+    if res.min_rtt_us is not None and res.min_rtt_us / 1000 < rtt_ms - RTT_TOLERANCE_MS:
+        reasons.append(
+            f"flow {k}: min RTT {res.min_rtt_us / 1000:.2f} ms below the configured "
+            f"{rtt_ms:g} ms (delay not applied)"
+        )
+    if not res.throughput_bps:
+        reasons.append(f"flow {k}: no bytes received")
+    return reasons
+
+
+def check_calibration(cal: dict[str, Any]) -> list[str]:
+    if not cal:
+        return ["no calibration of the testbed recorded"]
+    return [f"calibration: {p}" for p in cal.get("problems", [])]
+
+
+def check_delay(delay: dict[str, Any] | None, method: str | None) -> list[str]:
+    if method != "ccdelay":
+        return []
+    if delay is None:
+        return ["delay element: no statistics for this run"]
+    reasons = []
+    n = delay.get("packets", 0)
+    late = delay.get("late_share")
+    if n == 0:
+        reasons.append("delay element: saw no packets during the run")
+    elif late is not None and late > LATE_SHARE_MAX:
+        reasons.append(
+            f"delay element late: {late * 100:.2f}% of packets > 5 ms late "
+            f"(limit {LATE_SHARE_MAX * 100:g}%)"
+        )
+    if delay.get("queue_full_drops", 0) > 0:
+        reasons.append(f"delay element: kernel queue overflowed ({delay['queue_full_drops']})")
+    return reasons

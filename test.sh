@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite: lint, format, types, workflow lint, unit and integration tests.
+# Integration tests build real namespaces, so run as root: 'sudo ./test.sh'.
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")"
+export PATH="$PWD/.venv/bin:$PATH"
+echo "== ruff (lint + format)"
+ruff check src tests bench scripts
+ruff format --check src tests bench scripts
+echo "== mypy"
+mypy src/ccbench
+echo "== snakemake --lint"
+snakemake --lint --cores 1 >/dev/null
+echo "== pytest"
+python -m pytest -q "$@"
