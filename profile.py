@@ -81,30 +81,33 @@ def _net(segment, d):
 
 
 def dumbbell_plan(pairs, dumbbells=1, delay_node=True):
-    """node name -> {role, dumbbell, base, addresses {segment: ip}, interfaces,
-    routes {net: gateway}, ...} for `dumbbells` dumbbells of `pairs` pairs.
-
-    Plain dicts only, no geni-lib: importable with CCBENCH_PROFILE_IMPORT=1.
-    `delay_node` adds the explicit delay node (a bridge: it has no addresses)."""
+    """node name -> {role, dumbbell, base, addresses {segment: ip}, interfaces
+    {segment: interface id}, routes {net: gateway}, ...} for `dumbbells` dumbbells
+    of `pairs` pairs. Plain dicts, no geni-lib: importable with
+    CCBENCH_PROFILE_IMPORT=1. `delay_node` adds the explicit delay node, a
+    transparent bridge without addresses."""
     plan = {}
     for d in range(1, dumbbells + 1):
-        rt1, rt2 = node_name("rt1", d), node_name("rt2", d)
+        # hosts: s_i on the left LAN behind rt1, r_i on the right LAN behind rt2
         for i in range(1, pairs + 1):
-            for role, base, peer in (("sender", "s", "r"), ("receiver", "r", "s")):
+            for role, prefix, peer, router, far in (("sender", "s", "r", "rt1", "right"),
+                                                    ("receiver", "r", "s", "rt2", "left")):
+                base = "%s%d" % (prefix, i)
+                name = node_name(base, d)
                 seg = HOST_SEGMENT[role]
-                router = "rt1" if role == "sender" else "rt2"
-                far = "right" if role == "sender" else "left"
-                plan[node_name("%s%d" % (base, i), d)] = {
+                plan[name] = {
                     "role": role,
                     "dumbbell": d,
                     "pair": i,
-                    "base": "%s%d" % (base, i),
-                    "addresses": {seg: _ip(seg, d, HOST_OCTET_BASE + i)},
-                    "interfaces": {seg: "%s:%s" % (node_name("%s%d" % (base, i), d), seg)},
-                    "routes": {_net(far, d): _ip(seg, d, ROUTER_OCTETS[router][seg])},
+                    "base": base,
                     "peer": node_name("%s%d" % (peer, i), d),
+                    "addresses": {seg: _ip(seg, d, HOST_OCTET_BASE + i)},
+                    "interfaces": {seg: "%s:%s" % (name, seg)},
+                    "routes": {_net(far, d): _ip(seg, d, ROUTER_OCTETS[router][seg])},
                 }
-        for base, name, far, via in (("rt1", rt1, "right", ("core", 2)), ("rt2", rt2, "left", ("core", 1))):
+        # routers: each reaches the far LAN through the other router's core address
+        for base, other, far in (("rt1", "rt2", "right"), ("rt2", "rt1", "left")):
+            name = node_name(base, d)
             octets = ROUTER_OCTETS[base]
             plan[name] = {
                 "role": "router",
@@ -112,17 +115,17 @@ def dumbbell_plan(pairs, dumbbells=1, delay_node=True):
                 "base": base,
                 "addresses": dict((seg, _ip(seg, d, o)) for seg, o in octets.items()),
                 "interfaces": dict((seg, "%s:%s" % (name, seg)) for seg in octets),
-                "routes": {_net(far, d): _ip(via[0], d, via[1])},
+                "routes": {_net(far, d): _ip("core", d, ROUTER_OCTETS[other]["core"])},
                 "bottleneck": "core",  # the segment whose egress holds the qdisc
             }
         if delay_node:
-            dl = node_name(DELAY_NODE, d)
-            plan[dl] = {
+            name = node_name(DELAY_NODE, d)
+            plan[name] = {
                 "role": "delay",
                 "dumbbell": d,
                 "base": DELAY_NODE,
                 "addresses": {},
-                "interfaces": {"rt1": dl + ":if0", "rt2": dl + ":if1"},
+                "interfaces": {"rt1": name + ":if0", "rt2": name + ":if1"},  # toward
                 "routes": {},
             }
     return plan
@@ -195,9 +198,11 @@ def validate(p):
     else:
         guessed = sender_os(image, "auto")
         if p["senderOs"] == "auto" and guessed is None:
-            bad("Cannot tell the sender image's OS from its name: set the sender OS.", image_param, "senderOs")
+            bad("Cannot tell the sender image's OS from its name: set the sender OS.",
+                image_param, "senderOs")
         elif p["senderOs"] != "auto" and guessed is not None and guessed != p["senderOs"]:
-            bad("Sender OS %s does not match the %s image." % (p["senderOs"], guessed), image_param, "senderOs")
+            bad("Sender OS %s does not match the %s image." % (p["senderOs"], guessed),
+                image_param, "senderOs")
     if not IMAGE_RE.match(p["nodeImage"]):
         bad("Router/receiver image must be an image URN.", "nodeImage")
     elif sender_os(p["nodeImage"], "auto") == "freebsd":
@@ -239,7 +244,8 @@ def define_parameters(portal):
     T = portal.ParameterType
     pc.defineParameter(
         "pairs", "Sender/receiver pairs per dumbbell", T.INTEGER, 2,
-        longDescription="Number of sender/receiver pairs (1-%d). Sender s_i sends to receiver r_i." % MAX_PAIRS)
+        longDescription="Number of sender/receiver pairs (1-%d); sender s_i sends to receiver r_i."
+                        % MAX_PAIRS)
     pc.defineParameter(
         "senderImage", "Sender OS image", T.IMAGE, FBSD142,
         legalValues=[(FBSD142, "FreeBSD 14.2"), (UBUNTU24, "Ubuntu 24.04")],
@@ -307,8 +313,8 @@ def build_request(portal, pg, igext, params):
     """Build the request RSpec for validated `params`."""
     request = portal.context.makeRequestRSpec()
     sender_image = params.senderImageCustom or params.senderImage
-    sender_setup = "setup-freebsd-sender.sh" if sender_os(sender_image, params.senderOs) == "freebsd" \
-        else "setup-linux-host.sh"
+    sender_is_freebsd = sender_os(sender_image, params.senderOs) == "freebsd"
+    sender_setup = "setup-freebsd-sender.sh" if sender_is_freebsd else "setup-linux-host.sh"
     delay_node = params.delayMethod == "delaynode"
     plan = dumbbell_plan(params.pairs, params.dumbbells, delay_node)
     one_way_ms = params.rttMs // 2

@@ -15,7 +15,7 @@
 #   4. localhost/ccbench-linux-node:latest from containers/linux-node/Dockerfile,
 #      skipped when an image built from the same Dockerfile, entrypoint and base exists.
 # Needs root. Environment overrides: CCBENCH_IMAGE, CCBENCH_BASE_IMAGE,
-# CCBENCH_DEBIAN_MIRROR, CCBENCH_BUILD_CA (PEM bundle pip should trust while
+# CCBENCH_DEBIAN_MIRROR, CCBENCH_DEBIAN_SECURITY_MIRROR, CCBENCH_BUILD_CA (PEM bundle pip should trust while
 # building; defaults to this host's bundle), CCBENCH_REBUILD=1.
 set -euo pipefail
 
@@ -25,6 +25,7 @@ image="${CCBENCH_IMAGE:-localhost/ccbench-linux-node:latest}"
 base_image="${CCBENCH_BASE_IMAGE:-localhost/ccbench-base:bookworm}"
 suite="bookworm"
 mirror="${CCBENCH_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+security_mirror="${CCBENCH_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
 build_ca="${CCBENCH_BUILD_CA:-/etc/ssl/certs/ca-certificates.crt}"
 dropin_dir="/etc/containers/containers.conf.d"
 dropin="${dropin_dir}/ccbench.conf"
@@ -101,6 +102,10 @@ ensure_base_image() {
     trap "rm -rf --one-file-system -- '${root}'" EXIT
     log "debootstrap --variant=minbase ${suite} (${mirror})"
     debootstrap --variant=minbase "${suite}" "${root}" "${mirror}" >&2
+    # debootstrap leaves only "<suite> main": add the point-release and security updates.
+    printf 'deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-security main\n' \
+        "${mirror}" "${suite}" "${mirror}" "${suite}" "${security_mirror}" "${suite}" \
+        > "${root}/etc/apt/sources.list"
     rm -rf -- "${root}/var/cache/apt/archives/"*.deb "${root}/var/lib/apt/lists/"*
     log "importing ${base_image}"
     tar -C "${root}" -c . | podman import \
@@ -139,10 +144,18 @@ ensure_image() {
         --tag "${image}"
     )
     if [ -s "${build_ca}" ]; then
-        args+=(--volume "${build_ca}:/run/ccbench-build-ca.crt:ro")
+        args+=(--volume "${build_ca}:/dev/ccbench-build-ca.crt:ro")
+    fi
+    local old_id=""
+    if podman image exists "${image}"; then
+        old_id="$(podman image inspect --format '{{.Id}}' "${image}")"
     fi
     log "building ${image}"
     podman "${args[@]}" "${context}" >&2
+    # Drop the image this build superseded (now untagged), unless a container uses it.
+    if [ -n "${old_id}" ] && [ "$(podman image inspect --format '{{.Id}}' "${image}")" != "${old_id}" ]; then
+        podman rmi "${old_id}" >/dev/null 2>&1 || true
+    fi
 }
 
 main() {

@@ -41,6 +41,9 @@ die() {
 }
 note() { echo "$NAME: $*"; }
 
+# Not ready until this run succeeds (a failed rerun must not look finished).
+rm -f "$ROOT/var/tmp/ccbench-setup.done"
+
 # --- arguments: key=value, each checked against a strict pattern ---
 role='' addr='' route='' via=''
 for arg in "$@"; do
@@ -87,10 +90,11 @@ iface_of() {
     return 1
 }
 
-# $1 and, for a vlan(4) interface, its parent ("vlan: 258 ... parent interface: bce1").
+# For a vlan(4) interface its parent ("vlan: 258 ... parent interface: ix1"),
+# then $1 itself: the parent first, a vlan inherits its offload capabilities.
 devices_of() {
-    printf '%s\n' "$1"
     ifconfig "$1" | awk '/vlan:/ {for (i = 1; i < NF; i++) if ($i == "interface:") print $(i + 1)}'
+    printf '%s\n' "$1"
 }
 
 setsysctl() {
@@ -132,7 +136,8 @@ setsysctl net.inet.tcp.hostcache.enable 0
 sysctl net.inet.tcp.hostcache.purgenow=1 || note "cannot purge the host cache"
 
 # --- packages ---
-if ! command -v iperf3 >/dev/null 2>&1; then
+# (ASSUME_ALWAYS_YES also lets pkg bootstrap itself without asking)
+if ! env ASSUME_ALWAYS_YES=yes pkg info -e iperf3; then
     env ASSUME_ALWAYS_YES=yes pkg install -y iperf3 || die "pkg install iperf3 failed"
 fi
 note "iperf3: $(iperf3 --version 2>&1 | head -n 1)"

@@ -22,7 +22,7 @@ export PATH
 NAME=setup-linux-host
 ROOT=${CCBENCH_SETUP_ROOT:-}
 REPO=$ROOT/local/repository # the profile's repository clone
-IMAGE=ccbench-linux-node
+IMAGE=localhost/ccbench-linux-node:latest # the name containers/build.sh uses
 BASE_IMAGE=docker.io/library/ubuntu:24.04
 
 # --- logging: everything to the log; errors also to the caller's stderr ---
@@ -39,6 +39,9 @@ die() {
     exit 1
 }
 note() { echo "$NAME: $*"; }
+
+# Not ready until this run succeeds (a failed rerun must not look finished).
+rm -f "$ROOT/var/tmp/ccbench-setup.done"
 
 # --- arguments: key=value, each checked against a strict pattern ---
 role='' addr='' route='' via='' container=no
@@ -79,13 +82,13 @@ iface_of() {
     return 1
 }
 
-# $1 and, for a VLAN interface (eth1.258), the device(s) under it.
+# For a VLAN interface (eth1.258) the device(s) under it, then $1 itself: lower
+# first, since a stacked device cannot drop an offload its lower device still does.
 devices_of() {
-    printf '%s\n' "$1"
     for lower in /sys/class/net/"$1"/lower_*; do
         [ -e "$lower" ] && printf '%s\n' "${lower##*/lower_}"
     done
-    return 0
+    printf '%s\n' "$1"
 }
 
 apt_install() {
@@ -141,7 +144,8 @@ note "route $route via $via"
 if [ "$container" = yes ]; then
     context=$REPO/containers/linux-node
     if [ -f "$context/Dockerfile" ] || [ -f "$context/Containerfile" ]; then
-        podman build --network host --build-arg "BASE_IMAGE=$BASE_IMAGE" -t "$IMAGE" "$context" ||
+        # BASE is the Dockerfile's base-image ARG
+        podman build --network host --build-arg "BASE=$BASE_IMAGE" -t "$IMAGE" "$context" ||
             die "podman build of $context failed"
         note "container image $IMAGE built"
     else

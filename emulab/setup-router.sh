@@ -39,6 +39,9 @@ die() {
 }
 note() { echo "$NAME: $*"; }
 
+# Not ready until this run succeeds (a failed rerun must not look finished).
+rm -f "$ROOT/var/tmp/ccbench-setup.done"
+
 # --- arguments: key=value, each checked against a strict pattern ---
 role='' core_addr='' if_addrs='' route='' via='' rate_mbit='' queue='' aqm='' shape='' tx_ring=''
 for arg in "$@"; do
@@ -94,13 +97,13 @@ iface_of() {
     return 1
 }
 
-# $1 and, for a VLAN interface (eth1.258), the device(s) under it.
+# For a VLAN interface (eth1.258) the device(s) under it, then $1 itself: lower
+# first, since a stacked device cannot drop an offload its lower device still does.
 devices_of() {
-    printf '%s\n' "$1"
     for lower in /sys/class/net/"$1"/lower_*; do
         [ -e "$lower" ] && printf '%s\n' "${lower##*/lower_}"
     done
-    return 0
+    printf '%s\n' "$1"
 }
 
 offloads_off() {

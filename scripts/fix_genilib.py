@@ -117,7 +117,9 @@ def plan(package: Path) -> list[tuple[Path, str | None]]:
             out.append((path, None))
             continue
         if digest != fix["original"]:
-            raise FixError(f"{path}: unknown sha256 {digest}; not the geni-lib {VERSION} file, refusing")
+            raise FixError(
+                f"{path}: unknown sha256 {digest}; not the geni-lib {VERSION} file, refusing"
+            )
         new = apply_replacements(data.decode("utf-8"), fix["replacements"])
         new_digest = sha256(new.encode("utf-8"))
         if new_digest != fix["fixed"]:

@@ -83,6 +83,7 @@ struct options {
 	int cpu;
 	enum stamp_mode stamp;
 	int64_t stats_interval_ns;
+	bool eager;
 };
 
 struct entry {
@@ -115,6 +116,8 @@ struct stats {
 	uint64_t lag_count;
 	uint64_t lag_sum_ns;
 	int64_t lag_max_ns;
+	uint64_t lag_buckets[N_BUCKETS];
+	uint64_t overdue_on_receipt;
 	uint64_t wakeups;
 	uint64_t stats_writes;
 	uint64_t stats_write_errors;
@@ -237,7 +240,7 @@ static void print_help(void)
 static void parse_args(int argc, char **argv)
 {
 	enum { O_QUEUE = 256, O_DELAY, O_STATS, O_MAXLEN, O_RCVBUF, O_SLACK, O_RTPRIO,
-	       O_CPU, O_STAMP, O_INTERVAL, O_VERSION, O_HELP };
+	       O_CPU, O_STAMP, O_INTERVAL, O_EAGER, O_VERSION, O_HELP };
 	static const struct option longopts[] = {
 		{ "queue", required_argument, NULL, O_QUEUE },
 		{ "delay-us", required_argument, NULL, O_DELAY },
@@ -249,6 +252,7 @@ static void parse_args(int argc, char **argv)
 		{ "cpu", required_argument, NULL, O_CPU },
 		{ "stamp", required_argument, NULL, O_STAMP },
 		{ "stats-interval-ms", required_argument, NULL, O_INTERVAL },
+		{ "eager-read", no_argument, NULL, O_EAGER },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -296,6 +300,9 @@ static void parse_args(int argc, char **argv)
 		case O_INTERVAL:
 			opt.stats_interval_ns =
 				parse_int("--stats-interval-ms", optarg, 10, 3600000) * NSEC_PER_MSEC;
+			break;
+		case O_EAGER:
+			opt.eager = true;
 			break;
 		case O_VERSION:
 			printf("ccdelay %s\n", CCDELAY_VERSION);
@@ -432,8 +439,12 @@ static void write_stats(bool final)
 	for (int i = 0; i < N_BUCKETS; i++)
 		fprintf(f, "%s%" PRIu64, i ? ", " : "", st.buckets[i]);
 	fprintf(f, "]\n  },\n");
-	fprintf(f, "  \"receive_lag\": {\"count\": %" PRIu64 ", \"mean_ms\": %.6f, \"max_ms\": %.6f},\n",
-		st.lag_count, lag_mean_ms, st.lag_max_ns / 1e6);
+	fprintf(f, "  \"receive_lag\": {\"count\": %" PRIu64 ", \"mean_ms\": %.6f, \"max_ms\": %.6f, "
+		   "\"overdue_on_receipt\": %" PRIu64 ", \"bucket_counts\": [",
+		st.lag_count, lag_mean_ms, st.lag_max_ns / 1e6, st.overdue_on_receipt);
+	for (int i = 0; i < N_BUCKETS; i++)
+		fprintf(f, "%s%" PRIu64, i ? ", " : "", st.lag_buckets[i]);
+	fprintf(f, "]},\n");
 	fprintf(f, "  \"cpu\": {\"user_s\": %.6f, \"system_s\": %.6f},\n",
 		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
 		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
@@ -479,15 +490,20 @@ static void send_verdict_batch(uint32_t max_id)
 	st.verdict_batches++;
 }
 
-static inline void record_lateness(int64_t late)
+static inline int bucket_of(int64_t v)
 {
 	int b = 0;
 
+	while (b < N_EDGES && v > bucket_edges_ns[b])
+		b++;
+	return b;
+}
+
+static inline void record_lateness(int64_t late)
+{
 	if (late < 0)
 		late = 0;
-	while (b < N_EDGES && late > bucket_edges_ns[b])
-		b++;
-	st.buckets[b]++;
+	st.buckets[bucket_of(late)]++;
 	st.late_count++;
 	st.late_sum_ns += (uint64_t)late;
 	if (late > st.late_max_ns)
@@ -568,6 +584,9 @@ static inline int64_t arrival_time(struct nlattr *tsattr, int64_t now_mono, int6
 	if (lag < 0)
 		lag = 0; /* stamped a hair "in the future": clock read order */
 	st.lag_count++;
+	st.lag_buckets[bucket_of(lag)]++;
+	if (lag > opt.delay_ns)
+		st.overdue_on_receipt++;
 	st.lag_sum_ns += (uint64_t)lag;
 	if (lag > st.lag_max_ns)
 		st.lag_max_ns = lag;
@@ -891,7 +910,7 @@ int main(int argc, char **argv)
 		 */
 		int64_t wake = next_stats;
 		bool held = ring_head != ring_tail;
-		bool lazy = held && opt.stamp == STAMP_KERNEL && !last_stamp_receive;
+		bool lazy = held && !opt.eager && opt.stamp == STAMP_KERNEL && !last_stamp_receive;
 		struct pollfd p = { .fd = nl_fd, .events = lazy ? 0 : POLLIN };
 
 		if (held) {

@@ -243,6 +243,14 @@ def machine_busy() -> tuple[int, int]:
     return sum(vals) - idle, sum(vals)
 
 
+def background_cpu_pct(seconds: float = 1.0) -> float:
+    """Whole-machine CPU use while no test traffic runs (other work on the box)."""
+    b0, a0 = machine_busy()
+    time.sleep(seconds)
+    b1, a1 = machine_busy()
+    return 100.0 * (b1 - b0) / max(a1 - a0, 1)
+
+
 def run_iperf(cc: str, duration: float = 10, port: int = IPERF_PORT,
               ccdelay_pid: int | None = None) -> dict:
     """One iperf3 flow ccdt-s -> ccdt-r.  Returns the parsed JSON plus CPU figures."""
@@ -308,6 +316,8 @@ def lateness_delta(a: dict, b: dict) -> dict:
         "late_share": over / n if n else 0.0,
         "late_over_5ms": over,
         "buckets": [y - x for x, y in zip(la["bucket_counts"], lb["bucket_counts"])],
+        "overdue_rx": (b["receive_lag"]["overdue_on_receipt"]
+                       - a["receive_lag"]["overdue_on_receipt"]) / n if n else 0.0,
         "drops": (b["kernel_queue"]["queue_full_drops"] - a["kernel_queue"]["queue_full_drops"])
         + (b["kernel_queue"]["user_drops"] - a["kernel_queue"]["user_drops"]),
     }
@@ -347,12 +357,12 @@ def main() -> int:
               f"configured {2 * args.delay_us / 1000:.3f} ms", flush=True)
         hdr = (f"{'rate':>8} {'cc':>6} {'Mbit/s':>8} {'util%':>6} {'meanRTT':>8} {'maxRTT':>8} "
                f"{'retr':>6} {'>5ms%':>7} {'maxlate':>8} {'ccdCPU%':>8} {'allCPU%':>8} "
-               f"{'drops':>6}")
+               f"{'drops':>6} {'lateRx%':>7} {'bgCPU%':>6}")
         print(hdr)
         for rate in args.rates.split(","):
             bed.set_rate(rate)
             for cc in args.ccs.split(","):
-                time.sleep(0.5)
+                bg = background_cpu_pct(1.0)
                 # a fresh ccdelay per case, so max lateness is per case
                 bed.stop_ccdelay()
                 bed.start_ccdelay()
@@ -364,13 +374,14 @@ def main() -> int:
                 row = {"rate": rate, **summarize(res), **lateness_delta(s0, s1),
                        "max_late_ms": s1["lateness"]["max_ms"],
                        "clock_source": s1["clock_source"]}
+                row["bg_cpu_pct"] = bg
                 row["util_pct"] = 100 * row["mbps"] / (parse_rate_bps(rate) / 1e6)
                 rows.append(row)
                 print(f"{rate:>8} {row['cc']:>6} {row['mbps']:8.1f} {row['util_pct']:6.1f} "
                       f"{row['mean_rtt_ms']:8.2f} {row['max_rtt_ms']:8.2f} {row['retrans']:6d} "
                       f"{100 * row['late_share']:7.3f} {row['max_late_ms']:8.2f} "
                       f"{row['ccdelay_cpu_pct']:8.1f} {row['machine_cpu_pct']:8.1f} "
-                      f"{row['drops']:6d}", flush=True)
+                      f"{row['drops']:6d} {100 * row['overdue_rx']:7.3f} {bg:6.1f}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"idle_ping": idle, "rows": rows}, indent=1))
     return 0

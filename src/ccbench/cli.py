@@ -35,20 +35,29 @@ def cmd_testbed(a: argparse.Namespace) -> int:
             removed = local.down(tb_id)
             print(f"testbed {tb_id}: removed {len(removed)} namespace(s)")
         return 0
-    if not a.config:
+    if not a.config and not a.spec_json:
         if a.action == "status":
             for tb_id in local.all_ids():
-                st = (local.STATE_ROOT / tb_id / "state.json")
+                st = local.STATE_ROOT / tb_id / "state.json"
                 ok = st.exists() and json.loads(st.read_text()).get("complete")
                 n = len(local.list_namespaces(local.ns_prefix(tb_id)))
                 print(f"{tb_id}: {'up' if ok else 'incomplete/stale'}, {n} namespace(s)")
             return 0
         raise CcbenchError("--config FILE is needed")
-    tbc, topo = load_testbed_config(a.config)
+    if a.spec_json:
+        from ccbench.config import TestbedConfig, topology_from, validate
+
+        d = json.loads(a.spec_json)
+        tbc = TestbedConfig.from_dict(d["testbed"])
+        topo = topology_from(validate({"topology": d["topology"]}, "run", "spec")["topology"])
+    else:
+        tbc, topo = load_testbed_config(a.config)
     if a.id:
         tbc = type(tbc)(**{**tbc.__dict__, "id": a.id})
     tb = local.LocalTestbed(tbc, topo)
     if a.action == "up":
+        if a.replace:
+            local.down(tb.id)
         cal = tb.up()
         if a.calibration_out:
             Path(a.calibration_out).parent.mkdir(parents=True, exist_ok=True)
@@ -74,7 +83,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     from ccbench.testbed import local
 
     if a.spec_json:
-        d = json.loads(Path(a.spec_json).read_text())
+        text = (
+            a.spec_json if a.spec_json.lstrip().startswith("{") else Path(a.spec_json).read_text()
+        )
+        d = json.loads(text)
         tbc = TestbedConfig.from_dict(d["testbed"])
         spec = RunSpec.from_dict(d["run"])
         attempts = int(d.get("attempts", 1))
@@ -90,14 +102,15 @@ def cmd_run(a: argparse.Namespace) -> int:
             local.down(tb.id)
         tb.up()
     try:
-        s = execute(tb, spec, Path(a.out), attempts)
+        s = execute(tb, spec, Path(a.out), attempts, write_summary=not a.raw_only)
     finally:
         if ephemeral and not a.keep_testbed:
             with local.signals_deferred():
                 local.down(tb.id)
     flows = ", ".join(
         f"{f['cc_used'] or f['cc_requested']} {f['throughput_bps'] / 1e6:.1f} Mbit/s"
-        if f["throughput_bps"] is not None else f"flow {f['flow']} failed"
+        if f["throughput_bps"] is not None
+        else f"flow {f['flow']} failed"
         for f in s["flows"]
     )
     verdict = "valid" if s["valid"] else "INVALID: " + "; ".join(s["reasons"])
@@ -108,14 +121,18 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_parse(a: argparse.Namespace) -> int:
-    from ccbench.summary import summarize
+    from ccbench import timeseries
+    from ccbench.summary import summarize, write_json
 
-    for d in a.run_dirs:
-        s = summarize(Path(d) / "raw")
-        prev = Path(d) / "summary.json"
-        if prev.exists():
-            s["attempt"] = json.loads(prev.read_text()).get("attempt", 1)
-        prev.write_text(json.dumps(s, indent=2))
+    for d in map(Path, a.run_dirs):
+        if not (d / "raw" / "spec.json").exists():
+            raise CcbenchError(f"{d}: not a run directory (no raw/spec.json)")
+        s = summarize(d / "raw")
+        att = d / "attempts.json"
+        if att.exists():
+            s["attempt"] = len(json.loads(att.read_text())["attempts"])
+        write_json(d / "summary.json", s)
+        timeseries.build(d / "raw").to_parquet(d / "timeseries.parquet", index=False)
     return 0
 
 
@@ -130,21 +147,28 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--config", help="YAML config (testbed + topology sections)")
     t.add_argument("--id", help="testbed id (overrides the config's)")
     t.add_argument("--all", action="store_true", help="with down: every ccbench testbed")
+    t.add_argument("--spec-json", help="testbed + topology as JSON (used by the workflow)")
+    t.add_argument("--replace", action="store_true",
+                   help="with up: first remove a testbed with the same id")  # fmt: skip
     t.add_argument("--calibration-out", help="with up: also write calibration JSON here")
     t.set_defaults(func=cmd_testbed)
 
     r = sub.add_parser("run", help="one run of N concurrent flows")
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="YAML config (testbed, topology, run)")
-    src.add_argument("--spec-json", help="run spec JSON as written by the workflow")
+    src.add_argument("--spec-json", help="run spec as JSON (a file, or inline as the workflow "
+                     "passes it)")  # fmt: skip
     r.add_argument("--out", required=True, help="run directory (raw/ and summary.json)")
     r.add_argument("--attempts", type=int, help="retries for invalid runs (overrides config)")
     r.add_argument("--keep-testbed", action="store_true",
                    help="leave a testbed this run had to build up afterwards")  # fmt: skip
     r.add_argument("--fail-invalid", action="store_true", help="exit 3 if the run is invalid")
+    r.add_argument("--raw-only", action="store_true",
+                   help="write raw/ and attempts.json only (the workflow's parse step "
+                   "writes summary.json)")  # fmt: skip
     r.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("parse", help="recompute summary.json from a run's raw files")
+    p = sub.add_parser("parse", help="raw/ -> summary.json and timeseries.parquet")
     p.add_argument("run_dirs", nargs="+")
     p.set_defaults(func=cmd_parse)
 

@@ -12,7 +12,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,14 +178,3 @@ class NetnsExecutor:
     def write_file(self, path: str, text: str) -> None:
         """Write `text` to `path` as seen from inside the namespace (e.g. its /sys)."""
         self.run(["tee", path], input=text)
-
-
-def wait_until(pred, timeout_s: float, step_s: float = 0.02) -> bool:  # type: ignore[no-untyped-def]
-    """Poll `pred()` until true or timeout; returns the last value."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if pred():
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(step_s)

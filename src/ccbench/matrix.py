@@ -11,7 +11,7 @@ import copy
 import random
 from typing import Any
 
-from ccbench.config import TestbedConfig, topology_from, validate
+from ccbench.config import topology_from, validate
 from ccbench.errors import CcbenchError
 from ccbench.spec import Flow, RunSpec, check_flows
 
@@ -130,8 +130,9 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
         "results_dir": cfg["results_dir"],
         "baseline": baseline,
         "variants": variants,
-        "scenarios": {k: {"description": v.get("description", "")} for k, v in
-                      cfg["scenarios"].items()},  # fmt: skip
+        "scenarios": {
+            k: {"description": v.get("description", "")} for k, v in cfg["scenarios"].items()
+        },  # fmt: skip
         "repetitions": cfg["repetitions"],
         "seed": cfg["seed"],
         "testbeds": testbeds,

@@ -13,8 +13,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from scipy import stats
-
 NAN = math.nan
 
 
@@ -68,7 +66,7 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> MeanCI:
     if n < 2:
         return MeanCI(mean, NAN, n)
     s = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    t = float(stats.t.ppf(0.5 + confidence / 2.0, n - 1))
+    t = _t_quantile(0.5 + confidence / 2.0, n - 1)
     return MeanCI(mean, t * s / math.sqrt(n), n)
 
 
@@ -98,25 +96,27 @@ def paired_delta_pct(
     if mb == 0.0:
         raise ValueError("a zero baseline has no percent change")
     return DeltaPct(
-        (mv / mb - 1.0) * 100.0, _welch_half_width(b, v, confidence) / mb * 100.0,
-        False, len(b), len(v), (),
+        (mv / mb - 1.0) * 100.0,
+        _welch_half_width(b, v, confidence) / mb * 100.0,
+        False,
+        len(b),
+        len(v),
+        (),
     )
 
 
 def utilization_pct(throughput_bps: float, rate_bps: float) -> float:
     """Throughput as a percentage of the bottleneck rate.
 
-    Goodput over 1500-byte-MTU Ethernet tops out near 94.9-95.6 % of the wire rate
-    (headers), so 100 % is not reachable. rate_bps <= 0 raises ValueError.
+    A shaper that counts 1514-byte frames lets TCP goodput (MSS 1448) reach at most
+    1448 / 1514 = 95.6 % of its rate, not 100 %. rate_bps <= 0 raises ValueError.
     """
     if rate_bps <= 0:
         raise ValueError("rate_bps must be positive")
     return 100.0 * throughput_bps / rate_bps
 
 
-def mathis_bps(
-    mss_bytes: float, rtt_s: float, loss_p: float, c: float = math.sqrt(1.5)
-) -> float:
+def mathis_bps(mss_bytes: float, rtt_s: float, loss_p: float, c: float = math.sqrt(1.5)) -> float:
     """Mathis et al. (1997) steady-state Reno throughput: MSS*8 / RTT * C / sqrt(p).
 
     MSS 1448 B, RTT 40 ms, p = 1 % -> about 3.55 Mbit/s. loss_p == 0 -> inf (the
@@ -204,7 +204,7 @@ def _welch_half_width(a: list[float], b: list[float], confidence: float) -> floa
     if se2 == 0.0:
         return 0.0
     dof = se2**2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
-    return float(stats.t.ppf(0.5 + confidence / 2.0, dof)) * math.sqrt(se2)
+    return _t_quantile(0.5 + confidence / 2.0, dof) * math.sqrt(se2)
 
 
 def _var(xs: list[float]) -> float:
@@ -217,3 +217,11 @@ def _percentile_sorted(xs: list[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _t_quantile(q: float, dof: float) -> float:
+    """Student t quantile. scipy is imported here, not at module load: it costs about a
+    second, and `ccbench run` only needs the cheap metrics between runs."""
+    from scipy import stats
+
+    return float(stats.t.ppf(q, dof))

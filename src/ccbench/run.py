@@ -176,13 +176,14 @@ def run_once(tb: LocalTestbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
 
 
 def execute(
-    tb: LocalTestbed, spec: RunSpec, out: Path, attempts: int = 1
+    tb: LocalTestbed, spec: RunSpec, out: Path, attempts: int = 1, write_summary: bool = True
 ) -> dict[str, Any]:
-    """Run with retries on invalid results; returns the summary written to out/summary.json."""
-    from ccbench.summary import summarize
+    """Run, retrying invalid results; writes out/attempts.json (and out/summary.json)."""
+    from ccbench.summary import summarize, write_json
 
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {}
+    tried: list[dict[str, Any]] = []
     for attempt in range(1, attempts + 1):
         tmp = out / f".raw.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
@@ -199,6 +200,8 @@ def execute(
         tmp.rename(raw)
         summary = summarize(raw)
         summary["attempt"] = attempt
+        tried.append({"attempt": attempt, "valid": summary["valid"],
+                      "reasons": summary["reasons"]})  # fmt: skip
         if summary["valid"] or attempt == attempts:
             break
         info(f"attempt {attempt} invalid ({'; '.join(summary['reasons'])}); retrying")
@@ -206,7 +209,7 @@ def execute(
         keep.parent.mkdir(exist_ok=True)
         shutil.rmtree(keep, ignore_errors=True)
         raw.rename(keep)
-    tmp_sum = out / "summary.json.tmp"
-    tmp_sum.write_text(json.dumps(summary, indent=2))
-    tmp_sum.replace(out / "summary.json")
+    if write_summary:
+        write_json(out / "summary.json", summary)
+    write_json(out / "attempts.json", {"run_id": spec.run_id, "attempts": tried})
     return summary

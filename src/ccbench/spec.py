@@ -87,9 +87,9 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return f"{self.scenario}-{self.variant}-r{self.repetition}-" + stable_hash(
-            self.to_dict()
-        )[:8]
+        return (
+            f"{self.scenario}-{self.variant}-r{self.repetition}-" + stable_hash(self.to_dict())[:8]
+        )
 
     @property
     def traffic_s(self) -> float:

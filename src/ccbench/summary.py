@@ -7,6 +7,7 @@ from a file in raw/, so `ccbench parse RUN_DIR` reproduces it exactly.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,24 @@ from ccbench import metrics, validity
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
 from ccbench.parse.tc import parse_tc_qdisc_json
 from ccbench.spec import RunSpec
+
+
+def _clean(x: Any) -> Any:
+    """NaN/inf -> None, so the file is strict JSON."""
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return None
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_clean(v) for v in x]
+    return x
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Atomic write of strict JSON."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_clean(obj), indent=2, allow_nan=False))
+    tmp.replace(path)
 
 
 def _load(path: Path) -> Any:
@@ -88,7 +107,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     cal = _load(raw / "calibration.json") or {}
     rcs = meta.get("client_rc") or [None] * len(spec.flows)
     reasons: list[str] = []
-    flows = []
+    flows: list[dict[str, Any]] = []
     results: list[Iperf3Result | None] = []
     for k, f in enumerate(spec.flows, start=1):
         doc = _load(raw / f"iperf3-{k}.json")
@@ -115,14 +134,12 @@ def summarize(raw: Path) -> dict[str, Any]:
                 "raw": f"iperf3-{k}.json",
             }
         )
-    tputs = [f["throughput_bps"] for f in flows]
+    tputs: list[float | None] = [f["throughput_bps"] for f in flows]
     complete = all(t is not None for t in tputs)
     # Aggregate rate = all bytes delivered over the whole traffic window, so staggered
     # flows are not double-counted (summing their mean rates would be).
     window_s = spec.traffic_s - min(f.start_s for f in spec.flows)
-    total = (
-        sum(f["bytes_received"] or 0 for f in flows) * 8 / window_s if complete else None
-    )
+    total = sum(f["bytes_received"] or 0 for f in flows) * 8 / window_s if complete else None
     delay = _delay(raw)
     reasons += validity.check_calibration(cal)
     reasons += validity.check_delay(delay, cal.get("delay_method"))

@@ -1,9 +1,104 @@
-"""Subcommands used by the Snakemake workflow (matrix, aggregate, report)."""
+"""Subcommands the Snakemake workflow calls: matrix, aggregate, figures, report.
+
+They are ordinary CLI commands (argv in, files out), so every rule's action can be
+rerun by hand from its log line.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
 
 
-def add_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    return None
+def cmd_matrix(a: argparse.Namespace) -> int:
+    from ccbench import matrix
+    from ccbench.config import load_yaml
+
+    if a.config_json:
+        cfg, source = json.loads(a.config_json), "config"
+    else:
+        cfg, source = load_yaml(a.config), a.config
+    m = matrix.load(cfg, source)
+    if a.json:
+        json.dump(m, sys.stdout, indent=1, sort_keys=True)
+        return 0
+    total = sum(r["traffic_s"] for r in m["runs"].values())
+    print(f"{len(m['runs'])} runs on {len(m['testbeds'])} testbed(s), "
+          f"{total:g}s of traffic; baseline {m['baseline']}")  # fmt: skip
+    for i, rid in enumerate(m["order"], 1):
+        r = m["runs"][rid]
+        print(f"{i:4d}  {rid}  testbed {r['testbed_id']}  {r['traffic_s']:g}s")
+    return 0
+
+
+def cmd_aggregate(a: argparse.Namespace) -> int:
+    from ccbench.aggregate import aggregate
+
+    m = json.loads(Path(a.matrix).read_text())
+    dirs = [Path(p).parent for p in a.summaries]
+    tables = aggregate(dirs, m, Path(a.out))
+    s = tables["runs"]
+    print(f"aggregated {len(s)} runs ({int((~s['valid']).sum())} invalid) into {a.out}")
+    return 0
+
+
+def cmd_timeseries(a: argparse.Namespace) -> int:
+    from ccbench import timeseries
+
+    for d in a.run_dirs:
+        df = timeseries.build(Path(d) / "raw")
+        df.to_parquet(Path(d) / "timeseries.parquet", index=False)
+    return 0
+
+
+def cmd_figures(a: argparse.Namespace) -> int:
+    from ccbench.report import figures
+
+    figures.make_all(Path(a.tables), Path(a.runs), json.loads(Path(a.matrix).read_text()),
+                     Path(a.out))  # fmt: skip
+    return 0
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from ccbench.report import document
+
+    document.build(Path(a.tables), Path(a.figures), json.loads(Path(a.matrix).read_text()),
+                   Path(a.runs), Path(a.pdf), Path(a.html))  # fmt: skip
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    m = sub.add_parser("matrix", help="expand a comparison config into runs")
+    src = m.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", help="comparison YAML (config/config.yaml)")
+    src.add_argument("--config-json", help="the same, as JSON (used by the Snakefile)")
+    m.add_argument("--json", action="store_true", help="print the expanded matrix as JSON")
+    m.set_defaults(func=cmd_matrix)
+
+    g = sub.add_parser("aggregate", help="summaries of all runs -> tables with CIs")
+    g.add_argument("--matrix", required=True, help="matrix JSON (results/matrix.json)")
+    g.add_argument("--out", required=True, help="directory for runs/flows/summary tables")
+    g.add_argument("summaries", nargs="+", help="results/runs/*/summary.json")
+    g.set_defaults(func=cmd_aggregate)
+
+    t = sub.add_parser("timeseries", help="raw/ -> timeseries.parquet for run dirs")
+    t.add_argument("run_dirs", nargs="+")
+    t.set_defaults(func=cmd_timeseries)
+
+    f = sub.add_parser("figures", help="tables + time series -> figures")
+    f.add_argument("--matrix", required=True)
+    f.add_argument("--tables", required=True)
+    f.add_argument("--runs", required=True, help="directory holding the run directories")
+    f.add_argument("--out", required=True)
+    f.set_defaults(func=cmd_figures)
+
+    r = sub.add_parser("report", help="tables + figures -> PDF and HTML report")
+    r.add_argument("--matrix", required=True)
+    r.add_argument("--tables", required=True)
+    r.add_argument("--figures", required=True)
+    r.add_argument("--runs", required=True)
+    r.add_argument("--pdf", required=True)
+    r.add_argument("--html", required=True)
+    r.set_defaults(func=cmd_report)

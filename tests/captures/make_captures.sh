@@ -2,7 +2,7 @@
 # Re-creates the real captures in this folder (needs root, iperf3, iproute2, ethtool).
 # Two namespaces joined by a veth pair; the sender's egress is shaped by
 # tbf 100mbit + child pfifo limit 48 so that the queue fills and drops.
-# Everything it creates (namespaces, processes, temp files) is removed on exit.
+# The namespaces and processes it starts are removed on exit, even on failure.
 set -euo pipefail
 
 OUT=${1:-$(cd "$(dirname "$0")" && pwd)}
@@ -10,10 +10,12 @@ SND=ccpt-snd
 RCV=ccpt-rcv
 SRV_PID=""
 SS_PID=""
+CLI_PID=""
 
 cleanup() {
-    [[ -n "$SS_PID" ]] && kill "$SS_PID" 2>/dev/null || true
-    [[ -n "$SRV_PID" ]] && kill "$SRV_PID" 2>/dev/null || true
+    for pid in "$SS_PID" "$CLI_PID" "$SRV_PID"; do
+        if [[ -n "$pid" ]]; then kill "$pid" 2>/dev/null || true; fi
+    done
     ip netns del "$SND" 2>/dev/null || true
     ip netns del "$RCV" 2>/dev/null || true
 }
@@ -39,8 +41,9 @@ ip netns exec "$RCV" iperf3 -s >/dev/null 2>&1 &
 SRV_PID=$!
 sleep 1
 
-# One TS block every ~50 ms, as ccbench's sampler writes it.
+# TS blocks as ccbench.sampler writes them (50 ms sleep; ss itself adds ~50 ms).
 start_ss() {
+    # shellcheck disable=SC2016  # expanded by the inner bash, per sample
     ip netns exec "$SND" bash -c \
         'while :; do printf "TS %s\n" "$(date +%s.%N)"; ss -tinH state established; sleep 0.05; done' \
         >"$1" &
@@ -78,6 +81,7 @@ ip netns exec "$SND" ping -c 20 -i 0.2 198.18.251.2 >"$OUT/ping-linux-netns-load
 ip netns exec "$SND" tc -s qdisc show dev ccpt-s0 >"$OUT/tc-tbf-pfifo48-during.txt"
 ip netns exec "$SND" tc -s -j qdisc show dev ccpt-s0 >"$OUT/tc-tbf-pfifo48-during.json"
 wait "$CLI_PID"
+CLI_PID=""
 ip netns exec "$SND" tc -s qdisc show dev ccpt-s0 >"$OUT/tc-tbf-pfifo48-after.txt"
 ip netns exec "$SND" tc -s -j qdisc show dev ccpt-s0 >"$OUT/tc-tbf-pfifo48-after.json"
 

@@ -311,8 +311,12 @@ FREEBSD_SAMPLE: dict[str, Any] = {
                 },
             }
         ],
-        "sum_sent": {"seconds": 2.0, "bytes": 49283072, "bits_per_second": 197132288.0,
-                     "retransmits": 12},
+        "sum_sent": {
+            "seconds": 2.0,
+            "bytes": 49283072,
+            "bits_per_second": 197132288.0,
+            "retransmits": 12,
+        },
         "sum_received": {"seconds": 2.04, "bytes": 49283072, "bits_per_second": 193266949.0},
         "sender_tcp_congestion": "cubic",
         "receiver_tcp_congestion": "cubic",

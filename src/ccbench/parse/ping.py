@@ -55,6 +55,8 @@ def parse_ping(text: str) -> PingResult:
 def parse_ping_runs(text: str) -> list[PingResult]:
     """Parse every run in a text (each starts with a `PING host (` header)."""
     starts = [m.start() for m in _HEADER.finditer(text)]
+    if not starts:
+        return []
     bounds = zip(starts, starts[1:] + [len(text)], strict=True)
     return [_parse_one(text[a:b]) for a, b in bounds]
 

@@ -21,9 +21,13 @@ SsRecord = dict[str, Any]
 
 _RATE = re.compile(r"^([0-9.]+)([KMGT]?)bps$")
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-# Bare words ss prints before the CC name (tcp_show_info in iproute2 misc/ss.c).
+# Bare flag words ss prints (tcp_show_info, iproute2 misc/ss.c); any other bare word is the CC.
 _FLAGS = {"ts", "sack", "ecn", "ecnseen", "fastopen", "app_limited", "cwnd_limited"}
-_PAIRED = {"send": "send_bps", "pacing_rate": "pacing_rate_bps", "delivery_rate": "delivery_rate_bps"}
+_PAIRED = {
+    "send": "send_bps",
+    "pacing_rate": "pacing_rate_bps",
+    "delivery_rate": "delivery_rate_bps",
+}
 _INT_KEYS = {
     "cwnd": "cwnd_pkts",
     "ssthresh": "ssthresh_pkts",

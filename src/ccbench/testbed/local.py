@@ -89,7 +89,7 @@ class LocalTestbed:
     # --- state ---------------------------------------------------------------
     def read_state(self) -> dict[str, Any] | None:
         try:
-            return json.loads(self.state_file.read_text())  # type: ignore[no-any-return]
+            return json.loads(self.state_file.read_text())
         except (OSError, ValueError):
             return None
 
@@ -249,13 +249,13 @@ class LocalTestbed:
                 timeout=30,
             )
             p = parse_ping(out.stdout)
-            if p.received == 0:
+            if not p.received or not p.rtts_us:
                 problems.append(f"pair {i}: no ping replies")
                 continue
             # The median: one late reply on a busy 2-core machine must not fail `up`.
             med_ms = statistics.median(p.rtts_us) / 1000
-            rtts[f"pair{i}"] = {"median_ms": med_ms, "min_ms": p.min_us / 1000,
-                                "avg_ms": p.avg_us / 1000, "max_ms": p.max_us / 1000,
+            rtts[f"pair{i}"] = {"median_ms": med_ms, "min_ms": min(p.rtts_us) / 1000,
+                                "max_ms": max(p.rtts_us) / 1000,
                                 "sent": p.sent, "received": p.received}  # fmt: skip
             if abs(med_ms - self.topo.rtt_ms) > RTT_TOLERANCE_MS:
                 problems.append(
@@ -280,9 +280,10 @@ class LocalTestbed:
         shaper = next((q for q in qdiscs if q.get("root")), None)
         if child is None or child.get("kind") != self.topo.queue_kind:
             problems.append(f"bottleneck queue is not {self.topo.queue_kind}: {raw.strip()}")
-        elif self.topo.queue_kind == "pfifo" and child.get("options", {}).get(
-            "limit"
-        ) != self.topo.queue_limit_pkts:
+        elif (
+            self.topo.queue_kind == "pfifo"
+            and child.get("options", {}).get("limit") != self.topo.queue_limit_pkts
+        ):
             problems.append(f"pfifo limit read back as {child['options'].get('limit')}")
         return {"shaper": shaper, "queue": child}
 

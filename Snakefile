@@ -1,0 +1,23 @@
+# ccbench: config -> run matrix -> testbeds -> runs -> tables -> figures -> report.
+# Main job: `sudo snakemake --cores 4 all` (optionally --configfile config/<yours>.yaml).
+
+
+# The default config only when none is given: `--configfile` must replace it, not be
+# merged into it (a merge would mix the default's scenarios into the user's).
+if not config:
+
+    configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/testbed.smk"
+include: "rules/runs.smk"
+include: "rules/analysis.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    input:
+        REPORT_PDF,
+        REPORT_HTML,
+    default_target: True

@@ -1,0 +1,57 @@
+# Every run's summary -> tidy tables (CSV + Parquet) with CIs and deltas -> figures.
+
+
+rule matrix:
+    output:
+        f"{RESULTS}/matrix.json",
+    params:
+        cfg=json.dumps(config, sort_keys=True),
+    log:
+        f"{RESULTS}/logs/matrix.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/matrix.tsv"
+    run:
+        with open(output[0], "w") as fh:
+            json.dump(MATRIX, fh, indent=1, sort_keys=True)
+
+
+rule aggregate:
+    input:
+        matrix=f"{RESULTS}/matrix.json",
+        summaries=expand(f"{RESULTS}/runs/{{run}}/summary.json", run=RUNS),
+        timeseries=expand(f"{RESULTS}/runs/{{run}}/timeseries.parquet", run=RUNS),
+    output:
+        runs=f"{RESULTS}/tables/runs.csv",
+        flows=f"{RESULTS}/tables/flows.csv",
+        summary=f"{RESULTS}/tables/summary.csv",
+        runs_pq=f"{RESULTS}/tables/runs.parquet",
+        flows_pq=f"{RESULTS}/tables/flows.parquet",
+        summary_pq=f"{RESULTS}/tables/summary.parquet",
+    log:
+        f"{RESULTS}/logs/aggregate.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/aggregate.tsv"
+    run:
+        ccbench(
+            ["aggregate", "--matrix", input.matrix, "--out", f"{RESULTS}/tables",
+             *input.summaries],
+            log[0],
+        )
+
+
+rule figures:
+    input:
+        matrix=f"{RESULTS}/matrix.json",
+        tables=rules.aggregate.output,
+    output:
+        f"{RESULTS}/figures/figures.json",
+    log:
+        f"{RESULTS}/logs/figures.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/figures.tsv"
+    run:
+        ccbench(
+            ["figures", "--matrix", input.matrix, "--tables", f"{RESULTS}/tables",
+             "--runs", f"{RESULTS}/runs", "--out", f"{RESULTS}/figures"],
+            log[0],
+        )

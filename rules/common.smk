@@ -1,0 +1,71 @@
+# Validation, the run matrix and small helpers shared by every rule file.
+import json
+import subprocess
+import sys
+
+from snakemake.utils import min_version, validate
+
+min_version("8.0")
+
+
+validate(config, "../src/ccbench/schemas/matrix.yaml")
+
+
+def _expand_matrix(cfg):
+    """The run matrix from `ccbench matrix` (one clear line and exit 1 on bad config)."""
+    cp = subprocess.run(
+        ["ccbench", "matrix", "--json", "--config-json", json.dumps(cfg)],
+        capture_output=True,
+        text=True,
+    )
+    if cp.returncode != 0:
+        sys.stderr.write(cp.stderr)
+        sys.exit(1)
+    return json.loads(cp.stdout)
+
+
+MATRIX = _expand_matrix(config)
+RESULTS = MATRIX["results_dir"]
+RUNS = MATRIX["order"]
+TESTBEDS = sorted(MATRIX["testbeds"])
+LOCAL = config["testbed"]["kind"] == "local"
+REPORT_PDF = f"reports/{MATRIX['report_name']}.pdf"
+REPORT_HTML = f"reports/{MATRIX['report_name']}.html"
+
+
+wildcard_constraints:
+    run="[A-Za-z0-9_.+-]+",
+    tb="[a-z0-9]+",
+
+
+def ccbench(args, log):
+    """Run the ccbench CLI with an argv list (never a shell string); output to the log."""
+    with open(log, "a") as fh:
+        fh.write("$ ccbench " + " ".join(args) + "\n")
+        fh.flush()
+        cp = subprocess.run(["ccbench", *args], stdout=fh, stderr=subprocess.STDOUT)
+    if cp.returncode != 0:
+        tail = open(log).read().strip().splitlines()[-1:]
+        raise RuntimeError(f"ccbench {args[0]} failed (see {log}): {' '.join(tail)}")
+
+
+def testbed_of(run_id):
+    return MATRIX["runs"][run_id]["testbed_id"]
+
+
+def dumbbell_of(run_id):
+    return MATRIX["testbeds"][testbed_of(run_id)]["dumbbell"]
+
+
+def testbeds_down():
+    # Called at the end and on failure: no namespaces or processes stay behind.
+    for tb in TESTBEDS:
+        subprocess.run(["ccbench", "testbed", "down", "--id", tb], capture_output=True)
+
+
+onsuccess:
+    testbeds_down()
+
+
+onerror:
+    testbeds_down()

@@ -1,0 +1,171 @@
+"""All runs' summaries -> tidy tables with confidence intervals and deltas.
+
+Tables (CSV and Parquet, units in column names):
+- runs:    one row per run (valid or not, with reasons), in the order they ran.
+- flows:   one row per flow per run.
+- summary: per scenario x variant over VALID repetitions only: mean and 95 % CI
+           half-width (Student t) of each metric, and the % delta vs the baseline
+           variant (paired by repetition where both are valid) with its CI.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ccbench import metrics
+
+METRICS = {
+    # column in runs table -> label used in the summary table
+    "throughput_sum_mbps": "throughput sum",
+    "utilization_pct": "utilization",
+    "jain": "Jain",
+    "srtt_mean_ms": "srtt mean",
+    "srtt_p95_ms": "srtt p95",
+    "srtt_max_ms": "srtt max",
+    "retransmits": "retransmits",
+    "drops_pkts": "bottleneck drops",
+}
+
+
+def _num(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    s = json.loads((run_dir / "summary.json").read_text())
+    ts_path = run_dir / "timeseries.parquet"
+    srtt = metrics.SrttStats(math.nan, math.nan, math.nan)
+    if ts_path.exists():
+        ts = pd.read_parquet(ts_path)
+        # srtt statistics from the finest samples there are: ss if present, else iperf3.
+        src = "ss" if (ts["source"] == "ss").any() else "iperf3"
+        rtts = ts.loc[(ts["source"] == src) & ts["rtt_us"].notna(), "rtt_us"].tolist()
+        srtt = metrics.srtt_stats(rtts)
+    flows = s["flows"]
+    retrans = [f["retransmits"] for f in flows]
+    tb = s["spec"]["topology"]
+    run = {
+        "run_id": s["run_id"],
+        "scenario": s["scenario"],
+        "variant": s["variant"],
+        "repetition": s["repetition"],
+        "valid": bool(s["valid"]),
+        "reasons": "; ".join(s["reasons"]),
+        "attempt": s.get("attempt", 1),
+        "started_unix": s.get("started_unix"),
+        "n_flows": len(flows),
+        "rate_mbit": tb["rate_mbit"],
+        "rtt_ms": tb["rtt_ms"],
+        "queue": f"{tb['queue_kind']} {tb['queue_limit_pkts']}",
+        "loss": f"{tb['loss_mode']} {tb['loss_rate']:g}" if tb["loss_mode"] != "none" else "",
+        "throughput_sum_mbps": _num(s["throughput_sum_bps"]) / 1e6,
+        "utilization_pct": _num(s["utilization_pct"]),
+        "jain": _num(s["jain"]),
+        "srtt_mean_ms": srtt.mean_us / 1e3,
+        "srtt_p95_ms": srtt.p95_us / 1e3,
+        "srtt_max_ms": srtt.max_us / 1e3,
+        "retransmits": math.nan if None in retrans else float(sum(retrans)),
+        "drops_pkts": _num((s.get("bottleneck") or {}).get("drops")),
+        "delay_late_share": _num((s.get("delay_element") or {}).get("late_share")),
+    }
+    frows = []
+    for f in flows:
+        frows.append(
+            {
+                "run_id": s["run_id"],
+                "scenario": s["scenario"],
+                "variant": s["variant"],
+                "repetition": s["repetition"],
+                "valid": bool(s["valid"]),
+                "flow": f["flow"],
+                "pair": f["pair"],
+                "cc_requested": f["cc_requested"],
+                "cc_used": f["cc_used"],
+                "throughput_mbps": _num(f["throughput_bps"]) / 1e6,
+                "retransmits": _num(f["retransmits"]),
+                "rtt_mean_ms": _num(f["rtt_mean_us"]) / 1e3,
+                "rtt_max_ms": _num(f["rtt_max_us"]) / 1e3,
+            }
+        )
+    return run, frows
+
+
+def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
+                     variant_order: list[str]) -> pd.DataFrame:  # fmt: skip
+    rows = []
+    valid = runs[runs["valid"]]
+    for scen in runs["scenario"].drop_duplicates():
+        for var in variant_order:
+            grp_all = runs[(runs["scenario"] == scen) & (runs["variant"] == var)]
+            if grp_all.empty:
+                continue
+            grp = valid[(valid["scenario"] == scen) & (valid["variant"] == var)]
+            base = valid[(valid["scenario"] == scen) & (valid["variant"] == baseline)]
+            row: dict[str, Any] = {
+                "scenario": scen,
+                "variant": var,
+                "baseline": var == baseline,
+                "n_valid": len(grp),
+                "n_invalid": int((~grp_all["valid"]).sum()),
+            }
+            for col in METRICS:
+                ci = metrics.mean_ci(grp[col].dropna().tolist())
+                row[f"{col}_mean"] = ci.mean
+                row[f"{col}_ci95"] = ci.half_width
+                delta = _delta(base, grp, col) if var != baseline else None
+                row[f"{col}_delta_pct"] = delta.mean_pct if delta else math.nan
+                row[f"{col}_delta_ci95_pct"] = delta.half_width_pct if delta else math.nan
+            fl = flows[(flows["run_id"].isin(grp["run_id"]))]
+            for k, g in fl.groupby("flow"):
+                ci = metrics.mean_ci(g["throughput_mbps"].dropna().tolist())
+                row[f"flow{k}_throughput_mbps_mean"] = ci.mean
+                row[f"flow{k}_throughput_mbps_ci95"] = ci.half_width
+                row[f"flow{k}_cc"] = ",".join(sorted(set(g["cc_requested"])))
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _delta(base: pd.DataFrame, var: pd.DataFrame, col: str) -> metrics.DeltaPct | None:
+    b = base.set_index("repetition")[col].dropna()
+    v = var.set_index("repetition")[col].dropna()
+    if b.empty or v.empty or (b == 0).any():
+        return None
+    common = sorted(set(b.index) & set(v.index))
+    # Pair repetition i with repetition i where both are valid; otherwise unpaired.
+    if len(common) >= 2 and len(common) == len(b) == len(v):
+        return metrics.paired_delta_pct(b.loc[common].tolist(), v.loc[common].tolist())
+    return _unpaired(b.tolist(), v.tolist())
+
+
+def _unpaired(b: list[float], v: list[float]) -> metrics.DeltaPct:
+    """Delta of means; CI from the variant's spread around the baseline mean (equal
+    counts would make paired_delta_pct pair runs that did not run side by side)."""
+    if len(b) != len(v):
+        return metrics.paired_delta_pct(b, v)
+    mb = sum(b) / len(b)
+    ci = metrics.mean_ci([(x / mb - 1) * 100 for x in v])
+    return metrics.DeltaPct(ci.mean, ci.half_width, False, len(b), len(v), ())
+
+
+def aggregate(run_dirs: list[Path], matrix: dict[str, Any], out: Path) -> dict[str, pd.DataFrame]:
+    runs, flows = [], []
+    for d in run_dirs:
+        r, f = run_rows(d)
+        runs.append(r)
+        flows += f
+    runs_df = pd.DataFrame(runs).sort_values("started_unix", kind="stable").reset_index(drop=True)
+    runs_df.insert(0, "order", range(1, len(runs_df) + 1))
+    flows_df = pd.DataFrame(flows)
+    variant_order = [v["label"] for v in matrix["variants"]]
+    summary_df = summarize_groups(runs_df, flows_df, matrix["baseline"], variant_order)
+    out.mkdir(parents=True, exist_ok=True)
+    tables = {"runs": runs_df, "flows": flows_df, "summary": summary_df}
+    for name, df in tables.items():
+        df.to_csv(out / f"{name}.csv", index=False)
+        df.to_parquet(out / f"{name}.parquet", index=False)
+    return tables

@@ -1,0 +1,544 @@
+"""emulab/*.sh, the startup scripts profile.py runs on every node.
+
+- shell syntax (sh -n, dash -n, shellcheck when installed);
+- the key=value arguments the profile passes are exactly the ones each script takes;
+- bad arguments stop a script before it touches the system;
+- setup-freebsd-sender.sh's command plan, with recording stand-ins for the FreeBSD
+  commands (ifconfig, sysctl, kldload, ...) since no FreeBSD machine is at hand;
+  their canned outputs are written from the documented formats (ifconfig(8),
+  mod_cc(4) cc.available table, tcp_functions table);
+- setup-router.sh and setup-linux-host.sh for real inside network namespaces
+  (root only): real ip, tc and ethtool on veth pairs. Only sysctl/modprobe/apt are
+  stood in for on the host script: they would change this machine, not the namespace.
+CCBENCH_SETUP_ROOT keeps every file the scripts write under a temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+EMULAB = REPO / "emulab"
+SCRIPTS = ["setup-router.sh", "setup-linux-host.sh", "setup-freebsd-sender.sh"]
+UBUNTU24 = "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD"
+
+
+# --------------------------------------------------------------------------- syntax
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_posix_sh_syntax(script):
+    for shell in ("sh", "dash"):
+        if shutil.which(shell):
+            res = subprocess.run(
+                [shell, "-n", str(EMULAB / script)], capture_output=True, text=True
+            )
+            assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_shellcheck(script):
+    if not shutil.which("shellcheck"):
+        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+    res = subprocess.run(
+        ["shellcheck", "-s", "sh", str(EMULAB / script)], capture_output=True, text=True
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+# --------------------------------------------------------------------------- profile <-> scripts
+
+
+def accepted_keys(script):
+    text = (EMULAB / script).read_text()
+    return set(re.findall(r"^\s+(\w+)=\*\)", text, re.M))
+
+
+def profile_calls(*args):
+    """[(script, {key: value})] of every execute service in a profile run."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GENILIB_")}
+    env.pop("CCBENCH_PROFILE_IMPORT", None)
+    res = subprocess.run(
+        [sys.executable, str(REPO / "profile.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    if res.returncode != 0:
+        pytest.fail("profile.py failed (is geni-lib fixed up?): " + res.stderr[-500:])
+    calls = []
+    for cmd in re.findall(r'<execute shell="sh" command="([^"]*)"', res.stdout):
+        words = shlex.split(cmd.replace("&amp;", "&").replace("&quot;", '"'))
+        calls.append((Path(words[2]).name, dict(w.split("=", 1) for w in words[3:])))
+    return calls
+
+
+def test_profile_passes_exactly_the_keys_each_script_takes():
+    seen = {}
+    for args in (
+        [],
+        ["--senderImage", UBUNTU24, "--containerTooling", "yes", "--reverseShaping", "yes"],
+    ):
+        for script, kv in profile_calls(*args):
+            seen.setdefault(script, set()).update(kv)
+    assert set(seen) == set(SCRIPTS)
+    for script, keys in seen.items():
+        assert keys == accepted_keys(script), script
+
+
+# --------------------------------------------------------------------------- stand-ins
+
+
+def make_bin(tmp_path, stubs: dict[str, str]) -> Path:
+    """A directory of executable stand-ins; each records its argv in $CALLS first."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    for name, body in stubs.items():
+        path = bindir / name
+        path.write_text(f'#!/bin/sh\necho "{name} $*" >>"$CALLS"\n{body}\n')
+        path.chmod(0o755)
+    return bindir
+
+
+def run_script(script, args, tmp_path, bindir=None, netns=None, extra_env=None):
+    env = dict(os.environ, CCBENCH_SETUP_ROOT=str(tmp_path / "root"), CALLS=str(tmp_path / "calls"))
+    if bindir:
+        env["CCBENCH_SETUP_BIN"] = str(bindir)
+    env.update(extra_env or {})
+    argv = ["sh", str(EMULAB / script), *args]
+    if netns:
+        argv = ["ip", "netns", "exec", netns, *argv]
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+
+
+def calls(tmp_path):
+    path = tmp_path / "calls"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+SYSTEM_COMMANDS = [
+    "ip",
+    "tc",
+    "ethtool",
+    "sysctl",
+    "modprobe",
+    "apt-get",
+    "debconf-set-selections",
+    "ifconfig",
+    "kldload",
+    "kldstat",
+    "route",
+    "pkg",
+    "podman",
+]
+
+GOOD = {
+    "setup-router.sh": dict(
+        role="rt1",
+        core_addr="10.1.2.1",
+        if_addrs="10.1.1.1,10.1.2.1",
+        route="10.1.3.0/24",
+        via="10.1.2.2",
+        rate_mbit="1000",
+        queue="48",
+        aqm="none",
+        shape="yes",
+        tx_ring="48",
+    ),
+    "setup-linux-host.sh": dict(
+        role="receiver", addr="10.1.3.11", route="10.1.1.0/24", via="10.1.3.1", container="no"
+    ),
+    "setup-freebsd-sender.sh": dict(
+        role="sender", addr="10.1.1.11", route="10.1.3.0/24", via="10.1.1.1"
+    ),
+}
+BAD = [
+    ("setup-router.sh", "role", "rt3"),
+    ("setup-router.sh", "core_addr", "10.1.2"),
+    ("setup-router.sh", "if_addrs", "10.1.1.1,eth0"),
+    ("setup-router.sh", "route", "10.1.3.0"),
+    ("setup-router.sh", "rate_mbit", "1e3"),
+    ("setup-router.sh", "queue", "1"),
+    ("setup-router.sh", "aqm", "cake"),
+    ("setup-router.sh", "shape", "True"),
+    ("setup-router.sh", "tx_ring", "-1"),
+    ("setup-router.sh", "via", "$(reboot)"),
+    ("setup-linux-host.sh", "role", "router"),
+    ("setup-linux-host.sh", "addr", "10.1.3.11; reboot"),
+    ("setup-linux-host.sh", "container", "1"),
+    ("setup-freebsd-sender.sh", "role", "receiver"),
+    ("setup-freebsd-sender.sh", "addr", ""),
+    ("setup-freebsd-sender.sh", "via", "gw"),
+]
+
+
+@pytest.mark.parametrize("script, key, value", BAD)
+def test_bad_argument_stops_before_touching_the_system(tmp_path, script, key, value):
+    bindir = make_bin(tmp_path, {c: "exit 99" for c in SYSTEM_COMMANDS})
+    args = [f"{k}={value if k == key else v}" for k, v in GOOD[script].items()]
+    res = run_script(script, args, tmp_path, bindir)
+    assert res.returncode == 1
+    assert f"error: {key}" in res.stderr or "error: role must" in res.stderr, res.stderr
+    assert calls(tmp_path) == []
+    logs = list((tmp_path / "root" / "local" / "logs").glob("ccbench-*.log"))
+    assert len(logs) == 1 and "error:" in logs[0].read_text()
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_unknown_argument_is_refused(tmp_path, script):
+    bindir = make_bin(tmp_path, {c: "exit 99" for c in SYSTEM_COMMANDS})
+    args = [f"{k}={v}" for k, v in GOOD[script].items()] + ["speed=fast"]
+    res = run_script(script, args, tmp_path, bindir)
+    assert res.returncode == 1 and "unknown argument: speed=fast" in res.stderr
+    assert calls(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- FreeBSD sender
+
+# ifconfig -a as FreeBSD 14 prints it (format per ifconfig(8)); written for this test.
+IFCONFIG_A = """\
+em0: flags=1008843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST,LOWER_UP> metric 0 mtu 1500
+\toptions=4e524bb<RXCSUM,TXCSUM,VLAN_MTU,VLAN_HWTAGGING,JUMBO_MTU,VLAN_HWCSUM,LRO,WOL_MAGIC,VLAN_HWFILTER,VLAN_HWTSO,RXCSUM_IPV6,TXCSUM_IPV6,HWSTATS,MEXTPG>
+\tether 00:1e:67:0d:5c:10
+\tinet 155.98.36.49 netmask 0xfffffc00 broadcast 155.98.39.255
+\tmedia: Ethernet autoselect (1000baseT <full-duplex>)
+\tstatus: active
+\tnd6 options=29<PERFORMNUD,IFDISABLED,AUTO_LINKLOCAL>
+ix1: flags=1008843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST,LOWER_UP> metric 0 mtu 1500
+\toptions=4e53fbb<RXCSUM,TXCSUM,VLAN_MTU,VLAN_HWTAGGING,JUMBO_MTU,VLAN_HWCSUM,TSO4,TSO6,LRO,WOL_UCAST,WOL_MCAST,WOL_MAGIC,VLAN_HWFILTER,VLAN_HWTSO,RXCSUM_IPV6,TXCSUM_IPV6,HWSTATS,MEXTPG>
+\tether a0:36:9f:1c:52:3e
+\tinet 10.1.1.11 netmask 0xffffff00 broadcast 10.1.1.255
+\tmedia: Ethernet autoselect (10Gbase-SR <full-duplex,rxpause,txpause>)
+\tstatus: active
+\tnd6 options=29<PERFORMNUD,IFDISABLED,AUTO_LINKLOCAL>
+vlan258: flags=1008843<UP,BROADCAST,RUNNING,SIMPLEX,MULTICAST,LOWER_UP> metric 0 mtu 1500
+\toptions=4600703<RXCSUM,TXCSUM,TSO4,TSO6,LRO,RXCSUM_IPV6,TXCSUM_IPV6,MEXTPG>
+\tether a0:36:9f:1c:52:3e
+\tinet 10.1.1.12 netmask 0xffffff00 broadcast 10.1.1.255
+\tgroups: vlan
+\tvlan: 258 vlanproto: 802.1q vlanpri: 0 parent interface: ix1
+\tmedia: Ethernet autoselect (10Gbase-SR <full-duplex,rxpause,txpause>)
+\tstatus: active
+lo0: flags=1008049<UP,LOOPBACK,RUNNING,MULTICAST,LOWER_UP> metric 0 mtu 16384
+\toptions=680003<RXCSUM,TXCSUM,LINKSTATE,RXCSUM_IPV6,TXCSUM_IPV6>
+\tinet 127.0.0.1 netmask 0xff000000
+\tgroups: lo
+"""
+# sysctl -n net.inet.tcp.cc.available / functions_available (FreeBSD 13+ tables).
+CC_AVAILABLE = "\nCCmod           D PCB count\ncubic           * 4\nnewreno           0\n"
+FUNCTIONS_AVAILABLE = (
+    "\nStack                           D Alias                            PCB count\n"
+    "freebsd                         * freebsd                          4\n"
+)
+
+
+def freebsd_bin(tmp_path, with_iperf3):
+    fx = tmp_path / "fixtures"
+    fx.mkdir()
+    (fx / "ifconfig-a").write_text(IFCONFIG_A)
+    (fx / "cc").write_text(CC_AVAILABLE)
+    (fx / "functions").write_text(FUNCTIONS_AVAILABLE)
+    stubs = {
+        "ifconfig": (
+            f'if [ "$1" = -a ]; then cat "{fx}/ifconfig-a"; exit 0; fi\n'
+            'if [ $# -eq 1 ]; then awk -v d="$1" \'/^[^ \\t]/ {c = $1; sub(/:$/, "", c)} c == d\' '
+            f'"{fx}/ifconfig-a"; fi\nexit 0'
+        ),
+        "sysctl": (
+            'case "$*" in\n'
+            f'"-n net.inet.tcp.cc.available") cat "{fx}/cc" ;;\n'
+            f'"-n net.inet.tcp.functions_available") cat "{fx}/functions" ;;\n'
+            "esac\nexit 0"
+        ),
+        # modules this pretend kernel lacks: cc_chd, cc_hd, siftr2
+        "kldload": 'case "$2" in cc_chd | cc_hd | siftr2) exit 1 ;; esac\nexit 0',
+        "kldstat": "exit 0",
+        "uname": 'echo "FreeBSD s1 14.2-RELEASE FreeBSD 14.2-RELEASE GENERIC amd64"',
+        "route": 'case "$2" in delete) exit 1 ;; esac\nexit 0',
+        "pkg": (
+            'echo "ASSUME_ALWAYS_YES=$ASSUME_ALWAYS_YES" >>"$CALLS"\n'
+            f'if [ "$1" = info ]; then [ -e "{fx}/has-iperf3" ]; exit; fi\nexit 0'
+        ),
+    }
+    if with_iperf3:
+        (fx / "has-iperf3").write_text("")
+    return make_bin(tmp_path, stubs)
+
+
+def test_freebsd_sender_plan(tmp_path):
+    bindir = freebsd_bin(tmp_path, with_iperf3=False)
+    args = [f"{k}={v}" for k, v in GOOD["setup-freebsd-sender.sh"].items()]
+    res = run_script("setup-freebsd-sender.sh", args, tmp_path, bindir)
+    assert res.returncode == 0, res.stderr
+    c = [x for x in calls(tmp_path) if x != "ifconfig -a"]
+    # cc modules: those not yet listed by net.inet.tcp.cc.available
+    loads = [x.split()[-1] for x in c if x.startswith("kldload -n ")]
+    assert [m for m in loads if m.startswith("cc_")] == [
+        "cc_htcp",
+        "cc_vegas",
+        "cc_cdg",
+        "cc_chd",
+        "cc_hd",
+        "cc_dctcp",
+    ]
+    # tcphpts before the stacks that need it, then siftr
+    assert loads[-5:] == ["tcphpts", "tcp_rack", "tcp_bbr", "siftr", "siftr2"]
+    sets = [x.split()[1] for x in c if x.startswith("sysctl ") and "=" in x]
+    assert sets == [
+        "kern.ipc.maxsockbuf=10485760",
+        "net.inet.tcp.sendbuf_max=10485760",
+        "net.inet.tcp.recvbuf_max=10485760",
+        "net.inet.tcp.hostcache.enable=0",
+        "net.inet.tcp.hostcache.purgenow=1",
+    ]
+    assert "pkg install -y iperf3" in c and "ASSUME_ALWAYS_YES=yes" in c
+    assert "ifconfig ix1 -tso -lro -txcsum -rxcsum" in c
+    assert not any(x.startswith("ifconfig em0 ") for x in c)  # never the control interface
+    assert c.index("route -n delete -net 10.1.3.0/24") < c.index(
+        "route -n add -net 10.1.3.0/24 10.1.1.1"
+    )
+    log = (tmp_path / "root/local/logs/ccbench-setup-freebsd-sender.log").read_text()
+    assert "cc chd: no module cc_chd" in log and "stack rack: loaded tcp_rack" in log
+    assert "FreeBSD s1 14.2-RELEASE" in log  # provenance
+    done = (tmp_path / "root/var/tmp/ccbench-setup.done").read_text()
+    assert "experiment_if=ix1\n" in done and "addr=10.1.1.11\n" in done
+
+
+def test_freebsd_sender_vlan_and_installed_iperf3(tmp_path):
+    bindir = freebsd_bin(tmp_path, with_iperf3=True)
+    args = ["role=sender", "addr=10.1.1.12", "route=10.1.3.0/24", "via=10.1.1.1"]
+    res = run_script("setup-freebsd-sender.sh", args, tmp_path, bindir)
+    assert res.returncode == 0, res.stderr
+    c = calls(tmp_path)
+    assert "ifconfig vlan258 -tso -lro -txcsum -rxcsum" in c
+    assert "ifconfig ix1 -tso -lro -txcsum -rxcsum" in c  # the parent carries the offloads
+    assert "pkg info -e iperf3" in c and "pkg install -y iperf3" not in c
+    # rerun: the same plan again (idempotent)
+    (tmp_path / "calls").unlink()
+    assert run_script("setup-freebsd-sender.sh", args, tmp_path, bindir).returncode == 0
+    assert calls(tmp_path) == c
+
+
+# --------------------------------------------------------------------------- real namespaces
+
+
+def _can_netns():
+    if (
+        os.geteuid() != 0
+        or not shutil.which("ip")
+        or not shutil.which("tc")
+        or not shutil.which("ethtool")
+    ):
+        return False
+    name = "ccbpchk" + uuid.uuid4().hex[:6]
+    ok = subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode == 0
+    if ok:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    return ok
+
+
+NEEDS_NETNS = pytest.mark.skipif(not _can_netns(), reason="needs root, ip netns, tc and ethtool")
+
+
+def sh(*argv, check=True):
+    res = subprocess.run(list(argv), capture_output=True, text=True)
+    if check and res.returncode != 0:
+        raise AssertionError("{}: {}".format(" ".join(argv), res.stderr))
+    return res.stdout
+
+
+@pytest.fixture
+def namespaces():
+    """Create namespaces by short name; all are deleted afterwards (veths go with them)."""
+    tag = uuid.uuid4().hex[:6]
+    made = []
+
+    def make(short):
+        name = f"ccbp{tag}{short}"
+        sh("ip", "netns", "add", name)
+        made.append(name)
+        sh("ip", "-n", name, "link", "set", "lo", "up")
+        return name
+
+    make.tag = tag
+    yield make
+    for name in made:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def veth(ns_a, if_a, ns_b, if_b, tag):
+    tmp_a, tmp_b = "cva" + tag, "cvb" + tag
+    sh("ip", "link", "add", tmp_a, "type", "veth", "peer", "name", tmp_b)
+    sh("ip", "link", "set", tmp_a, "netns", ns_a, "name", if_a)
+    sh("ip", "link", "set", tmp_b, "netns", ns_b, "name", if_b)
+    for ns, dev in ((ns_a, if_a), (ns_b, if_b)):
+        sh("ip", "-n", ns, "link", "set", dev, "up")
+
+
+def offloads(ns, dev):
+    out = sh("ip", "netns", "exec", ns, "ethtool", "-k", dev)
+    feats = dict(line.split(":", 1) for line in out.splitlines()[1:] if ":" in line)
+    return {
+        k: feats[k].split()[0]
+        for k in (
+            "tcp-segmentation-offload",
+            "generic-segmentation-offload",
+            "generic-receive-offload",
+        )
+    }
+
+
+@pytest.fixture
+def router_ns(namespaces):
+    rt, peer = namespaces("rt"), namespaces("pe")
+    veth(rt, "left0", peer, "p0", namespaces.tag)
+    veth(rt, "core0", peer, "p1", namespaces.tag)
+    sh("ip", "-n", rt, "addr", "add", "10.1.1.1/24", "dev", "left0")
+    sh("ip", "-n", rt, "addr", "add", "10.1.2.1/24", "dev", "core0")
+    return rt
+
+
+def router_args(**over):
+    return [f"{k}={v}" for k, v in dict(GOOD["setup-router.sh"], **over).items()]
+
+
+@pytest.mark.netns
+@NEEDS_NETNS
+def test_router_for_real_in_a_namespace(tmp_path, router_ns):
+    rt = router_ns
+    res = run_script("setup-router.sh", router_args(), tmp_path, netns=rt)
+    assert res.returncode == 0, res.stderr
+    qd = sh("ip", "netns", "exec", rt, "tc", "qdisc", "show", "dev", "core0")
+    assert re.search(r"qdisc tbf 1: root .*rate 1Gbit burst 125000b", qd), qd
+    assert re.search(r"qdisc pfifo 10: parent 1:1 limit 48p", qd), qd
+    assert "10.1.3.0/24 via 10.1.2.2 dev core0" in sh("ip", "-n", rt, "route")
+    assert sh("ip", "netns", "exec", rt, "sysctl", "-n", "net.ipv4.ip_forward").strip() == "1"
+    for dev in ("left0", "core0"):
+        assert set(offloads(rt, dev).values()) == {"off"}, dev
+    done = (tmp_path / "root/var/tmp/ccbench-setup.done").read_text()
+    assert "bottleneck_if=core0\n" in done and "shape=yes\n" in done
+
+    # rerun with other values: rebuilt, not stacked; small rates keep a 10-frame burst
+    res = run_script(
+        "setup-router.sh", router_args(rate_mbit="10", queue="100"), tmp_path, netns=rt
+    )
+    assert res.returncode == 0, res.stderr
+    qd = sh("ip", "netns", "exec", rt, "tc", "qdisc", "show", "dev", "core0")
+    assert re.search(r"qdisc tbf 1: root .*rate 10Mbit burst 15140b", qd), qd
+    assert qd.count("qdisc tbf") == 1 and re.search(r"pfifo 10: parent 1:1 limit 100p", qd)
+
+    # shape=no: back to the driver's default qdisc
+    res = run_script("setup-router.sh", router_args(role="rt2", shape="no"), tmp_path, netns=rt)
+    assert res.returncode == 0, res.stderr
+    assert "tbf" not in sh("ip", "netns", "exec", rt, "tc", "qdisc", "show", "dev", "core0")
+
+
+@pytest.mark.netns
+@NEEDS_NETNS
+def test_router_aqm_installs_or_fails_loudly(tmp_path, router_ns):
+    rt = router_ns
+    res = run_script("setup-router.sh", router_args(aqm="red", queue="48"), tmp_path, netns=rt)
+    qd = sh("ip", "netns", "exec", rt, "tc", "qdisc", "show", "dev", "core0")
+    if res.returncode == 0:  # a kernel with sch_red
+        assert re.search(r"qdisc red 10: parent 1:1 limit 72672b min 6056b max 18168b", qd), qd
+    else:  # this project's CI kernel has no red: one clear line, no half-built shaper
+        assert res.returncode == 1
+        assert "cannot install 'red limit 72672 min 6056 max 18168" in res.stderr
+        assert "tbf" not in qd
+
+
+@pytest.fixture
+def host_ns(namespaces):
+    host, peer = namespaces("h"), namespaces("hp")
+    veth(host, "exp0", peer, "p0", namespaces.tag)
+    # Emulab may hand out a VLAN interface: the address sits on exp0.258. Kernels
+    # without 8021q (this project's CI) get a macvlan: both list exp0 as lower_exp0.
+    stacked = ("ip", "-n", host, "link", "add", "link", "exp0", "name", "exp0.258", "type")
+    if subprocess.run([*stacked, "vlan", "id", "258"], capture_output=True).returncode != 0:
+        sh(*stacked, "macvlan", "mode", "bridge")
+    sh("ip", "-n", host, "link", "set", "exp0.258", "up")
+    sh("ip", "-n", host, "addr", "add", "10.1.3.11/24", "dev", "exp0.258")
+    return host
+
+
+def host_bin(tmp_path):
+    return make_bin(
+        tmp_path,
+        {
+            # these would change the machine, not the namespace: recorded only
+            "sysctl": (
+                'case "$*" in "-n net.ipv4.tcp_available_congestion_control") '
+                'echo "reno cubic bbr" ;; esac\nexit 0'
+            ),
+            "modprobe": "exit 1",
+            "apt-get": "exit 97",
+            "debconf-set-selections": "exit 97",
+            "podman": "exit 0",
+            "iperf3": 'echo "iperf 3.16 (cJSON 1.7.15)"',
+        },
+    )
+
+
+@pytest.mark.netns
+@NEEDS_NETNS
+def test_linux_host_for_real_in_a_namespace(tmp_path, host_ns):
+    bindir = host_bin(tmp_path)
+    args = [f"{k}={v}" for k, v in GOOD["setup-linux-host.sh"].items()]
+    res = run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns)
+    assert res.returncode == 0, res.stderr
+    conf = (tmp_path / "root/etc/sysctl.d/90-ccbench.conf").read_text()
+    for line in (
+        "net.core.rmem_max = 10485760",
+        "net.core.wmem_max = 10485760",
+        "net.ipv4.tcp_rmem = 4096 131072 10485760",
+        "net.ipv4.tcp_wmem = 4096 16384 10485760",
+        "net.ipv4.tcp_no_metrics_save = 1",
+    ):
+        assert line in conf
+    c = calls(tmp_path)
+    assert "sysctl -p %s" % (tmp_path / "root/etc/sysctl.d/90-ccbench.conf") in c
+    assert "modprobe -q tcp_bbr" in c
+    assert not any(x.startswith(("apt-get", "debconf")) for x in c)  # iperf3 and ethtool present
+    assert "10.1.1.0/24 via 10.1.3.1 dev exp0.258" in sh("ip", "-n", host_ns, "route")
+    # the device under the VLAN: everything off; the stacked device: what it can
+    # (a macvlan always claims software TSO, segmented at exp0 anyway)
+    assert set(offloads(host_ns, "exp0").values()) == {"off"}
+    upper = offloads(host_ns, "exp0.258")
+    assert upper["generic-segmentation-offload"] == upper["generic-receive-offload"] == "off"
+    done = (tmp_path / "root/var/tmp/ccbench-setup.done").read_text()
+    assert "experiment_if=exp0.258\n" in done and "role=receiver\n" in done
+    # rerun: still fine
+    assert run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns).returncode == 0
+
+
+@pytest.mark.netns
+@NEEDS_NETNS
+def test_linux_host_container_build(tmp_path, host_ns):
+    bindir = host_bin(tmp_path)
+    args = [f"{k}={v}" for k, v in dict(GOOD["setup-linux-host.sh"], container="yes").items()]
+    done = tmp_path / "root/var/tmp/ccbench-setup.done"
+    ctx = tmp_path / "root/local/repository/containers/linux-node"
+    ctx.mkdir(parents=True)
+    (ctx / "Dockerfile").write_text("ARG BASE=ubuntu:24.04\nFROM ${BASE}\n")
+    res = run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns)
+    assert res.returncode == 0, res.stderr
+    assert (
+        "podman build --network host --build-arg BASE=docker.io/library/ubuntu:24.04 "
+        f"-t localhost/ccbench-linux-node:latest {ctx}"
+    ) in calls(tmp_path)
+    assert "container=yes\n" in done.read_text()
+    # without the build context: one clear error, and the node no longer looks ready
+    (ctx / "Dockerfile").unlink()
+    res = run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns)
+    assert res.returncode == 1 and "has no Dockerfile" in res.stderr
+    assert not done.exists()
