@@ -84,6 +84,7 @@ struct options {
 	enum stamp_mode stamp;
 	int64_t stats_interval_ns;
 	bool eager;
+	int64_t max_late_ns;
 };
 
 struct entry {
@@ -97,6 +98,8 @@ struct stats {
 	uint64_t released;
 	uint64_t released_on_exit;
 	uint64_t verdict_batches;
+	uint64_t verdict_sends;
+	uint64_t dropped_late;
 	uint64_t verdict_errors;
 	uint64_t stamp_kernel_real;
 	uint64_t stamp_kernel_mono;
@@ -150,7 +153,6 @@ static bool last_stamp_receive;
 static int64_t started_real_ns;
 static int rt_prio_applied;
 static int cpu_applied = -1;
-static char verdict_buf[256];
 
 static volatile sig_atomic_t sig_stop;
 static volatile sig_atomic_t sig_dump;
@@ -227,7 +229,12 @@ static void print_help(void)
 "  --stats-interval-ms N stats period (default 1000)\n"
 "  --maxlen N            kernel queue length in packets (default 200000)\n"
 "  --rcvbuf BYTES        netlink receive buffer (default 67108864)\n"
-"  --slack-us N          timer slack: release granularity (default 50)\n"
+"  --slack-us N          release quantum: at most one release per N us while\n"
+"                        packets keep coming (default 50)\n"
+"  --max-late-us N       drop, instead of release, packets that would leave more\n"
+"                        than N us late (overload safety valve; default 0 = never)\n"
+"  --eager-read          read each packet as it arrives (default: read the backlog\n"
+"                        at release times when the kernel stamps packets)\n"
 "  --rt-prio N           run SCHED_FIFO with priority N (1-99; default off)\n"
 "  --cpu N               pin to CPU N (default: not pinned)\n"
 "  --stamp kernel|receive  arrival time source (default kernel: the kernel's\n"
@@ -240,7 +247,7 @@ static void print_help(void)
 static void parse_args(int argc, char **argv)
 {
 	enum { O_QUEUE = 256, O_DELAY, O_STATS, O_MAXLEN, O_RCVBUF, O_SLACK, O_RTPRIO,
-	       O_CPU, O_STAMP, O_INTERVAL, O_EAGER, O_VERSION, O_HELP };
+	       O_CPU, O_STAMP, O_INTERVAL, O_EAGER, O_MAXLATE, O_VERSION, O_HELP };
 	static const struct option longopts[] = {
 		{ "queue", required_argument, NULL, O_QUEUE },
 		{ "delay-us", required_argument, NULL, O_DELAY },
@@ -253,6 +260,7 @@ static void parse_args(int argc, char **argv)
 		{ "stamp", required_argument, NULL, O_STAMP },
 		{ "stats-interval-ms", required_argument, NULL, O_INTERVAL },
 		{ "eager-read", no_argument, NULL, O_EAGER },
+		{ "max-late-us", required_argument, NULL, O_MAXLATE },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ "help", no_argument, NULL, O_HELP },
 		{ NULL, 0, NULL, 0 },
@@ -300,6 +308,10 @@ static void parse_args(int argc, char **argv)
 		case O_INTERVAL:
 			opt.stats_interval_ns =
 				parse_int("--stats-interval-ms", optarg, 10, 3600000) * NSEC_PER_MSEC;
+			break;
+		case O_MAXLATE:
+			opt.max_late_ns = parse_int("--max-late-us", optarg, 0, 10LL * 1000 * 1000) *
+					  NSEC_PER_USEC;
 			break;
 		case O_EAGER:
 			opt.eager = true;
@@ -402,10 +414,12 @@ static void write_stats(bool final)
 	fprintf(f, "  \"updated_unix\": %.6f,\n", now_real / 1e9);
 	fprintf(f, "  \"config\": {\"queue\": %u, \"delay_us\": %" PRId64
 		   ", \"queue_maxlen\": %u, \"rcvbuf_bytes\": %d, \"slack_us\": %" PRId64
-		   ", \"rt_prio\": %d, \"cpu\": %d, \"stamp\": \"%s\"},\n",
+		   ", \"max_late_us\": %" PRId64 ", \"rt_prio\": %d, \"cpu\": %d, \"stamp\": \"%s\", "
+		   "\"eager_read\": %s},\n",
 		opt.queue, (int64_t)(opt.delay_ns / NSEC_PER_USEC), opt.maxlen, opt.rcvbuf,
-		(int64_t)(opt.slack_ns / NSEC_PER_USEC), rt_prio_applied, cpu_applied,
-		opt.stamp == STAMP_KERNEL ? "kernel" : "receive");
+		(int64_t)(opt.slack_ns / NSEC_PER_USEC), (int64_t)(opt.max_late_ns / NSEC_PER_USEC),
+		rt_prio_applied, cpu_applied, opt.stamp == STAMP_KERNEL ? "kernel" : "receive",
+		opt.eager ? "true" : "false");
 	fprintf(f, "  \"clock_source\": \"%s\",\n", clock_source());
 	fprintf(f, "  \"timestamping_enabled\": %s,\n", timestamping_enabled ? "true" : "false");
 	fprintf(f, "  \"stamps\": {\"kernel_realtime\": %" PRIu64 ", \"kernel_monotonic\": %" PRIu64
@@ -416,7 +430,9 @@ static void write_stats(bool final)
 	fprintf(f, "  \"packets_released_on_exit\": %" PRIu64 ",\n", st.released_on_exit);
 	fprintf(f, "  \"packets_held\": %" PRIu64 ",\n", ring_tail - ring_head);
 	fprintf(f, "  \"max_held\": %" PRIu64 ",\n", st.max_held);
+	fprintf(f, "  \"packets_dropped_late\": %" PRIu64 ",\n", st.dropped_late);
 	fprintf(f, "  \"verdict_batches\": %" PRIu64 ",\n", st.verdict_batches);
+	fprintf(f, "  \"verdict_sends\": %" PRIu64 ",\n", st.verdict_sends);
 	fprintf(f, "  \"verdict_errors\": %" PRIu64 ",\n", st.verdict_errors);
 	fprintf(f, "  \"wakeups\": %" PRIu64 ",\n", st.wakeups);
 	fprintf(f, "  \"enobufs_events\": %" PRIu64 ",\n", st.enobufs);
@@ -468,13 +484,20 @@ static void write_stats(bool final)
 /* ------------------------------------------------------------------ */
 /* netlink                                                             */
 
-static void send_verdict_batch(uint32_t max_id)
-{
-	struct nlmsghdr *nlh = nfq_nlmsg_put(verdict_buf, NFQNL_MSG_VERDICT_BATCH, opt.queue);
+/*
+ * Verdicts are collected into one buffer of NFQNL_MSG_VERDICT_BATCH messages
+ * ("every id <= N gets this verdict") and sent with a single sendto().
+ */
+static char verdict_buf[16384];
+static size_t verdict_len;
+static int64_t last_release;
 
-	nfq_nlmsg_verdict_put(nlh, (int)max_id, NF_ACCEPT);
+static void verdict_flush(void)
+{
+	if (!verdict_len)
+		return;
 	for (;;) {
-		if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) >= 0)
+		if (mnl_socket_sendto(nl, verdict_buf, verdict_len) >= 0)
 			break;
 		if (errno == EINTR)
 			continue;
@@ -487,6 +510,19 @@ static void send_verdict_batch(uint32_t max_id)
 		st.verdict_errors++;
 		break;
 	}
+	st.verdict_sends++;
+	verdict_len = 0;
+}
+
+static void verdict_add(uint32_t max_id, int verdict)
+{
+	struct nlmsghdr *nlh;
+
+	if (verdict_len + 128 > sizeof(verdict_buf))
+		verdict_flush();
+	nlh = nfq_nlmsg_put(verdict_buf + verdict_len, NFQNL_MSG_VERDICT_BATCH, opt.queue);
+	nfq_nlmsg_verdict_put(nlh, (int)max_id, verdict);
+	verdict_len += NLMSG_ALIGN(nlh->nlmsg_len);
 	st.verdict_batches++;
 }
 
@@ -512,25 +548,43 @@ static inline void record_lateness(int64_t late)
 		st.late_over_threshold++;
 }
 
-/* Accept every held packet whose due time has passed. */
+/*
+ * Release every held packet whose due time has passed: one verdict for the
+ * whole run.  With --max-late-us, packets that would leave later than that
+ * are dropped instead (a safety valve: the element behaves like an overloaded
+ * link and TCP backs off, instead of the delay growing without bound).
+ */
 static void release_due(int64_t now)
 {
-	uint64_t n = 0;
-	uint32_t max_id = 0;
+	int run_verdict = -1;
+	uint32_t run_last = 0;
+	bool any = false;
 
 	while (ring_head != ring_tail) {
 		struct entry *e = &ring[ring_head & ring_mask];
+		int64_t late = now - e->due;
+		int v = NF_ACCEPT;
 
-		if (e->due > now)
+		if (late < 0)
 			break;
-		record_lateness(now - e->due);
-		max_id = e->id;
+		if (opt.max_late_ns > 0 && late > opt.max_late_ns) {
+			v = NF_DROP;
+			st.dropped_late++;
+		} else {
+			record_lateness(late);
+			st.released++;
+		}
+		if (v != run_verdict && run_verdict != -1)
+			verdict_add(run_last, run_verdict);
+		run_verdict = v;
+		run_last = e->id;
 		ring_head++;
-		n++;
+		any = true;
 	}
-	if (n) {
-		send_verdict_batch(max_id);
-		st.released += n;
+	if (any) {
+		verdict_add(run_last, run_verdict);
+		verdict_flush();
+		last_release = now;
 	}
 }
 
@@ -541,7 +595,8 @@ static void release_all(void)
 
 	if (!n)
 		return;
-	send_verdict_batch(ring[(ring_tail - 1) & ring_mask].id);
+	verdict_add(ring[(ring_tail - 1) & ring_mask].id, NF_ACCEPT);
+	verdict_flush();
 	ring_head = ring_tail;
 	st.released += n;
 	st.released_on_exit += n;
@@ -632,9 +687,9 @@ static void handle_msg(const struct nlmsghdr *nlh, int64_t now_mono, int64_t now
 	if (ring_tail - ring_head > ring_mask) {
 		/* cannot happen while maxlen < ring size; never lose a packet:
 		 * release the oldest early rather than forget it */
-		uint32_t old = ring[ring_head & ring_mask].id;
+		verdict_add(ring[ring_head & ring_mask].id, NF_ACCEPT);
+		verdict_flush();
 		ring_head++;
-		send_verdict_batch(old);
 		st.released++;
 		record_lateness(0);
 	}
@@ -826,9 +881,8 @@ static void setup_sched(void)
 		rt_prio_applied = opt.rt_prio;
 		mlockall(MCL_CURRENT | MCL_FUTURE);
 	}
-	/* timer slack bounds how late a wakeup may be; it also lets the kernel
-	 * coalesce wakeups, so releases come in batches of at most slack */
-	prctl(PR_SET_TIMERSLACK, opt.slack_ns > 0 ? (unsigned long)opt.slack_ns : 1UL, 0, 0, 0);
+	/* precise wakeups: batching is done explicitly (--slack-us) */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 }
 
 int main(int argc, char **argv)
@@ -916,6 +970,9 @@ int main(int argc, char **argv)
 		if (held) {
 			int64_t due = ring[ring_head & ring_mask].due;
 
+			/* batch: no more than one release per quantum */
+			if (due < last_release + opt.slack_ns)
+				due = last_release + opt.slack_ns;
 			if (due < wake)
 				wake = due;
 		}

@@ -21,19 +21,23 @@ def cmd_testbed(a: argparse.Namespace) -> int:
     from ccbench.privileges import require_root
 
     require_root()
+    from ccbench import testbed
     from ccbench.config import load_testbed_config
     from ccbench.testbed import local
 
+    if a.action == "inventory":
+        return _inventory(a)
     if a.action == "down":
         if a.all:
             ids = local.all_ids()
         elif a.config:
             ids = [load_testbed_config(a.config)[0].id]
-        else:
+        elif a.id:
             ids = [a.id]
+        else:
+            raise CcbenchError("down: say which testbed: --id ID, --config FILE or --all")
         for tb_id in ids:
-            removed = local.down(tb_id)
-            print(f"testbed {tb_id}: removed {len(removed)} namespace(s)")
+            print(f"testbed {tb_id}: {testbed.down(tb_id)}")
         return 0
     if not a.config and not a.spec_json:
         if a.action == "status":
@@ -54,18 +58,24 @@ def cmd_testbed(a: argparse.Namespace) -> int:
         tbc, topo = load_testbed_config(a.config)
     if a.id:
         tbc = type(tbc)(**{**tbc.__dict__, "id": a.id})
-    tb = local.LocalTestbed(tbc, topo)
+    tb = testbed.make(tbc, topo)
     if a.action == "up":
         if a.replace:
-            local.down(tb.id)
+            testbed.down(tb.id)
+        elif tb.kind == "local" and local.list_namespaces(local.ns_prefix(tb.id)):
+            raise CcbenchError(
+                f"testbed '{tb.id}' already exists: `ccbench testbed down --id {tb.id}` first"
+            )
         cal = tb.up()
         if a.calibration_out:
             Path(a.calibration_out).parent.mkdir(parents=True, exist_ok=True)
             Path(a.calibration_out).write_text(json.dumps(cal, indent=2))
         rtts = ", ".join(f"{k} {v['median_ms']:.2f} ms" for k, v in cal["idle_rtt"].items())
         ratio = cal["rate"]["ratio"]
-        print(f"testbed {tb.id} up: delay via {cal['delay_method']}; idle RTT {rtts}; "
-              f"bottleneck rate {ratio:.3f} of expected")  # fmt: skip
+        print(
+            f"testbed {tb.id} up: delay via {cal['delay_method']}; idle RTT {rtts}; "
+            f"bottleneck rate {ratio:.3f} of expected"
+        )
         return 0
     # status
     up = tb.is_up()
@@ -73,14 +83,34 @@ def cmd_testbed(a: argparse.Namespace) -> int:
     return 0 if up else 1
 
 
+def _inventory(a: argparse.Namespace) -> int:
+    import yaml
+
+    from ccbench import inventory
+
+    if not a.manifest:
+        raise CcbenchError("inventory: --manifest FILE (the experiment's manifest RSpec) is needed")
+    p = Path(a.manifest)
+    if not p.is_file():
+        raise CcbenchError(f"{p}: no such manifest")
+    inv = inventory.from_manifest(p.read_bytes(), str(p))
+    text = "# ccbench hosts inventory, from " + p.name + "\n" + yaml.safe_dump(inv.to_dict())
+    if a.out:
+        Path(a.out).write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def cmd_run(a: argparse.Namespace) -> int:
     from ccbench.privileges import require_root
 
     require_root()
+    from ccbench import testbed
     from ccbench.config import TestbedConfig, load_run_config
     from ccbench.run import execute
     from ccbench.spec import RunSpec
-    from ccbench.testbed import local
+    from ccbench.testbed.base import signals_deferred
 
     if a.spec_json:
         text = (
@@ -94,19 +124,18 @@ def cmd_run(a: argparse.Namespace) -> int:
         tbc, spec, attempts = load_run_config(a.config)
     if a.attempts:
         attempts = a.attempts
-    tb = local.LocalTestbed(tbc, spec.topology)
+    tb = testbed.make(tbc, spec.topology)
     ephemeral = not tb.is_up()
     if ephemeral:
-        if local.list_namespaces(local.ns_prefix(tb.id)):
-            # A testbed with this id exists but for another topology, or stale.
-            local.down(tb.id)
+        # A testbed with this id may exist for another topology, or be stale.
+        testbed.down(tb.id)
         tb.up()
     try:
         s = execute(tb, spec, Path(a.out), attempts, write_summary=not a.raw_only)
     finally:
         if ephemeral and not a.keep_testbed:
-            with local.signals_deferred():
-                local.down(tb.id)
+            with signals_deferred():
+                testbed.down(tb.id)
     flows = ", ".join(
         f"{f['cc_used'] or f['cc_requested']} {f['throughput_bps'] / 1e6:.1f} Mbit/s"
         if f["throughput_bps"] is not None
@@ -142,8 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
 
-    t = sub.add_parser("testbed", help="build, inspect or remove the local dumbbell")
-    t.add_argument("action", choices=["up", "status", "down"])
+    t = sub.add_parser("testbed", help="build, inspect or remove a dumbbell; make an inventory")
+    t.add_argument("action", choices=["up", "status", "down", "inventory"])
+    t.add_argument("--manifest", help="with inventory: the experiment's manifest RSpec")
+    t.add_argument("--out", help="with inventory: write the hosts YAML here (default stdout)")
     t.add_argument("--config", help="YAML config (testbed + topology sections)")
     t.add_argument("--id", help="testbed id (overrides the config's)")
     t.add_argument("--all", action="store_true", help="with down: every ccbench testbed")

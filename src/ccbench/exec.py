@@ -44,6 +44,7 @@ class Proc(Protocol):
     """A background process started by an Executor."""
 
     def poll(self) -> int | None: ...
+    def release(self) -> None: ...
     def wait(self, timeout: float | None = None) -> int: ...
     def stop(self, sig: int = signal.SIGTERM, grace_s: float = 3.0) -> int: ...
     def send_signal(self, sig: int) -> None: ...
@@ -64,7 +65,12 @@ class Executor(Protocol):
     ) -> Result: ...
 
     def spawn(
-        self, argv: Sequence[str], *, stdout: Path | None = None, stderr: Path | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+        gated: bool = False,
     ) -> Proc: ...
 
     def put(self, local: Path, remote: str) -> None: ...
@@ -72,24 +78,47 @@ class Executor(Protocol):
     def get(self, remote: str, local: Path) -> None: ...
 
 
-class LocalProc:
-    """A child process in its own process group, so stop() also reaches its children."""
+# A constant wrapper that holds a command until one line arrives on stdin, then
+# becomes it (exec keeps the pid). Flows start when ccbench writes that line, so
+# starts are as close as the pipes allow, also across SSH. The command itself is
+# passed as positional arguments, never pasted into the script.
+GATE = ["sh", "-c", 'read _go; exec "$@"', "ccbench-gate"]
 
-    def __init__(self, argv: Sequence[str], stdout: Path | None, stderr: Path | None = None):
+
+class LocalProc:
+    """A child process in its own process group, so stop() also reaches its children.
+
+    `stdin_pipe`: keep its stdin open for `release()` (used with GATE).
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        stdout: Path | None,
+        stderr: Path | None = None,
+        stdin_pipe: bool = False,
+    ):
         self.argv = list(argv)
         self._out: IO[bytes] | None = open(stdout, "wb") if stdout else None  # noqa: SIM115
         self._err: IO[bytes] | None = open(stderr, "wb") if stderr else None  # noqa: SIM115
         self.popen = subprocess.Popen(
             self.argv,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE if stdin_pipe else subprocess.DEVNULL,
             stdout=self._out if self._out else subprocess.DEVNULL,
-            stderr=self._err if self._err else subprocess.PIPE,
+            stderr=self._err if self._err else subprocess.DEVNULL,
             start_new_session=True,
         )
 
     @property
     def pid(self) -> int:
         return self.popen.pid
+
+    def release(self) -> None:
+        """Start a gated command now."""
+        if self.popen.stdin:
+            with contextlib.suppress(BrokenPipeError):
+                self.popen.stdin.write(b"go\n")
+                self.popen.stdin.close()
 
     def poll(self) -> int | None:
         return self.popen.poll()
@@ -98,11 +127,6 @@ class LocalProc:
         rc = self.popen.wait(timeout)
         self._close()
         return rc
-
-    def stderr_text(self) -> str:
-        if self.popen.stderr is None or self.popen.poll() is None:
-            return ""
-        return self.popen.stderr.read().decode(errors="replace")
 
     def send_signal(self, sig: int) -> None:
         if self.popen.poll() is None:
@@ -165,9 +189,16 @@ class NetnsExecutor:
         return res
 
     def spawn(
-        self, argv: Sequence[str], *, stdout: Path | None = None, stderr: Path | None = None
+        self,
+        argv: Sequence[str],
+        *,
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+        gated: bool = False,
     ) -> LocalProc:
-        return LocalProc(self.wrap(argv), stdout, stderr)
+        # The gate runs inside the namespace, wrapped around the real command.
+        inner = [*GATE, *argv] if gated else list(argv)
+        return LocalProc(self.wrap(inner), stdout, stderr, stdin_pipe=gated)
 
     def put(self, local: Path, remote: str) -> None:
         shutil.copyfile(local, remote)

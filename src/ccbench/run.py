@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.errors import CcbenchError
-from ccbench.exec import LocalProc, NetnsExecutor
+from ccbench.exec import Executor, NetnsExecutor, Proc
 from ccbench.progress import console, info
 from ccbench.spec import RunSpec
-from ccbench.testbed.local import LocalTestbed, _wait_listening, signals_deferred
+from ccbench.testbed.base import Testbed, signals_deferred
 
 BASE_PORT = 5201
 CLIENT_GRACE_S = 20.0
@@ -30,44 +30,26 @@ CLIENT_GRACE_S = 20.0
 
 @dataclass
 class RunProcs:
-    servers: list[LocalProc] = field(default_factory=list)
-    clients: list[LocalProc | None] = field(default_factory=list)
-    samplers: list[LocalProc] = field(default_factory=list)
+    servers: list[Proc] = field(default_factory=list)
+    clients: list[Proc] = field(default_factory=list)
+    samplers: list[Proc] = field(default_factory=list)
 
-    def all(self) -> list[LocalProc]:
-        return [*self.servers, *[c for c in self.clients if c], *self.samplers]
+    def all(self) -> list[Proc]:
+        return [*self.servers, *self.clients, *self.samplers]
 
     def stop_all(self) -> None:
         for p in self.all():
             p.stop(signal.SIGTERM, grace_s=2.0)
 
 
-def _snapshot_delay(tb: LocalTestbed, dest: Path) -> None:
-    """Ask the delay element for fresh stats (SIGUSR1) and copy them."""
-    st = tb.read_state() or {}
-    pid, path = st.get("ccdelay_pid"), st.get("ccdelay_stats")
-    if not pid or not path:
-        return
-    p = Path(path)
-    before = p.stat().st_mtime_ns if p.exists() else 0
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGUSR1)
-    deadline = time.monotonic() + 2
-    while time.monotonic() < deadline:
-        if p.exists() and p.stat().st_mtime_ns != before:
-            break
-        time.sleep(0.01)
-    if p.exists():
-        shutil.copyfile(p, dest)
-
-
-def _record(ex: NetnsExecutor, argv: list[str], dest: Path) -> None:
+def _record(ex: Executor, argv: list[str], dest: Path) -> None:
     res = ex.run(argv, check=False)
     dest.write_text(res.stdout if res.ok else res.stdout + res.stderr)
 
 
-def _facts(tb: LocalTestbed, raw: Path) -> None:
-    facts: dict[str, Any] = {"host": {}, "sender": {}}
+def _facts(tb: Testbed, raw: Path, senders: list[str]) -> None:
+    """Provenance: the controller, and every sender's kernel, sysctls and tools."""
+    facts: dict[str, Any] = {"host": {}, "senders": {}}
     host = NetnsExecutor(None)
     for name, argv in {
         "uname": ["uname", "-a"],
@@ -78,88 +60,69 @@ def _facts(tb: LocalTestbed, raw: Path) -> None:
         "loadavg": ["cat", "/proc/loadavg"],
     }.items():
         facts["host"][name] = host.run(argv, check=False).stdout.strip()
-    for name, argv in tb.host.facts().items():
-        facts["sender"][name] = tb.ex("s1").run(argv, check=False).stdout.strip()
+    # Locally every sender shares one kernel: s1 speaks for all (saves ~0.1 s per run).
+    for node in senders if tb.kind != "local" else senders[:1]:
+        drv = tb.driver(node)
+        facts["senders"][node] = {
+            "os": drv.os,
+            **{n: tb.ex(node).run(a, check=False).stdout.strip() for n, a in drv.facts().items()},
+        }
     facts["python"] = sys.version.split()[0]
     (raw / "facts.json").write_text(json.dumps(facts, indent=2))
-    _record(tb.ex("rt1"), ["tc", "qdisc", "show"], raw / "qdisc-config.txt")
+    node, _dev = tb.bottleneck
+    _record(tb.ex(node), ["tc", "qdisc", "show"], raw / "qdisc-config.txt")
 
 
-def run_once(tb: LocalTestbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
+def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
     """Do the run; write every raw file into `raw` (which must exist)."""
-    host = tb.host
     (raw / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
-    st = tb.read_state() or {}
-    (raw / "calibration.json").write_text(json.dumps(st.get("calibration", {}), indent=2))
-    _facts(tb, raw)
-    rt1, dev = tb.ex("rt1"), "to-dl"
-    _record(rt1, host.qdisc_stats(dev), raw / "tc-before.json")
-    _snapshot_delay(tb, raw / "delay-before.json")
+    (raw / "calibration.json").write_text(json.dumps(tb.calibration(), indent=2))
+    senders = sorted({f"s{f.pair}" for f in spec.flows})
+    _facts(tb, raw, senders)
+    bn_node, bn_dev = tb.bottleneck
+    rt1 = tb.ex(bn_node)
+    router = tb.driver(bn_node)
+    _record(rt1, router.qdisc_stats(bn_dev), raw / "tc-before.json")  # type: ignore[attr-defined]
+    tb.snapshot_delay(raw / "delay-before.json")
 
     procs = RunProcs()
-    meta: dict[str, Any] = {"flows": [], "started_unix": None}
+    meta: dict[str, Any] = {"flows": [], "started_unix": None, "testbed": tb.id}
+    label = f"{spec.scenario}/{spec.variant} rep {spec.repetition}"
     try:
         for k, f in enumerate(spec.flows, start=1):
-            port = BASE_PORT + k
+            node = f"r{f.pair}"
             procs.servers.append(
-                tb.ex(f"r{f.pair}").spawn(
-                    host.iperf3_server(port), stdout=raw / f"server-{k}.txt",
-                    stderr=raw / f"server-{k}.err",
+                tb.ex(node).spawn(
+                    tb.driver(node).iperf3_server(BASE_PORT + k),
+                    stdout=raw / f"server-{k}.txt", stderr=raw / f"server-{k}.err",
                 )
             )  # fmt: skip
         for k, f in enumerate(spec.flows, start=1):
-            _wait_listening(tb.ex(f"r{f.pair}"), BASE_PORT + k)
+            tb.wait_listening(f"r{f.pair}", BASE_PORT + k)
         if spec.ss_interval_s > 0:
-            for s in sorted({f.pair for f in spec.flows}):
-                procs.samplers.append(
-                    tb.ex(f"s{s}").spawn(
-                        [sys.executable, "-m", "ccbench.sampler", "--interval",
-                         str(spec.ss_interval_s), "--out", str(raw / f"ss-s{s}.txt")],
-                        stderr=raw / f"ss-s{s}.err",
-                    )
-                )  # fmt: skip
-        order = sorted(range(len(spec.flows)), key=lambda i: spec.flows[i].start_s)
-        procs.clients = [None] * len(spec.flows)
-        argvs: list[list[str]] = [[] for _ in spec.flows]
-        t0 = time.monotonic()
-        meta["started_unix"] = time.time()
-        total = spec.traffic_s
-        deadline = t0 + total + CLIENT_GRACE_S
-        label = f"{spec.scenario}/{spec.variant} rep {spec.repetition}"
-        show = console.is_terminal
-        last_line = 0.0
-        if not show:
-            info(f"{label}: {len(spec.flows)} flow(s), {total:g}s of traffic")
-        while True:
-            now = time.monotonic()
-            for i in order:
-                f = spec.flows[i]
-                if procs.clients[i] is None and now - t0 >= f.start_s:
-                    argv = host.iperf3_client(
-                        tb.address(f"r{f.pair}"), BASE_PORT + i + 1, f.cc, f.duration_s,
-                        spec.interval_s, f.streams,
+            for node in senders:
+                argv = tb.sampler_argv(node, spec.ss_interval_s)
+                if argv:
+                    procs.samplers.append(
+                        tb.ex(node).spawn(argv, stdout=raw / f"ss-{node}.txt",
+                                          stderr=raw / f"ss-{node}.err")
                     )  # fmt: skip
-                    argvs[i] = argv
-                    procs.clients[i] = tb.ex(f"s{f.pair}").spawn(
-                        argv, stdout=raw / f"iperf3-{i + 1}.json",
-                        stderr=raw / f"iperf3-{i + 1}.err",
-                    )  # fmt: skip
-                    meta["flows"].append({"flow": i + 1, "started_s": round(now - t0, 4)})
-            running = [c for c in procs.clients if c is None or c.poll() is None]
-            if not running:
-                break
-            if now > deadline:
-                raise CcbenchError(f"{label}: iperf3 clients still running after {total:g}s")
-            elapsed = now - t0
-            if show and now - last_line >= 0.5:
-                eta = max(0.0, total - elapsed)
-                console.print(f"  {label}: {elapsed:5.1f}/{total:g}s  ETA {eta:4.1f}s",
-                              end="\r")  # fmt: skip
-                last_line = now
-            time.sleep(0.02)
-        meta["traffic_wall_s"] = round(time.monotonic() - t0, 3)
-        meta["client_rc"] = [c.wait() if c else None for c in procs.clients]
+        # Every client is started now but held at a gate; each is released at its
+        # start offset, so starts do not depend on process or ssh start-up times.
+        argvs = []
+        for k, f in enumerate(spec.flows, start=1):
+            node = f"s{f.pair}"
+            argv = tb.driver(node).iperf3_client(
+                tb.address(f"r{f.pair}"), BASE_PORT + k, f.cc, f.duration_s,
+                spec.interval_s, f.streams,
+            )  # fmt: skip
+            argvs.append(argv)
+            procs.clients.append(
+                tb.ex(node).spawn(argv, stdout=raw / f"iperf3-{k}.json",
+                                  stderr=raw / f"iperf3-{k}.err", gated=True)
+            )  # fmt: skip
         meta["client_argv"] = argvs
+        _drive(spec, procs, meta, label)
         for p in procs.samplers:
             p.stop()
         for p in procs.servers:
@@ -168,15 +131,46 @@ def run_once(tb: LocalTestbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
     finally:
         with signals_deferred():
             procs.stop_all()
-    _record(rt1, host.qdisc_stats(dev), raw / "tc-after.json")
-    _snapshot_delay(tb, raw / "delay-after.json")
+    _record(rt1, router.qdisc_stats(bn_dev), raw / "tc-after.json")  # type: ignore[attr-defined]
+    tb.snapshot_delay(raw / "delay-after.json")
     meta["finished_unix"] = time.time()
     (raw / "meta.json").write_text(json.dumps(meta, indent=2))
     return meta
 
 
+def _drive(spec: RunSpec, procs: RunProcs, meta: dict[str, Any], label: str) -> None:
+    """Release each gated client at its offset; show progress; wait for all to end."""
+    pending = sorted(range(len(spec.flows)), key=lambda i: spec.flows[i].start_s)
+    total = spec.traffic_s
+    show = console.is_terminal
+    if not show:
+        info(f"{label}: {len(spec.flows)} flow(s), {total:g}s of traffic")
+    t0 = time.monotonic()
+    meta["started_unix"] = time.time()
+    deadline = t0 + total + CLIENT_GRACE_S
+    last_line = 0.0
+    while True:
+        now = time.monotonic()
+        while pending and now - t0 >= spec.flows[pending[0]].start_s:
+            i = pending.pop(0)
+            procs.clients[i].release()
+            meta["flows"].append({"flow": i + 1, "started_s": round(now - t0, 4)})
+        if not pending and all(c.poll() is not None for c in procs.clients):
+            break
+        if now > deadline:
+            raise CcbenchError(f"{label}: iperf3 clients still running after {total:g}s")
+        if show and now - last_line >= 0.5:
+            elapsed = now - t0
+            console.print(f"  {label}: {elapsed:5.1f}/{total:g}s  "
+                          f"ETA {max(0.0, total - elapsed):4.1f}s", end="\r")  # fmt: skip
+            last_line = now
+        time.sleep(0.005 if pending else 0.02)
+    meta["traffic_wall_s"] = round(time.monotonic() - t0, 3)
+    meta["client_rc"] = [c.wait() for c in procs.clients]
+
+
 def execute(
-    tb: LocalTestbed, spec: RunSpec, out: Path, attempts: int = 1, write_summary: bool = True
+    tb: Testbed, spec: RunSpec, out: Path, attempts: int = 1, write_summary: bool = True
 ) -> dict[str, Any]:
     """Run, retrying invalid results; writes out/attempts.json (and out/summary.json)."""
     from ccbench.summary import summarize, write_json

@@ -24,13 +24,13 @@ def _on_term(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ccbench.sampler")
     ap.add_argument("--interval", type=float, default=0.1)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out", help="file to write (default: stdout)")
     a = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, _on_term)
     signal.signal(signal.SIGINT, _on_term)
     cmd = ["ss", "-tinH", "state", "established"]
     nxt = time.monotonic()
-    with open(a.out, "w") as out:
+    with open(a.out, "w") if a.out else sys.stdout as out:
         while not _stop:
             ts = time.time()
             cp = subprocess.run(cmd, capture_output=True, text=True)

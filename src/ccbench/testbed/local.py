@@ -15,26 +15,25 @@ import os
 import re
 import shutil
 import signal
-import statistics
+import sys
 import time
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ccbench import calibration
 from ccbench import topology as tp
 from ccbench.config import TestbedConfig
 from ccbench.errors import CcbenchError
 from ccbench.exec import CommandFailed, NetnsExecutor
 from ccbench.hosts.linux import OFFLOADS, LinuxHost
 from ccbench.native import ccdelay_path
-from ccbench.parse.ping import parse_ping
 from ccbench.privileges import require_root
 from ccbench.progress import info
 from ccbench.spec import Topology
+from ccbench.testbed.base import signals_deferred
 
 STATE_ROOT = Path(os.environ.get("CCBENCH_STATE", "/run/ccbench/testbeds"))
-RTT_TOLERANCE_MS = 1.0
 REQUIRED_TOOLS = ("ip", "tc", "iptables", "ethtool", "ping", "iperf3", "ss")
 
 
@@ -54,23 +53,50 @@ def list_namespaces(prefix: str = "") -> list[str]:
     return [n for n in names if n.startswith(prefix)]
 
 
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Clean-up must finish even if the user presses Ctrl-C again."""
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 class LocalTestbed:
+    kind = "local"
+
     def __init__(self, cfg: TestbedConfig, topo: Topology):
         self.cfg = cfg
         self.topo = topo
         self.id = cfg.id
         self.host = LinuxHost()
         self.state_dir = STATE_ROOT / self.id
+
+    # --- what a run uses (testbed.base.Testbed) -----------------------------
+    def driver(self, node: str) -> LinuxHost:
+        return self.host
+
+    @property
+    def bottleneck(self) -> tuple[str, str]:
+        return tp.BOTTLENECK
+
+    def calibration(self) -> dict[str, Any]:
+        return dict((self.read_state() or {}).get("calibration", {}))
+
+    def sampler_argv(self, node: str, interval_s: float) -> list[str]:
+        return [sys.executable, "-m", "ccbench.sampler", "--interval", f"{interval_s:g}"]
+
+    def wait_listening(self, node: str, port: int, timeout_s: float = 5.0) -> None:
+        _wait_listening(self.ex(node), port, timeout_s)
+
+    def snapshot_delay(self, dest: Path) -> None:
+        """Ask the delay element for fresh stats (SIGUSR1) and copy them."""
+        st = self.read_state() or {}
+        pid, path = st.get("ccdelay_pid"), st.get("ccdelay_stats")
+        if not pid or not path:
+            return
+        p = Path(path)
+        before = p.stat().st_mtime_ns if p.exists() else 0
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGUSR1)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            if p.exists() and p.stat().st_mtime_ns != before:
+                break
+            time.sleep(0.005)
+        if p.exists():
+            shutil.copyfile(p, dest)
 
     # --- naming --------------------------------------------------------------
     def ns(self, node: str) -> str:
@@ -234,58 +260,17 @@ class LocalTestbed:
 
     # --- calibration ---------------------------------------------------------
     def calibrate(self, method: str) -> dict[str, Any]:
-        cal: dict[str, Any] = {
-            "testbed": self.id,
-            "delay_method": method,
-            "rtt_configured_ms": self.topo.rtt_ms,
-            "time": time.time(),
-        }
         problems: list[str] = []
-        rtts = {}
-        for i in range(1, self.topo.pairs + 1):
-            out = self.ex(f"s{i}").run(
-                ["ping", "-n", "-c", "50", "-i", "0.01", "-W", "2", self.address(f"r{i}")],
-                check=False,
-                timeout=30,
-            )
-            p = parse_ping(out.stdout)
-            if not p.received or not p.rtts_us:
-                problems.append(f"pair {i}: no ping replies")
-                continue
-            # The median: one late reply on a busy 2-core machine must not fail `up`.
-            med_ms = statistics.median(p.rtts_us) / 1000
-            rtts[f"pair{i}"] = {"median_ms": med_ms, "min_ms": min(p.rtts_us) / 1000,
-                                "max_ms": max(p.rtts_us) / 1000,
-                                "sent": p.sent, "received": p.received}  # fmt: skip
-            if abs(med_ms - self.topo.rtt_ms) > RTT_TOLERANCE_MS:
-                problems.append(
-                    f"pair {i}: idle RTT {med_ms:.2f} ms (median), configured "
-                    f"{self.topo.rtt_ms:g} ms"
-                )
-        cal["idle_rtt"] = rtts
-        cal["bottleneck"] = self._readback_queue(problems)
+        cal = calibration.base_record(self, method)
+        cal["idle_rtt"] = calibration.idle_rtt(self, problems)
+        cal["bottleneck"] = calibration.readback_queue(self, problems)
         cal["offloads"] = self._readback_offloads(problems)
-        cal["rate"] = self._measure_rate(problems)
+        cal["rate"] = calibration.measure_rate(self, problems)
         cal["problems"] = problems
         (self.state_dir / "calibration.json").write_text(json.dumps(cal, indent=2))
         if problems:
             raise CcbenchError(f"testbed {self.id} calibration failed: {'; '.join(problems)}")
         return cal
-
-    def _readback_queue(self, problems: list[str]) -> dict[str, Any]:
-        node, dev = tp.BOTTLENECK
-        raw = self.ex(node).run(self.host.qdisc_stats(dev)).stdout
-        qdiscs = json.loads(raw)
-        child = next((q for q in qdiscs if q.get("handle") == "10:"), None)
-        shaper = next((q for q in qdiscs if q.get("root")), None)
-        if child is None or child.get("kind") != self.topo.queue_kind:
-            problems.append(f"bottleneck queue is not {self.topo.queue_kind}: {raw.strip()}")
-        elif (
-            self.topo.queue_kind == "pfifo"
-            and child.get("options", {}).get("limit") != self.topo.queue_limit_pkts
-        ):
-            problems.append(f"pfifo limit read back as {child['options'].get('limit')}")
-        return {"shaper": shaper, "queue": child}
 
     def _readback_offloads(self, problems: list[str]) -> dict[str, dict[str, str]]:
         seen: dict[str, dict[str, str]] = {}
@@ -298,36 +283,6 @@ class LocalTestbed:
                 if on:
                     problems.append(f"{node}/{dev}: offloads still on: {', '.join(on)}")
         return seen
-
-    def _measure_rate(self, problems: list[str]) -> dict[str, Any]:
-        """One second of UDP slightly above the rate: what the shaper lets through."""
-        srv = self.ex("r1").spawn(["iperf3", "-s", "-1", "-p", "5999"])
-        try:
-            _wait_listening(self.ex("r1"), 5999)
-            payload = 1400
-            cp = self.ex("s1").run(
-                ["iperf3", "-c", self.address("r1"), "-p", "5999", "-u", "-l", str(payload),
-                 "-b", f"{int(self.topo.rate_bps * 1.1)}", "-t", "1", "-J"],
-                check=False, timeout=30,
-            )  # fmt: skip
-        finally:
-            srv.stop()
-        try:
-            doc = json.loads(cp.stdout)
-            got = doc["end"]["sum_received"]["bits_per_second"]
-        except (ValueError, KeyError):
-            got = None
-        frame = payload + 28 + 14
-        expected = self.topo.rate_bps * payload / frame
-        res = {"udp_payload_bytes": payload, "measured_goodput_bps": got,
-               "expected_goodput_bps": expected,
-               "ratio": (got / expected) if got else None}  # fmt: skip
-        if got is None:
-            problems.append("bottleneck rate probe failed (iperf3 UDP)")
-        elif got > expected * 1.10:
-            problems.append(f"shaper not effective: {got / 1e6:.1f} Mbit/s through a "
-                            f"{self.topo.rate_mbit:g} Mbit/s bottleneck")  # fmt: skip
-        return res
 
 
 def _all_cpus_mask() -> str:

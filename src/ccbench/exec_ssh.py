@@ -1,0 +1,179 @@
+"""SshExecutor: the Executor interface over OpenSSH, with one reused connection per host.
+
+Why OpenSSH and not asyncssh: the user's own ssh config, agent, keys and Emulab's
+jump hosts work unchanged, and ControlMaster gives connection reuse for free.
+
+SSH always hands the remote side ONE command string for its shell. So every argv
+element is quoted with shlex.quote before it is joined, and what ccbench runs
+remotely is never composed from unquoted config values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ccbench.errors import CcbenchError
+from ccbench.exec import GATE, CommandFailed, LocalProc, Result
+
+# Prints the remote pid first (to stderr), then becomes the command: stop() can signal
+# the remote process itself, not only the local ssh client.
+PID_WRAPPER = ["sh", "-c", 'echo "ccbench-pid $$" >&2; exec "$@"', "ccbench-pid"]
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    host: str
+    user: str | None = None
+    port: int = 22
+    identity: str | None = None
+    options: tuple[str, ...] = ()
+
+    @property
+    def dest(self) -> str:
+        return f"{self.user}@{self.host}" if self.user else self.host
+
+
+class SshExecutor:
+    def __init__(
+        self,
+        name: str,
+        target: SshTarget,
+        *,
+        control_dir: Path = Path("/tmp"),
+        connect_timeout_s: int = 10,
+        retries: int = 2,
+    ):
+        self.name = name
+        self.target = target
+        self.retries = retries
+        self.base = [
+            "ssh",
+            "-p", str(target.port),
+            "-o", "BatchMode=yes",
+            "-o", f"ConnectTimeout={connect_timeout_s}",
+            "-o", "ServerAliveInterval=5",
+            "-o", "ControlMaster=auto",
+            "-o", f"ControlPath={control_dir}/ccb-ssh-%C",
+            "-o", "ControlPersist=120",
+            "-o", "LogLevel=ERROR",
+        ]  # fmt: skip
+        if target.identity:
+            self.base += ["-i", target.identity, "-o", "IdentitiesOnly=yes"]
+        for opt in target.options:
+            self.base += ["-o", opt]
+
+    def command(self, argv: Sequence[str]) -> list[str]:
+        remote = " ".join(shlex.quote(str(a)) for a in argv)
+        return [*self.base, self.target.dest, "--", remote]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float | None = 60.0,
+    ) -> Result:
+        full = self.command(argv)
+        for attempt in range(self.retries + 1):
+            try:
+                cp = subprocess.run(
+                    full,
+                    input=input,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    stdin=None if input is not None else subprocess.DEVNULL,
+                )
+            except subprocess.TimeoutExpired as e:
+                raise CcbenchError(f"{self.name}: `{' '.join(argv)}` timed out") from e
+            # 255 is ssh's own failure (unreachable, auth): retry, then say so clearly.
+            if cp.returncode != 255:
+                break
+            if attempt < self.retries:
+                time.sleep(1.0 * (attempt + 1))
+        if cp.returncode == 255:
+            msg = (cp.stderr.strip().splitlines() or ["ssh failed"])[-1]
+            raise CcbenchError(f"{self.name} ({self.target.dest}) unreachable over ssh: {msg}")
+        res = Result(tuple(str(a) for a in argv), cp.returncode, cp.stdout, cp.stderr)
+        if check and not res.ok:
+            raise CommandFailed(self.name, res)
+        return res
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+        gated: bool = False,
+    ) -> SshProc:
+        inner = [*PID_WRAPPER, *(GATE if gated else []), *argv]
+        if stderr is None:  # the remote pid arrives on stderr: it needs a file
+            fd, name = tempfile.mkstemp(prefix="ccb-ssh-", suffix=".err")
+            os.close(fd)
+            stderr = Path(name)
+        local = LocalProc(self.command(inner), stdout, stderr, stdin_pipe=gated)
+        return SshProc(self, local, stderr)
+
+    def put(self, local: Path, remote: str) -> None:
+        self.run(["sh", "-c", 'cat > "$1"', "put", remote], input=local.read_text())
+
+    def get(self, remote: str, local: Path) -> None:
+        local.write_text(self.run(["cat", remote]).stdout)
+
+    def write_file(self, path: str, text: str) -> None:
+        self.run(["tee", path], input=text)
+
+
+class SshProc:
+    """A remote process: the local ssh client plus the remote pid it reported."""
+
+    def __init__(self, ex: SshExecutor, local: LocalProc, stderr: Path):
+        # The ssh client's stdin is the remote command's stdin: release() writes the go.
+        self.ex = ex
+        self.local = local
+        self.stderr = stderr
+
+    def remote_pid(self, timeout_s: float = 10.0) -> int | None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                for line in self.stderr.read_text().splitlines():
+                    if line.startswith("ccbench-pid "):
+                        return int(line.split()[1])
+            if self.local.poll() is not None:
+                return None
+            time.sleep(0.02)
+        return None
+
+    def release(self) -> None:
+        self.local.release()
+
+    def poll(self) -> int | None:
+        return self.local.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.local.wait(timeout)
+
+    def send_signal(self, sig: int) -> None:
+        pid = self.remote_pid(timeout_s=1.0)
+        if pid is not None and self.local.poll() is None:
+            self.ex.run(["kill", f"-{signal.Signals(sig).name[3:]}", str(pid)], check=False)
+
+    def stop(self, sig: int = signal.SIGTERM, grace_s: float = 3.0) -> int:
+        self.send_signal(sig)
+        try:
+            return self.local.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self.send_signal(signal.SIGKILL)
+            return self.local.stop(signal.SIGKILL, grace_s=5.0)

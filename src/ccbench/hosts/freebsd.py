@@ -1,0 +1,374 @@
+"""FreeBSD host driver: command plans for a FreeBSD sender (Emulab bare metal).
+
+Everything here is a pure function returning argv lists; nothing runs. FreeBSD differs
+from Linux in two ways that shape this module (FACTS §6, seeds 000-004):
+
+* The congestion control is a mod_cc(4) module (`cc_<name>.ko`, chosen host-wide with
+  `net.inet.tcp.cc.algorithm`), and the TCP *stack* is a second, independent host-wide
+  choice (`net.inet.tcp.functions_default` = freebsd | rack | bbr). Both apply to new
+  connections only, so they are set before iperf3 starts.
+* BBR is not a mod_cc module on FreeBSD: it is the tcp_bbr(4) stack, which computes its
+  own cwnd and pacing. So `cc: bbr` means "stack bbr", and a variant asking for another
+  CC on the bbr stack is refused (its results would be labelled with a CC that never ran).
+  `resolve_variant()` holds that rule; `variant_plan()` is the one call a runner needs.
+
+Some steps may fail harmlessly (loading `tcphpts`, which newer kernels have built in or
+load as a dependency). Such plans are returned as `Step`s with `allow_fail=True`; run
+them with `executor.run(step.argv, check=not step.allow_fail)`. The HostDriver methods
+(`set_stack`, ...) return plain argv lists for the protocol's sake and lose that flag.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ccbench.errors import CcbenchError
+from ccbench.hosts.base import SOCKBUF_MAX, Argv
+
+# mod_cc(4) algorithms shipped with FreeBSD 13/14 (module cc_<name>); seed 004 used all.
+FREEBSD_CCS = ("newreno", "cubic", "htcp", "vegas", "cdg", "chd", "hd", "dctcp")
+# Always compiled into the kernel: there may be no cc_newreno.ko to load.
+BUILTIN_CCS = frozenset({"newreno"})
+# Names people bring from Linux configs.
+CC_ALIASES = {"reno": "newreno"}
+
+# TCP stacks (tcp_functions): the base stack is called "freebsd".
+FREEBSD_STACKS = ("freebsd", "rack", "bbr")
+STACK_ALIASES = {"default": "freebsd"}
+STACK_MODULES = {"rack": "tcp_rack", "bbr": "tcp_bbr"}
+# The stack whose congestion control is built in (tcp_bbr(4)); cc "bbr" selects it.
+BBR = "bbr"
+
+LOGGERS = ("siftr", "siftr2")
+
+_IFNAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,15}$")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a plan; `allow_fail` marks a step whose failure is expected on
+    some kernels and must not abort the plan."""
+
+    argv: Argv
+    allow_fail: bool = False
+
+
+def argvs(steps: list[Step]) -> list[Argv]:
+    return [s.argv for s in steps]
+
+
+def cc_module_name(cc: str) -> str:
+    """The mod_cc name for `cc` ("reno" -> "newreno"); CcbenchError if FreeBSD has none."""
+    name = CC_ALIASES.get(cc, cc)
+    if name == BBR:
+        raise CcbenchError(
+            "on FreeBSD 'bbr' is a TCP stack (tcp_bbr), not a mod_cc algorithm: "
+            "select it with stack 'bbr' (FreeBSDHost.variant_plan does this for cc 'bbr')"
+        )
+    if name == "rack":
+        raise CcbenchError("'rack' is a FreeBSD TCP stack, not a CC: use stack 'rack' with a cc")
+    if name not in FREEBSD_CCS:
+        raise CcbenchError(
+            f"unknown FreeBSD congestion control '{cc}' (known: {', '.join(FREEBSD_CCS)}, "
+            "or bbr as a stack)"
+        )
+    return name
+
+
+def stack_name(stack: str) -> str:
+    """The tcp_functions name for `stack` ("default" -> "freebsd")."""
+    name = STACK_ALIASES.get(stack, stack)
+    if name not in FREEBSD_STACKS:
+        raise CcbenchError(
+            f"unknown FreeBSD TCP stack '{stack}' (known: default, {', '.join(FREEBSD_STACKS)})"
+        )
+    return name
+
+
+def resolve_variant(cc: str, stack: str = "default") -> tuple[str | None, str]:
+    """(mod_cc name or None, stack name) that a FreeBSD variant {cc, stack} really runs.
+
+    cc "bbr" selects the bbr stack (with stack "default" or "bbr"); its CC is the stack's
+    own, so the mod_cc name is None. Any other cc on the bbr stack, or cc "bbr" on an
+    explicitly named other stack, is a CcbenchError: the label would not match the run.
+    """
+    if CC_ALIASES.get(cc, cc) == BBR:
+        if stack not in ("default", BBR):
+            raise CcbenchError(
+                f"cc 'bbr' on FreeBSD is the tcp_bbr stack; it cannot run on stack '{stack}'"
+            )
+        return None, BBR
+    name = stack_name(stack)
+    if name == BBR:
+        raise CcbenchError(
+            f"the FreeBSD bbr stack does its own congestion control and ignores mod_cc: "
+            f"a variant on stack 'bbr' must say cc 'bbr', not '{cc}'"
+        )
+    return cc_module_name(cc), name
+
+
+class FreeBSDHost:
+    os = "freebsd"
+
+    # --- endpoints -----------------------------------------------------------
+    def tune(self, *, netns_local: bool = False) -> list[Argv]:
+        """The seeds' /etc/sysctl.conf (seed 000/001), in its order: maxsockbuf before
+        the per-buffer maxima that may not exceed it. `netns_local` has no meaning here
+        (FreeBSD senders are real hosts) and is accepted for the protocol's sake."""
+        return [
+            ["sysctl", "net.inet.tcp.hostcache.enable=0"],
+            ["sysctl", f"kern.ipc.maxsockbuf={SOCKBUF_MAX}"],
+            ["sysctl", f"net.inet.tcp.sendbuf_max={SOCKBUF_MAX}"],
+            ["sysctl", f"net.inet.tcp.recvbuf_max={SOCKBUF_MAX}"],
+        ]
+
+    def set_cc_plan(self, cc: str) -> list[Step]:
+        name = cc_module_name(cc)
+        steps: list[Step] = []
+        if name not in BUILTIN_CCS:
+            # -n: succeed when the module is already loaded or compiled in (EEXIST).
+            steps.append(Step(["kldload", "-n", f"cc_{name}"]))
+        steps.append(Step(["sysctl", f"net.inet.tcp.cc.algorithm={name}"]))
+        return steps
+
+    def set_cc(self, cc: str) -> list[Argv]:
+        return argvs(self.set_cc_plan(cc))
+
+    def set_stack_plan(self, stack: str) -> list[Step]:
+        name = stack_name(stack)
+        steps: list[Step] = []
+        module = STACK_MODULES.get(name)
+        if module:
+            # rack and bbr need the high-precision timer system. Older kernels ship it
+            # as tcphpts.ko; others have it built in (then there may be no file to load,
+            # and kldload fails): allowed to fail, the stack load below is the real test.
+            steps.append(Step(["kldload", "-n", "tcphpts"], allow_fail=True))
+            steps.append(Step(["kldload", "-n", module]))
+        steps.append(Step(["sysctl", f"net.inet.tcp.functions_default={name}"]))
+        return steps
+
+    def set_stack(self, stack: str) -> list[Argv]:
+        """Plain argv lists of set_stack_plan(); the tcphpts step may fail harmlessly, so
+        runners should prefer set_stack_plan() and honour Step.allow_fail."""
+        return argvs(self.set_stack_plan(stack))
+
+    def variant_plan(self, cc: str, stack: str = "default") -> list[Step]:
+        """Everything that makes a variant {cc, stack} the host default: stack first,
+        then the mod_cc algorithm (none for the bbr stack)."""
+        cc_name, stack_n = resolve_variant(cc, stack)
+        steps = self.set_stack_plan(stack_n)
+        if cc_name is not None:
+            steps += self.set_cc_plan(cc_name)
+        return steps
+
+    def verify_stack(self, stack: str = "default") -> Argv:
+        """Command whose stdout parse_functions_available() reads (check_stack() judges)."""
+        stack_name(stack)
+        return ["sysctl", "-n", "net.inet.tcp.functions_available"]
+
+    def verify_cc(self) -> Argv:
+        """Command whose stdout parse_cc_available() reads."""
+        return ["sysctl", "-n", "net.inet.tcp.cc.available"]
+
+    def facts(self) -> dict[str, Argv]:
+        def sysctl(oid: str) -> Argv:
+            return ["sysctl", "-n", oid]
+
+        return {
+            "uname": ["uname", "-a"],
+            # The seeds tell patched kernels apart by this (e.g. "...-dirty").
+            "uname_v": ["uname", "-v"],
+            "cc_available": sysctl("net.inet.tcp.cc.available"),
+            "cc_default": sysctl("net.inet.tcp.cc.algorithm"),
+            "functions_available": sysctl("net.inet.tcp.functions_available"),
+            "functions_default": sysctl("net.inet.tcp.functions_default"),
+            "kern_hz": sysctl("kern.hz"),
+            "kldstat": ["kldstat"],
+            "iperf3": ["iperf3", "--version"],
+            "hostcache_enable": sysctl("net.inet.tcp.hostcache.enable"),
+            "maxsockbuf": sysctl("kern.ipc.maxsockbuf"),
+            "sendbuf_max": sysctl("net.inet.tcp.sendbuf_max"),
+            "recvbuf_max": sysctl("net.inet.tcp.recvbuf_max"),
+        }
+
+    def iperf3_server(self, port: int) -> Argv:
+        # -1: serve exactly one test, so the server exits by itself when the flow ends.
+        return ["iperf3", "-s", "-1", "-p", str(_port(port))]
+
+    def iperf3_client(
+        self,
+        dst: str,
+        port: int,
+        cc: str,
+        duration_s: float,
+        interval_s: float,
+        streams: int = 1,
+    ) -> Argv:
+        """Like Linux. -C names a mod_cc algorithm (FreeBSD iperf3 sets TCP_CONGESTION);
+        for cc "bbr" there is none to name: the host-wide bbr stack is the CC. iperf3 has
+        no per-socket stack option, the stack is whatever variant_plan() made default."""
+        argv = ["iperf3", "-c", dst, "-p", str(_port(port))]
+        if CC_ALIASES.get(cc, cc) != BBR:
+            argv += ["-C", cc_module_name(cc)]
+        argv += ["-l", "1M", "-t", _fmt_s(duration_s), "-i", _fmt_s(interval_s), "-J"]
+        if streams > 1:
+            argv += ["-P", str(streams)]
+        return argv
+
+    # --- loggers -------------------------------------------------------------
+    def siftr_start(
+        self, logfile: str, port: int, logger: str = "siftr", ppl: int = 1
+    ) -> list[Argv]:
+        """Load and enable siftr(4) (or out-of-tree siftr2) for flows on `port`.
+        The logfile is set before enabling: the module opens it at enable time."""
+        mod = _logger(logger)
+        if not logfile.startswith("/") or any(c.isspace() for c in logfile):
+            raise CcbenchError(f"{mod} logfile must be an absolute path without spaces")
+        if ppl < 1:
+            raise CcbenchError(f"{mod} ppl (packets per log line) must be >= 1")
+        base = f"net.inet.{mod}"
+        return [
+            ["kldload", "-n", mod],
+            ["sysctl", f"{base}.logfile={logfile}"],
+            ["sysctl", f"{base}.ppl={ppl}"],
+            # 0 = every port (siftr's own meaning), else only flows to/from `port`.
+            ["sysctl", f"{base}.port_filter={_port(port) if port else 0}"],
+            ["sysctl", f"{base}.enabled=1"],
+        ]
+
+    def siftr_stop(self, logger: str = "siftr") -> list[Argv]:
+        # Disabling writes the footer (flow list; siftr2: each flow's stack and CC).
+        return [["sysctl", f"net.inet.{_logger(logger)}.enabled=0"]]
+
+    # --- interfaces ----------------------------------------------------------
+    def offloads_off(self, ifname: str) -> list[Step]:
+        """TSO/LRO/checksum offload off (FACTS §2: offloads distort a small queue).
+        `-tso` clears TSO4 and TSO6; the IPv6 checksum flags exist only on some NICs,
+        so that step may fail."""
+        if not _IFNAME.match(ifname):
+            raise CcbenchError(f"bad interface name '{ifname}'")
+        return [
+            Step(["ifconfig", ifname, "-tso", "-lro", "-txcsum", "-rxcsum"]),
+            Step(["ifconfig", ifname, "-txcsum6", "-rxcsum6"], allow_fail=True),
+        ]
+
+    def offloads_show(self, ifname: str) -> Argv:
+        return ["ifconfig", ifname]
+
+
+# --- parsing what the verify commands print ---------------------------------
+def parse_functions_available(text: str) -> dict[str, dict[str, object]]:
+    """`sysctl [-n] net.inet.tcp.functions_available` -> stack -> {default, alias,
+    aliases, pcb_count}.
+
+    The table (tcp_subr.c) is "Stack  D Alias  PCB count" with a '*' in column D for the
+    default. Older kernels print the registered name in Alias (seed 002: "freebsd *
+    freebsd 3"); newer ones print "-" for a stack's own name and one extra row per alias
+    name, so rows are merged per stack and "-" is not an alias.
+    """
+    out: dict[str, dict[str, object]] = {}
+    in_table = False
+    for line in text.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "Stack" and "Alias" in words:
+            in_table = True
+            continue
+        if not in_table:
+            continue  # "net.inet.tcp.functions_available:" and blank lines
+        is_default = len(words) == 4 and words[1] == "*"
+        if len(words) != (4 if is_default else 3) or not words[-1].isdigit():
+            raise ValueError(f"unexpected functions_available row: {line!r}")
+        name, alias, count = words[0], words[-2], int(words[-1])
+        entry = out.setdefault(
+            name, {"default": False, "alias": None, "aliases": [], "pcb_count": count}
+        )
+        entry["default"] = bool(entry["default"]) or is_default
+        aliases = entry["aliases"]
+        assert isinstance(aliases, list)
+        if alias != "-" and alias not in aliases:
+            aliases.append(alias)
+            if entry["alias"] is None:
+                entry["alias"] = alias
+    if not in_table:
+        raise ValueError("no 'Stack D Alias PCB count' table in functions_available output")
+    return out
+
+
+def check_stack(parsed: dict[str, dict[str, object]], stack: str) -> list[str]:
+    """Problems with `stack` being the default, judged from parse_functions_available()."""
+    name = stack_name(stack)
+    by_alias = {a: s for s, e in parsed.items() for a in [s, *_str_list(e.get("aliases"))]}
+    problems: list[str] = []
+    actual = by_alias.get(name)
+    if actual is None:
+        problems.append(
+            f"TCP stack '{name}' is not loaded (functions_available: {', '.join(parsed)})"
+        )
+    defaults = [s for s, e in parsed.items() if e.get("default")]
+    if len(defaults) != 1:
+        problems.append(f"functions_available marks {len(defaults)} default stacks")
+    elif actual is not None and defaults[0] != actual:
+        problems.append(f"default TCP stack is '{defaults[0]}', not '{name}'")
+    return problems
+
+
+def parse_cc_available(text: str) -> dict[str, dict[str, object]]:
+    """`sysctl [-n] net.inet.tcp.cc.available` -> cc -> {default, pcb_count}.
+
+    FreeBSD 13+ prints a table ("CCmod D PCB count", '*' marks the default); older
+    kernels print "newreno, cubic" (then default and pcb_count are None).
+    """
+    body = text.split(":", 1)[1] if text.lstrip().startswith("net.inet.tcp.cc.available") else text
+    if "CCmod" not in body:
+        names = [n.strip() for n in body.replace("\n", ",").split(",") if n.strip()]
+        return {n: {"default": None, "pcb_count": None} for n in names}
+    out: dict[str, dict[str, object]] = {}
+    in_table = False
+    for line in body.splitlines():
+        words = line.split()
+        if not words:
+            continue
+        if words[0] == "CCmod":
+            in_table = True
+            continue
+        if not in_table:
+            continue
+        is_default = len(words) == 3 and words[1] == "*"
+        if len(words) != (3 if is_default else 2) or not words[-1].isdigit():
+            raise ValueError(f"unexpected cc.available row: {line!r}")
+        out[words[0]] = {"default": is_default, "pcb_count": int(words[-1])}
+    return out
+
+
+def check_cc(parsed: dict[str, dict[str, object]], cc: str) -> list[str]:
+    """Problems with `cc` being the loaded default, judged from parse_cc_available()."""
+    name = cc_module_name(cc)
+    if name not in parsed:
+        return [f"congestion control '{name}' is not loaded (cc.available: {', '.join(parsed)})"]
+    if parsed[name]["default"] is False:
+        defaults = [c for c, e in parsed.items() if e["default"]]
+        return [f"default congestion control is '{', '.join(defaults)}', not '{name}'"]
+    return []
+
+
+def _str_list(x: object) -> list[str]:
+    return [str(v) for v in x] if isinstance(x, list) else []
+
+
+def _logger(logger: str) -> str:
+    if logger not in LOGGERS:
+        raise CcbenchError(f"unknown FreeBSD logger '{logger}' (known: {', '.join(LOGGERS)})")
+    return logger
+
+
+def _port(port: int) -> int:
+    if not 1 <= port <= 65535:
+        raise CcbenchError(f"TCP port {port} is not in 1..65535")
+    return port
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:g}"

@@ -1,0 +1,437 @@
+"""Parse siftr(4) and siftr2 logs (FreeBSD per-packet TCP control-block samples).
+
+A log is one tab-separated `key=value` header line (written when logging is enabled),
+one comma-separated record per sampled packet, and a tab-separated footer line (written
+when logging is disabled) that lists the flows. Every layout detail depends on the
+`siftrver` in the header, so the layouts live in one table, `_LAYOUTS`, keyed by version:
+a real log that differs from these is a one-place fix.
+
+Versions (from the FreeBSD sources and man page, and ccfbsd/siftr2; no real log was
+available to check against, FACTS §6):
+
+* siftr 1.2.x (FreeBSD <= 13): `hz` and `tcp_rtt_scale` in the header; records start
+  `dir,0xHASH,sec.usec,laddr,lport,faddr,fport,ssthresh,cwnd,bwnd,...`; srtt is
+  t_srtt in ticks x TCP_RTT_SCALE (divide by tcp_rtt_scale x hz for seconds) and rto is
+  in ticks; 1.2.4 appends t_segqlen, flowid, flowtype.
+* siftr 1.3.x (FreeBSD 14+): no hash, no bwnd (t_flags2 in its place), srtt and rto in
+  microseconds, flowid and flowtype at the end; some builds append th_seq, th_ack and
+  the payload size (and more, ignored here).
+* siftr2 2.2 (ccfbsd/siftr2): decimal records `dir,sec.usec,flowid,cwnd,ssthresh,...`.
+* siftr2 2.4: hex records `flowid,dir,ms-since-enable,cwnd,ssthresh,srtt,...`.
+  Both siftr2 footers list each flow's stack and CC as codes: siftr2 decides them by the
+  first letter of the name, so only freebsd(0)/rack(1) and cubic(0)/newreno(1) are
+  meaningful (cdg and chd also log 0; other stacks and CCs log garbage).
+
+Output: `SiftrLog` with the header/footer metadata, the flows, and one tidy dict per
+record with explicit units (`ROW_KEYS`): t_s (seconds since logging was enabled),
+direction ("in"/"out"), flowid (8 hex digits), local/peer ("ip:port"), *_bytes,
+srtt_us/rto_us (float, microseconds); None where a version does not log a field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+SiftrRow = dict[str, Any]
+
+# inflight_bytes: snd_max - snd_una in siftr 1.x; siftr2 logs the SACK-aware pipe.
+ROW_KEYS = (
+    "t_s",
+    "direction",
+    "flowid",
+    "local",
+    "peer",
+    "cwnd_bytes",
+    "ssthresh_bytes",
+    "srtt_us",
+    "rto_us",
+    "snd_wnd_bytes",
+    "rcv_wnd_bytes",
+    "inflight_bytes",
+    "mss_bytes",
+    "state",
+    "t_flags",
+    "t_flags2",
+    "snd_buf_hiwat_bytes",
+    "snd_buf_used_bytes",
+    "rcv_buf_hiwat_bytes",
+    "rcv_buf_used_bytes",
+    "reass_segs",
+    "th_seq",
+    "th_ack",
+    "data_bytes",
+)
+
+# Raw field name -> row key, for fields that only need an integer conversion.
+_INT_FIELDS = {
+    "cwnd": "cwnd_bytes",
+    "ssthresh": "ssthresh_bytes",
+    "snd_wnd": "snd_wnd_bytes",
+    "rcv_wnd": "rcv_wnd_bytes",
+    "inflight": "inflight_bytes",
+    "mss": "mss_bytes",
+    "state": "state",
+    "t_flags": "t_flags",
+    "t_flags2": "t_flags2",
+    "snd_buf_hiwat": "snd_buf_hiwat_bytes",
+    "snd_buf_cc": "snd_buf_used_bytes",
+    "rcv_buf_hiwat": "rcv_buf_hiwat_bytes",
+    "rcv_buf_cc": "rcv_buf_used_bytes",
+    "reass_qlen": "reass_segs",
+    "th_seq": "th_seq",
+    "th_ack": "th_ack",
+    "data_sz": "data_bytes",
+}
+
+SIFTR2_STACKS = {0: "freebsd", 1: "rack"}
+SIFTR2_CCS = {0: "cubic", 1: "newreno"}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    logger: str  # "siftr" | "siftr2"
+    fields: tuple[str, ...]  # always present, in order
+    optional: tuple[str, ...] = ()  # may follow, in order (later minor versions)
+    extra_ok: bool = False  # more fields after those may follow (debug builds)
+    base: int = 10  # base of the numeric fields
+    time: str = "epoch"  # "epoch": sec.usec; "ms": milliseconds since enable (in `base`)
+    rtt: str = "us"  # "us"; "ticks": srtt in ticks x tcp_rtt_scale, rto in ticks
+    flowid_base: int = 10
+
+
+_SIFTR_1_2 = _Layout(
+    logger="siftr",
+    fields=("direction", "hash", "time", "laddr", "lport", "faddr", "fport",
+            "ssthresh", "cwnd", "bwnd", "snd_wnd", "rcv_wnd", "snd_scale", "rcv_scale",
+            "state", "mss", "srtt", "sack", "t_flags", "rto", "snd_buf_hiwat",
+            "snd_buf_cc", "rcv_buf_hiwat", "rcv_buf_cc", "inflight"),
+    optional=("reass_qlen", "flowid", "flowtype"),
+    rtt="ticks",
+)  # fmt: skip
+_SIFTR_1_3 = _Layout(
+    logger="siftr",
+    fields=("direction", "time", "laddr", "lport", "faddr", "fport", "ssthresh", "cwnd",
+            "t_flags2", "snd_wnd", "rcv_wnd", "snd_scale", "rcv_scale", "state", "mss",
+            "srtt", "sack", "t_flags", "rto", "snd_buf_hiwat", "snd_buf_cc",
+            "rcv_buf_hiwat", "rcv_buf_cc", "inflight", "reass_qlen", "flowid",
+            "flowtype"),
+    optional=("th_seq", "th_ack", "data_sz"),
+    extra_ok=True,
+)  # fmt: skip
+_SIFTR2_2_2 = _Layout(
+    logger="siftr2",
+    fields=("direction", "time", "flowid", "cwnd", "ssthresh", "snd_wnd", "rcv_wnd",
+            "t_flags", "t_flags2", "state", "srtt", "rto", "snd_buf_hiwat", "snd_buf_cc",
+            "rcv_buf_hiwat", "rcv_buf_cc", "inflight", "reass_qlen", "th_seq", "th_ack",
+            "data_sz"),
+    flowid_base=16,
+)  # fmt: skip
+_SIFTR2_2_4 = _Layout(
+    logger="siftr2",
+    fields=("flowid", "direction", "time", "cwnd", "ssthresh", "srtt", "data_sz",
+            "snd_wnd", "rcv_wnd", "t_flags", "t_flags2", "rto", "snd_buf_hiwat",
+            "snd_buf_cc", "rcv_buf_hiwat", "rcv_buf_cc", "inflight", "reass_qlen"),
+    base=16,
+    time="ms",
+    flowid_base=16,
+)  # fmt: skip
+
+# siftr numbers versions X.Y.Z with Y bumped on incompatible changes: key on X.Y.
+# siftr2's X.Y minor versions changed the layout: key on the exact X.Y.
+_LAYOUTS: dict[str, _Layout] = {
+    "1.2": _SIFTR_1_2,
+    "1.3": _SIFTR_1_3,
+    "2.2": _SIFTR2_2_2,
+    "2.4": _SIFTR2_2_4,
+}
+
+
+@dataclass(frozen=True)
+class SiftrFlow:
+    """One flow of the footer (or, without a footer, seen in the records)."""
+
+    local: str | None  # "ip:port" of this host's end
+    peer: str | None
+    flowid: str | None = None  # 8 hex digits, the records' key
+    records: int | None = None  # records logged for the flow
+    # siftr2 footer only:
+    stack: str | None = None  # "freebsd" | "rack"; None if the code means neither
+    cc: str | None = None  # "cubic" | "newreno" (see module doc); None otherwise
+    stack_code: int | None = None
+    cc_code: int | None = None
+    mss_bytes: int | None = None
+    sack: bool | None = None
+    snd_scale: int | None = None
+    rcv_scale: int | None = None
+    transfers: int | None = None  # packets seen (records are every ppl-th)
+
+
+@dataclass(frozen=True)
+class SiftrLog:
+    logger: str  # "siftr" | "siftr2"
+    version: str  # header siftrver, e.g. "1.3.0", "2.4"
+    header: dict[str, str]
+    footer: dict[str, str] | None  # None: logging was never disabled (log incomplete)
+    enable_time_s: float  # Unix time
+    disable_time_s: float | None
+    hz: int | None  # siftr 1.2.x only
+    tcp_rtt_scale: int | None  # siftr 1.2.x only
+    sysver: str | None  # __FreeBSD_version (siftr, siftr2 2.2) or kernel version line (2.4)
+    flows: list[SiftrFlow] = field(default_factory=list)
+    records: list[SiftrRow] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return self.footer is not None
+
+
+def layout_key(version: str) -> str:
+    """The `_LAYOUTS` key of a siftrver; ValueError naming an unknown version."""
+    m = re.fullmatch(r"(\d+)\.(\d+)(?:\.\d+)?", version.strip())
+    key = f"{m.group(1)}.{m.group(2)}" if m else None
+    if key is None or key not in _LAYOUTS:
+        raise ValueError(
+            f"unsupported siftr log version '{version}' (known: siftr 1.2.x, 1.3.x; "
+            "siftr2 2.2, 2.4): add its layout to ccbench.parse.siftr._LAYOUTS"
+        )
+    return key
+
+
+def parse_header(line: str) -> dict[str, str]:
+    """A tab-separated `key=value` line (header or footer) -> dict, in order."""
+    out: dict[str, str] = {}
+    for part in line.rstrip("\r\n").split("\t"):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ValueError(f"siftr header/footer field without '=': {part!r}")
+        out[key] = value
+    return out
+
+
+def parse_siftr(text: str) -> SiftrLog:
+    """Parse a whole siftr or siftr2 log (the version in its header picks the layout)."""
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines or not lines[0].startswith("enable_time_secs="):
+        raise ValueError("not a siftr log: the first line is not an enable_time_secs= header")
+    header = parse_header(lines[0])
+    version = header.get("siftrver")
+    if version is None:
+        raise ValueError("siftr header has no siftrver")
+    layout = _LAYOUTS[layout_key(version)]
+
+    footer: dict[str, str] | None = None
+    body = lines[1:]
+    if body and body[-1].startswith("disable_time_secs="):
+        footer = parse_header(body[-1])
+        body = body[:-1]
+
+    enable_us = _epoch_us(header["enable_time_secs"], header.get("enable_time_usecs", "0"))
+    hz = _opt_int(header.get("hz"))
+    rtt_scale = _opt_int(header.get("tcp_rtt_scale"))
+    if layout.rtt == "ticks" and not (hz and rtt_scale):
+        raise ValueError(f"siftr {version} header lacks hz/tcp_rtt_scale to convert srtt")
+
+    footer_flows = _footer_flows(footer, layout) if footer else None
+    addr_of = {f.flowid: f for f in footer_flows or [] if f.flowid is not None}
+    convert = _row_converter(layout, enable_us, hz, rtt_scale, addr_of)
+
+    records: list[SiftrRow] = []
+    for n, line in enumerate(body, start=2):
+        if line.startswith(("enable_time_secs=", "disable_time_secs=")):
+            raise ValueError(f"line {n}: a second enable/disable cycle; split the log first")
+        try:
+            records.append(convert(line.split(",")))
+        except (ValueError, IndexError) as e:
+            raise ValueError(f"line {n}: bad siftr {version} record: {e}: {line!r}") from e
+
+    flows = _with_record_counts(footer_flows, records, layout)
+    disable_s = None
+    if footer and "disable_time_secs" in footer:
+        disable_s = _epoch_us(footer["disable_time_secs"], footer.get("disable_time_usecs", "0"))
+    return SiftrLog(
+        logger=layout.logger,
+        version=version,
+        header=header,
+        footer=footer,
+        enable_time_s=enable_us / 1e6,
+        disable_time_s=None if disable_s is None else disable_s / 1e6,
+        hz=hz,
+        tcp_rtt_scale=rtt_scale,
+        sysver=header.get("sysver"),
+        flows=flows,
+        records=records,
+    )
+
+
+def check_siftr2_flows(
+    log: SiftrLog, stack: str, cc: str | None, port: int | None = None
+) -> list[str]:
+    """Contradictions between the intended stack/CC and what the siftr2 footer says each
+    flow (on `port`, if given) ran with. Only contradictions are reported: the footer
+    cannot identify the bbr stack or CCs other than cubic/newreno (see module doc), so
+    those pass unverified; verify them with the functions_available snapshot instead."""
+    if log.logger != "siftr2":
+        return [f"a {log.logger} log names no stack or CC per flow; only siftr2 logs do"]
+    if not log.complete:
+        return ["siftr2 log has no footer (logging not disabled?): stacks/CCs unknown"]
+    flows = [f for f in log.flows if port is None or _has_port(f, port)]
+    if not flows:
+        return [f"no flow on port {port} in the siftr2 footer"]
+    want_stack = "freebsd" if stack == "default" else stack
+    want_cc = {"reno": "newreno"}.get(cc or "", cc or "")
+    problems: list[str] = []
+    for f in flows:
+        who = f"flow {f.flowid} ({f.local} -> {f.peer})"
+        if want_stack in ("freebsd", "rack") and f.stack != want_stack:
+            problems.append(f"{who} ran on stack code {f.stack_code}, not '{want_stack}'")
+        # siftr2 logs 0 for every CC named c*, 1 for n*: only those can be contradicted.
+        letter_code = {"c": 0, "n": 1}.get(want_cc[:1])
+        if want_stack != "bbr" and letter_code is not None and f.cc_code != letter_code:
+            problems.append(f"{who} ran with CC code {f.cc_code}, not '{want_cc}'")
+    return problems
+
+
+# --- internals ---------------------------------------------------------------
+def _row_converter(
+    layout: _Layout,
+    enable_us: int,
+    hz: int | None,
+    rtt_scale: int | None,
+    flows_by_id: dict[str, SiftrFlow],
+) -> Callable[[list[str]], SiftrRow]:
+    names = layout.fields + layout.optional
+    n_min = len(layout.fields)
+    base = layout.base
+
+    def convert(parts: list[str]) -> SiftrRow:
+        if len(parts) < n_min or (len(parts) > len(names) and not layout.extra_ok):
+            raise ValueError(f"{len(parts)} fields, expected {_expected(layout)}")
+        raw = dict(zip(names, parts, strict=False))
+        row: SiftrRow = dict.fromkeys(ROW_KEYS)
+        direction = raw["direction"]
+        if direction not in ("i", "o"):
+            raise ValueError(f"direction {direction!r}")
+        row["direction"] = "in" if direction == "i" else "out"
+        if layout.time == "ms":
+            row["t_s"] = int(raw["time"], base) / 1000
+        else:
+            sec, _, usec = raw["time"].partition(".")
+            row["t_s"] = (_epoch_us(sec, usec) - enable_us) / 1e6
+        for src, dst in _INT_FIELDS.items():
+            if src in raw:
+                row[dst] = int(raw[src], base)
+        srtt, rto = int(raw["srtt"], base), int(raw["rto"], base)
+        if layout.rtt == "ticks":
+            assert hz and rtt_scale
+            row["srtt_us"] = srtt * 1e6 / (rtt_scale * hz)
+            row["rto_us"] = rto * 1e6 / hz
+        else:
+            row["srtt_us"], row["rto_us"] = float(srtt), float(rto)
+        if "flowid" in raw:
+            row["flowid"] = f"{int(raw['flowid'], layout.flowid_base):08x}"
+        if "laddr" in raw:
+            row["local"] = _hostport(raw["laddr"], raw["lport"])
+            row["peer"] = _hostport(raw["faddr"], raw["fport"])
+        elif row["flowid"] in flows_by_id:
+            # siftr2 records carry no addresses or MSS: the footer has them per flow.
+            flow = flows_by_id[row["flowid"]]
+            row["local"], row["peer"] = flow.local, flow.peer
+            row["mss_bytes"] = flow.mss_bytes
+        return row
+
+    return convert
+
+
+def _expected(layout: _Layout) -> str:
+    lo, hi = len(layout.fields), len(layout.fields) + len(layout.optional)
+    if layout.extra_ok:
+        return f"at least {lo}"
+    return str(lo) if lo == hi else f"{lo}..{hi}"
+
+
+def _footer_flows(footer: dict[str, str], layout: _Layout) -> list[SiftrFlow]:
+    if layout.logger == "siftr2":
+        return [_siftr2_flow(e) for e in footer.get("flow_list", "").split(";") if e]
+    flows: list[SiftrFlow] = []
+    # siftr 1.x: "laddr;lport-faddr;fport," per flow.
+    for entry in footer.get("flow_list", "").split(","):
+        if not entry:
+            continue
+        m = re.fullmatch(r"([^;]+);(\d+)-([^;]+);(\d+)", entry)
+        if m is None:
+            raise ValueError(f"bad siftr flow_list entry {entry!r}")
+        flows.append(SiftrFlow(_hostport(m[1], m[2]), _hostport(m[3], m[4])))
+    # Some 1.3 builds list decimal flowids instead ("flowid_list=").
+    for fid in footer.get("flowid_list", "").split(","):
+        if fid:
+            flows.append(SiftrFlow(None, None, flowid=f"{int(fid):08x}"))
+    return flows
+
+
+def _siftr2_flow(entry: str) -> SiftrFlow:
+    # flowid,laddr,lport,faddr,fport,stack,cc,mss,sack,snd_scale,rcv_scale,nrecord,ntrans
+    p = entry.split(",")
+    if len(p) != 13:
+        raise ValueError(f"bad siftr2 flow_list entry ({len(p)} fields, expected 13): {entry!r}")
+    stack_code, cc_code = int(p[5]), int(p[6])
+    return SiftrFlow(
+        local=_hostport(p[1], p[2]),
+        peer=_hostport(p[3], p[4]),
+        flowid=f"{int(p[0], 16):08x}",
+        records=int(p[11]),
+        stack=SIFTR2_STACKS.get(stack_code),
+        cc=SIFTR2_CCS.get(cc_code),
+        stack_code=stack_code,
+        cc_code=cc_code,
+        mss_bytes=int(p[7]),
+        sack=bool(int(p[8])),
+        snd_scale=int(p[9]),
+        rcv_scale=int(p[10]),
+        transfers=int(p[12]),
+    )
+
+
+def _with_record_counts(
+    footer_flows: list[SiftrFlow] | None, records: list[SiftrRow], layout: _Layout
+) -> list[SiftrFlow]:
+    """siftr 1.x footers carry no counts or flowids: add them from the records. Without
+    a footer, the flows are those seen in the records."""
+    counts: dict[tuple[Any, Any, Any], int] = {}
+    for r in records:
+        key = (r["local"], r["peer"], r["flowid"])
+        counts[key] = counts.get(key, 0) + 1
+    if footer_flows is None:
+        return [SiftrFlow(k[0], k[1], flowid=k[2], records=c) for k, c in counts.items()]
+    if layout.logger == "siftr2":
+        return footer_flows
+    out: list[SiftrFlow] = []
+    for f in footer_flows:
+        seen = [(k, c) for k, c in counts.items() if (k[0], k[1]) == (f.local, f.peer)]
+        seen = seen or [(k, c) for k, c in counts.items() if f.flowid and k[2] == f.flowid]
+        fid = f.flowid or next((k[2] for k, _ in seen if k[2]), None)
+        local = f.local or next((k[0] for k, _ in seen), None)
+        peer = f.peer or next((k[1] for k, _ in seen), None)
+        out.append(SiftrFlow(local, peer, flowid=fid, records=sum(c for _, c in seen)))
+    return out
+
+
+def _has_port(flow: SiftrFlow, port: int) -> bool:
+    return any(a and a.rsplit(":", 1)[-1] == str(port) for a in (flow.local, flow.peer))
+
+
+def _epoch_us(sec: str, usec: str) -> int:
+    # Exact integer microseconds: "1745600000" + "012345" (usec is zero-padded to 6).
+    return int(sec) * 1_000_000 + int((usec or "0").ljust(6, "0")[:6])
+
+
+def _opt_int(x: str | None) -> int | None:
+    return int(x) if x else None
+
+
+def _hostport(host: str, port: str) -> str:
+    return f"[{host}]:{int(port)}" if ":" in host else f"{host}:{int(port)}"

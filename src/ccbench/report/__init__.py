@@ -1,0 +1,11 @@
+"""Figures and the PDF/HTML report from the aggregated tables.
+
+- fmt:        the one number formatter (every printed number goes through it)
+- style:      variant colours and matplotlib settings shared by all figures
+- data:       loading tables, time series and per-scenario conditions
+- plots:      the matplotlib figures (pure: data in, Figure out)
+- figures:    make_all(): every figure of a results set + figures.json manifest
+- tables:     formatted rows of the per-scenario and per-run tables
+- provenance: testbed calibration, host facts, run order, hashes (the appendix)
+- document:   build(): one Jinja2 template -> self-contained HTML -> WeasyPrint PDF
+"""

@@ -1,0 +1,208 @@
+"""The SSH testbed: the same dumbbell roles on real hosts (Emulab/CloudLab, or any
+SSH-reachable machines listed in a hosts inventory).
+
+ccbench does not build this dumbbell (profile.py and its start-up scripts do); `up`
+checks every node answers, applies the seed tuning, (re)configures the bottleneck
+queue for the topology asked, adds loss rules, and calibrates exactly like the local
+testbed. `down` removes what `up` added on the hosts (loss rules).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ccbench import calibration, inventory
+from ccbench.config import TestbedConfig
+from ccbench.errors import CcbenchError
+from ccbench.exec import Result
+from ccbench.exec_ssh import SshExecutor, SshProc
+from ccbench.hosts import driver_for
+from ccbench.hosts.base import HostDriver
+from ccbench.hosts.linux import LinuxHost
+from ccbench.spec import Topology
+from ccbench.testbed.local import STATE_ROOT
+
+# A constant script: the interval is its positional argument, never pasted in.
+SS_LOOP = 'while :; do echo "TS $(date +%s.%N)"; ss -tinH state established; sleep "$1"; done'
+
+
+class SudoSsh(SshExecutor):
+    """Prefix `sudo -n` on hosts where the login user is not root (Emulab)."""
+
+    def __init__(self, *args: Any, sudo: bool = False, **kw: Any):
+        super().__init__(*args, **kw)
+        self.sudo = sudo
+
+    def command(self, argv: Any) -> list[str]:
+        return super().command(["sudo", "-n", *argv] if self.sudo else list(argv))
+
+
+class RemoteTestbed:
+    kind = "ssh"
+
+    def __init__(self, cfg: TestbedConfig, topo: Topology):
+        if not cfg.inventory:
+            raise CcbenchError("testbed.inventory: kind ssh needs a hosts inventory file")
+        self.cfg = cfg
+        self.topo = topo
+        self.id = cfg.id
+        self.inv = inventory.load(cfg.inventory)
+        self.nodes = self.inv.dumbbell(cfg.dumbbell)
+        have = inventory.pairs(self.nodes)
+        if topo.pairs > have:
+            raise CcbenchError(
+                f"topology.pairs: {topo.pairs} pairs asked, dumbbell {cfg.dumbbell} of "
+                f"{self.inv.source} has {have}"
+            )
+        self.state_dir = STATE_ROOT / self.id
+        self._ex: dict[str, SudoSsh] = {}
+
+    # --- testbed.base.Testbed ------------------------------------------------
+    def node(self, name: str) -> inventory.Node:
+        if name not in self.nodes:
+            raise CcbenchError(f"{self.inv.source}: dumbbell {self.cfg.dumbbell} has no {name}")
+        return self.nodes[name]
+
+    def ex(self, node: str) -> SudoSsh:
+        if node not in self._ex:
+            n = self.node(node)
+            self._ex[node] = SudoSsh(node, n.target, sudo=self.inv.sudo)
+        return self._ex[node]
+
+    def driver(self, node: str) -> HostDriver:
+        return driver_for(self.node(node).os)
+
+    def address(self, node: str) -> str:
+        a = self.node(node).address
+        if not a:
+            raise CcbenchError(f"{self.inv.source}: {node} has no experiment address")
+        return a
+
+    @property
+    def bottleneck(self) -> tuple[str, str]:
+        st = self.read_state() or {}
+        dev = st.get("bottleneck_dev") or self._find_dev("rt1")
+        return "rt1", dev
+
+    def calibration(self) -> dict[str, Any]:
+        return dict((self.read_state() or {}).get("calibration", {}))
+
+    def snapshot_delay(self, dest: Path) -> None:
+        return None  # Emulab's dummynet/netem delay node reports no per-packet lateness
+
+    def sampler_argv(self, node: str, interval_s: float) -> list[str] | None:
+        if self.node(node).os != "linux":
+            return None  # FreeBSD senders: siftr (hosts.freebsd), not ss
+        return ["sh", "-c", SS_LOOP, "ccbench-ss", f"{interval_s:g}"]
+
+    def wait_listening(self, node: str, port: int, timeout_s: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.ex(node).run(["ss", "-Hltn", f"sport = :{port}"]).stdout.strip():
+                return
+            time.sleep(0.05)
+        raise CcbenchError(f"{node}: iperf3 server did not listen on port {port}")
+
+    # --- state ---------------------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    def read_state(self) -> dict[str, Any] | None:
+        try:
+            return dict(json.loads(self.state_file.read_text()))
+        except (OSError, ValueError):
+            return None
+
+    def _write_state(self, st: dict[str, Any]) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(st, indent=2))
+        tmp.replace(self.state_file)
+
+    def is_up(self) -> bool:
+        st = self.read_state()
+        return bool(st and st.get("complete") and st.get("topology_key") == self.topo.key())
+
+    # --- up / down -----------------------------------------------------------
+    def _find_dev(self, node: str) -> str:
+        want = self.address(node)
+        out = self.ex(node).run(["ip", "-j", "-4", "addr", "show"]).stdout
+        for link in json.loads(out):
+            for a in link.get("addr_info", []):
+                if a.get("local") == want:
+                    return str(link["ifname"])
+        raise CcbenchError(f"{node}: no interface has the experiment address {want}")
+
+    def _all(self, fn: Any) -> list[Any]:
+        names = sorted(self.nodes)
+        with ThreadPoolExecutor(max_workers=len(names)) as pool:
+            return list(pool.map(fn, names))
+
+    def up(self) -> dict[str, Any]:
+        t0 = time.monotonic()
+        self._all(lambda n: self.ex(n).run(["true"], timeout=30))  # reachable, or say who not
+        used = [f"s{i}" for i in range(1, self.topo.pairs + 1)]
+        used += [f"r{i}" for i in range(1, self.topo.pairs + 1)]
+        notes: list[str] = []
+        for n in used:
+            for argv in self.driver(n).tune():
+                res = self.ex(n).run(argv, check=False)
+                if not res.ok:
+                    # e.g. host-wide knobs inside a container or namespace: say so, go on.
+                    notes.append(f"{n}: `{' '.join(argv)}` failed: {res.stderr.strip()}")
+        router = LinuxHost()
+        dev = self._find_dev("rt1")
+        plan = router.bottleneck(dev, self.topo, self.cfg.shaper)
+        rt1 = self.ex("rt1")
+        rt1.run(plan[0], check=False)  # deleting a root qdisc that is not there is fine
+        for argv in plan[1:]:
+            rt1.run(argv)
+        loss_rules: list[list[str]] = []
+        for i in range(1, self.topo.pairs + 1):
+            for argv in router.loss(self.topo):
+                self.ex(f"r{i}").run(argv)
+                loss_rules.append([f"r{i}", *argv])
+        st = {
+            "id": self.id,
+            "kind": "ssh",
+            "testbed": asdict(self.cfg),
+            "topology": asdict(self.topo),
+            "topology_key": self.topo.key(),
+            "bottleneck_dev": dev,
+            "loss_rules": loss_rules,
+            "complete": False,
+        }
+        self._write_state(st)
+        problems: list[str] = []
+        cal = calibration.base_record(self, "testbed (Emulab delay node)")
+        cal["idle_rtt"] = calibration.idle_rtt(self, problems)
+        cal["bottleneck"] = calibration.readback_queue(self, problems)
+        cal["rate"] = calibration.measure_rate(self, problems)
+        cal["problems"] = problems
+        cal["notes"] = notes
+        cal["setup_s"] = round(time.monotonic() - t0, 2)
+        st.update({"calibration": cal, "complete": not problems})
+        self._write_state(st)
+        if problems:
+            self.down()
+            raise CcbenchError(f"testbed {self.id} calibration failed: {'; '.join(problems)}")
+        return cal
+
+    def down(self) -> None:
+        st = self.read_state() or {}
+        for node, *argv in st.get("loss_rules", []):
+            delete = ["-D" if a == "-A" else a for a in argv]
+            res: Result = self.ex(node).run(delete, check=False)
+            if not res.ok:
+                raise CcbenchError(f"{node}: could not remove loss rule: {res.stderr.strip()}")
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+
+
+__all__ = ["RemoteTestbed", "SshProc"]

@@ -1,0 +1,143 @@
+"""Integration: the SSH testbed path for real.
+
+A local dumbbell is built in namespaces; each node namespace also gets a management
+interface on a bridge in a control namespace and runs its own real sshd (Debian's
+openssh-server). ccbench then runs in the control namespace with `testbed.kind: ssh`
+and a hosts inventory, reaching every node only over SSH -- as on Emulab.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, ccbench
+from tests.integration.conftest import namespaces, write_config
+
+pytestmark = pytest.mark.netns
+
+TB = "itssh"
+CTL = f"ccb-{TB}-ctl"
+NODES = {"s1": 11, "s2": 12, "rt1": 1, "rt2": 2, "r1": 21, "r2": 22}
+DATA = {"s1": "198.18.1.2", "s2": "198.18.1.6", "rt1": "198.18.2.1", "rt2": "198.18.3.2",
+        "r1": "198.18.4.2", "r2": "198.18.4.6"}  # fmt: skip
+
+
+def sh(*argv: str) -> None:
+    subprocess.run(argv, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def ssh_dumbbell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    if not Path("/usr/sbin/sshd").exists():
+        pytest.skip("openssh-server is not installed (./setup.sh installs it)")
+    d = tmp_path_factory.mktemp("ssh")
+    cfg = write_config(d / "tb.yaml", TB, queue={"limit_bdp": 1})
+    ccbench("testbed", "down", "--id", TB)
+    ccbench("testbed", "up", "--config", str(cfg))
+    sshds: list[subprocess.Popen[bytes]] = []
+    try:
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "hostkey"))
+        sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "clientkey"))
+        shutil.copy(d / "clientkey.pub", d / "authorized_keys")
+        Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege-separation directory
+        sh("ip", "netns", "add", CTL)
+        sh("ip", "-n", CTL, "link", "add", "mgmt", "type", "bridge")
+        sh("ip", "-n", CTL, "addr", "add", "198.19.255.254/24", "dev", "mgmt")
+        sh("ip", "-n", CTL, "link", "set", "mgmt", "up")
+        sh("ip", "-n", CTL, "link", "set", "lo", "up")
+        for node, host in NODES.items():
+            ns = f"ccb-{TB}-{node}"
+            sh("ip", "link", "add", "mgmt0", "netns", ns, "type", "veth", "peer", "name",
+               f"m-{node}", "netns", CTL)  # fmt: skip
+            sh("ip", "-n", CTL, "link", "set", f"m-{node}", "master", "mgmt", "up")
+            sh("ip", "-n", ns, "addr", "add", f"198.19.255.{host}/24", "dev", "mgmt0")
+            sh("ip", "-n", ns, "link", "set", "mgmt0", "up")
+            sshds.append(
+                subprocess.Popen(
+                    ["ip", "netns", "exec", ns, "/usr/sbin/sshd", "-D", "-e",
+                     "-f", "/dev/null", "-h", str(d / "hostkey"),
+                     "-o", f"ListenAddress=198.19.255.{host}",
+                     "-o", f"AuthorizedKeysFile={d / 'authorized_keys'}",
+                     "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no",
+                     "-o", "UsePAM=no", "-o", "PasswordAuthentication=no",
+                     "-o", f"PidFile={d / (node + '.pid')}"],
+                    stderr=subprocess.DEVNULL,
+                )
+            )  # fmt: skip
+        inv = {
+            "ssh": {
+                "user": "root",
+                "identity": str(d / "clientkey"),
+                "options": ["StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null"],
+            },
+            "dumbbells": {
+                1: {n: {"host": f"198.19.255.{h}", "address": DATA[n]} for n, h in NODES.items()}
+            },
+        }
+        (d / "hosts.yaml").write_text(yaml.safe_dump(inv))
+        time.sleep(0.5)
+        yield d
+    finally:
+        for p in sshds:
+            p.terminate()
+            p.wait(timeout=10)
+        subprocess.run(["ip", "netns", "exec", CTL, "ssh", "-O", "exit", "-o",
+                        "ControlPath=/tmp/ccb-ssh-%C", "x"], capture_output=True)  # fmt: skip
+        ccbench("testbed", "down", "--id", TB)  # also removes the ctl namespace
+        ccbench("testbed", "down", "--id", "itsshr")
+        assert namespaces(f"ccb-{TB}-") == []
+
+
+def ctl_ccbench(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ip", "netns", "exec", CTL, sys.executable, "-m", "ccbench.cli", *args],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )  # fmt: skip
+
+
+def test_run_over_ssh_matches_the_local_checks(ssh_dumbbell: Path) -> None:
+    d = ssh_dumbbell
+    cfg = {
+        "testbed": {"kind": "ssh", "id": "itsshr", "inventory": str(d / "hosts.yaml")},
+        "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_bdp": 1}},
+        "run": {"duration_s": 5, "interval_s": 0.5,
+                "flows": [{"cc": "cubic", "pair": 1}, {"cc": "reno", "pair": 2, "start_s": 1}]},
+    }  # fmt: skip
+    (d / "run.yaml").write_text(yaml.safe_dump(cfg))
+    cp = ctl_ccbench("run", "--config", str(d / "run.yaml"), "--out", str(d / "out"))
+    assert cp.returncode == 0, cp.stderr
+    s = json.loads((d / "out" / "summary.json").read_text())
+    assert s["valid"], s["reasons"]
+    assert [f["cc_used"] for f in s["flows"]] == ["cubic", "reno"]
+    assert s["utilization_pct"] >= 85
+    cal = json.loads((d / "out" / "raw" / "calibration.json").read_text())
+    assert cal["kind"] == "ssh"
+    assert abs(cal["idle_rtt"]["pair1"]["median_ms"] - 40) <= 1
+    # Flow 2 was released 1 s after flow 1 (gated start, not ssh start-up time).
+    meta = json.loads((d / "out" / "raw" / "meta.json").read_text())
+    starts = {f["flow"]: f["started_s"] for f in meta["flows"]}
+    assert 0.95 <= starts[2] - starts[1] <= 1.1
+    assert (d / "out" / "raw" / "ss-s1.txt").read_text().startswith("TS ")
+
+
+def test_unreachable_host_is_one_clear_line(ssh_dumbbell: Path) -> None:
+    d = ssh_dumbbell
+    inv = yaml.safe_load((d / "hosts.yaml").read_text())
+    inv["dumbbells"][1]["r2"]["host"] = "198.19.255.99"  # nobody there
+    (d / "bad-hosts.yaml").write_text(yaml.safe_dump(inv))
+    cfg = {"testbed": {"kind": "ssh", "id": "itsshr", "inventory": str(d / "bad-hosts.yaml")},
+           "run": {"duration_s": 2, "flows": [{"cc": "cubic"}]}}  # fmt: skip
+    (d / "bad.yaml").write_text(yaml.safe_dump(cfg))
+    cp = ctl_ccbench("run", "--config", str(d / "bad.yaml"), "--out", str(d / "bad-out"))
+    assert cp.returncode == 2
+    lines = cp.stderr.strip().splitlines()
+    assert len(lines) == 1 and "r2 (root@198.19.255.99) unreachable over ssh" in lines[0]
