@@ -8,7 +8,7 @@ from snakemake.utils import min_version, validate
 min_version("8.0")
 
 
-validate(config, "../src/ccbench/schemas/matrix.yaml")
+validate(config, "../config/schema.yaml")
 
 
 def _expand_matrix(cfg):

@@ -73,7 +73,10 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
                 check_flows(topo, flows)
             except CcbenchError as e:
                 raise CcbenchError(f"{source}: scenarios.{sname}: {e}") from e
-            tb_id = topo.key()[:8]
+            # A variant pinned to a dumbbell (e.g. the one whose senders boot the patched
+            # kernel) gets a testbed of its own there.
+            pinned = v.get("dumbbell")
+            tb_id = topo.key()[:8] if pinned is None else f"{topo.key()[:6]}d{pinned}"
             testbeds[tb_id] = {
                 "testbed": {
                     "kind": tb_cfg["kind"],
@@ -84,6 +87,7 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
                     **({"inventory": tb_cfg["inventory"]} if "inventory" in tb_cfg else {}),
                 },
                 "topology": tdict,
+                "pinned": pinned,
             }
             for rep in range(1, cfg["repetitions"] + 1):
                 spec = RunSpec(
@@ -120,9 +124,20 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
         order += ids
     # Spread testbeds over dumbbells (ssh); locally everything shares the one machine.
     n_db = tb_cfg["dumbbells"] if tb_cfg["kind"] == "ssh" else 1
-    for i, tb_id in enumerate(testbeds):
-        testbeds[tb_id]["dumbbell"] = i % n_db + 1
-        testbeds[tb_id]["testbed"]["dumbbell"] = i % n_db + 1
+    free = [t for t in testbeds if testbeds[t]["pinned"] is None]
+    for tb_id, tb in testbeds.items():
+        pinned = tb.pop("pinned")
+        if pinned is not None and tb_cfg["kind"] == "ssh" and pinned > n_db:
+            raise CcbenchError(f"{source}: a variant is pinned to dumbbell {pinned}, but "
+                               f"testbed.dumbbells is {n_db}")  # fmt: skip
+        if tb_cfg["kind"] != "ssh":
+            d = 1  # one machine: every local testbed shares its CPU
+        elif pinned is not None:
+            d = pinned
+        else:
+            d = free.index(tb_id) % n_db + 1
+        tb["dumbbell"] = d
+        tb["testbed"]["dumbbell"] = d
     return {
         "title": cfg["title"],
         "question": cfg["question"],

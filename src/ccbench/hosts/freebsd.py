@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TypedDict
 
 from ccbench.errors import CcbenchError
 from ccbench.hosts.base import SOCKBUF_MAX, Argv
@@ -258,16 +259,27 @@ class FreeBSDHost:
 
 
 # --- parsing what the verify commands print ---------------------------------
-def parse_functions_available(text: str) -> dict[str, dict[str, object]]:
-    """`sysctl [-n] net.inet.tcp.functions_available` -> stack -> {default, alias,
-    aliases, pcb_count}.
+class StackInfo(TypedDict):
+    default: bool  # marked '*' in column D
+    alias: str | None  # first registered name ("-" rows add none)
+    aliases: list[str]  # every registered name
+    pcb_count: int  # connections using the stack
 
-    The table (tcp_subr.c) is "Stack  D Alias  PCB count" with a '*' in column D for the
-    default. Older kernels print the registered name in Alias (seed 002: "freebsd *
-    freebsd 3"); newer ones print "-" for a stack's own name and one extra row per alias
-    name, so rows are merged per stack and "-" is not an alias.
+
+class CcInfo(TypedDict):
+    default: bool | None  # None: this kernel's list format does not say
+    pcb_count: int | None
+
+
+def parse_functions_available(text: str) -> dict[str, StackInfo]:
+    """`sysctl [-n] net.inet.tcp.functions_available` -> stack -> StackInfo.
+
+    The table (tcp_subr.c) is "Stack  D Alias  PCB count" with '*' in column D for the
+    default stack. Seed 002 shows the registered name in Alias ("freebsd * freebsd 3");
+    tcp_subr.c may also print "-" there, and a stack registered under several names
+    gets one row per name, so rows are merged per stack.
     """
-    out: dict[str, dict[str, object]] = {}
+    out: dict[str, StackInfo] = {}
     in_table = False
     for line in text.splitlines():
         words = line.split()
@@ -283,31 +295,28 @@ def parse_functions_available(text: str) -> dict[str, dict[str, object]]:
             raise ValueError(f"unexpected functions_available row: {line!r}")
         name, alias, count = words[0], words[-2], int(words[-1])
         entry = out.setdefault(
-            name, {"default": False, "alias": None, "aliases": [], "pcb_count": count}
+            name, StackInfo(default=False, alias=None, aliases=[], pcb_count=count)
         )
-        entry["default"] = bool(entry["default"]) or is_default
-        aliases = entry["aliases"]
-        assert isinstance(aliases, list)
-        if alias != "-" and alias not in aliases:
-            aliases.append(alias)
-            if entry["alias"] is None:
-                entry["alias"] = alias
+        entry["default"] = entry["default"] or is_default
+        if alias != "-" and alias not in entry["aliases"]:
+            entry["aliases"].append(alias)
+            entry["alias"] = entry["alias"] or alias
     if not in_table:
         raise ValueError("no 'Stack D Alias PCB count' table in functions_available output")
     return out
 
 
-def check_stack(parsed: dict[str, dict[str, object]], stack: str) -> list[str]:
+def check_stack(parsed: dict[str, StackInfo], stack: str) -> list[str]:
     """Problems with `stack` being the default, judged from parse_functions_available()."""
     name = stack_name(stack)
-    by_alias = {a: s for s, e in parsed.items() for a in [s, *_str_list(e.get("aliases"))]}
+    by_name = {a: s for s, e in parsed.items() for a in [s, *e["aliases"]]}
     problems: list[str] = []
-    actual = by_alias.get(name)
+    actual = by_name.get(name)
     if actual is None:
         problems.append(
             f"TCP stack '{name}' is not loaded (functions_available: {', '.join(parsed)})"
         )
-    defaults = [s for s, e in parsed.items() if e.get("default")]
+    defaults = [s for s, e in parsed.items() if e["default"]]
     if len(defaults) != 1:
         problems.append(f"functions_available marks {len(defaults)} default stacks")
     elif actual is not None and defaults[0] != actual:
@@ -315,17 +324,19 @@ def check_stack(parsed: dict[str, dict[str, object]], stack: str) -> list[str]:
     return problems
 
 
-def parse_cc_available(text: str) -> dict[str, dict[str, object]]:
-    """`sysctl [-n] net.inet.tcp.cc.available` -> cc -> {default, pcb_count}.
+def parse_cc_available(text: str) -> dict[str, CcInfo]:
+    """`sysctl [-n] net.inet.tcp.cc.available` -> cc -> CcInfo.
 
-    FreeBSD 13+ prints a table ("CCmod D PCB count", '*' marks the default); older
-    kernels print "newreno, cubic" (then default and pcb_count are None).
+    FreeBSD 13+ prints a table ("CCmod D PCB count", '*' marks the default, cc.c);
+    older kernels print "newreno, cubic" (then default and pcb_count are None).
     """
-    body = text.split(":", 1)[1] if text.lstrip().startswith("net.inet.tcp.cc.available") else text
+    body = text
+    if body.lstrip().startswith("net.inet.tcp.cc.available"):
+        body = body.split(":", 1)[1]  # `sysctl` without -n prefixes the OID
     if "CCmod" not in body:
         names = [n.strip() for n in body.replace("\n", ",").split(",") if n.strip()]
-        return {n: {"default": None, "pcb_count": None} for n in names}
-    out: dict[str, dict[str, object]] = {}
+        return {n: CcInfo(default=None, pcb_count=None) for n in names}
+    out: dict[str, CcInfo] = {}
     in_table = False
     for line in body.splitlines():
         words = line.split()
@@ -339,11 +350,11 @@ def parse_cc_available(text: str) -> dict[str, dict[str, object]]:
         is_default = len(words) == 3 and words[1] == "*"
         if len(words) != (3 if is_default else 2) or not words[-1].isdigit():
             raise ValueError(f"unexpected cc.available row: {line!r}")
-        out[words[0]] = {"default": is_default, "pcb_count": int(words[-1])}
+        out[words[0]] = CcInfo(default=is_default, pcb_count=int(words[-1]))
     return out
 
 
-def check_cc(parsed: dict[str, dict[str, object]], cc: str) -> list[str]:
+def check_cc(parsed: dict[str, CcInfo], cc: str) -> list[str]:
     """Problems with `cc` being the loaded default, judged from parse_cc_available()."""
     name = cc_module_name(cc)
     if name not in parsed:
@@ -352,10 +363,6 @@ def check_cc(parsed: dict[str, dict[str, object]], cc: str) -> list[str]:
         defaults = [c for c, e in parsed.items() if e["default"]]
         return [f"default congestion control is '{', '.join(defaults)}', not '{name}'"]
     return []
-
-
-def _str_list(x: object) -> list[str]:
-    return [str(v) for v in x] if isinstance(x, list) else []
 
 
 def _logger(logger: str) -> str:

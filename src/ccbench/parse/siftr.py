@@ -215,10 +215,11 @@ def parse_header(line: str) -> dict[str, str]:
 
 def parse_siftr(text: str) -> SiftrLog:
     """Parse a whole siftr or siftr2 log (the version in its header picks the layout)."""
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not lines or not lines[0].startswith("enable_time_secs="):
+    # (line number, text) of the non-blank lines, so errors point into the file.
+    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
+    if not lines or not lines[0][1].startswith("enable_time_secs="):
         raise ValueError("not a siftr log: the first line is not an enable_time_secs= header")
-    header = parse_header(lines[0])
+    header = parse_header(lines[0][1])
     version = header.get("siftrver")
     if version is None:
         raise ValueError("siftr header has no siftrver")
@@ -226,11 +227,11 @@ def parse_siftr(text: str) -> SiftrLog:
 
     footer: dict[str, str] | None = None
     body = lines[1:]
-    if body and body[-1].startswith("disable_time_secs="):
-        footer = parse_header(body[-1])
+    if body and body[-1][1].startswith("disable_time_secs="):
+        footer = parse_header(body[-1][1])
         body = body[:-1]
 
-    enable_us = _epoch_us(header["enable_time_secs"], header.get("enable_time_usecs", "0"))
+    enable_us = _time_us(header["enable_time_secs"], header.get("enable_time_usecs", "0"))
     hz = _opt_int(header.get("hz"))
     rtt_scale = _opt_int(header.get("tcp_rtt_scale"))
     if layout.rtt == "ticks" and not (hz and rtt_scale):
@@ -241,7 +242,7 @@ def parse_siftr(text: str) -> SiftrLog:
     convert = _row_converter(layout, enable_us, hz, rtt_scale, addr_of)
 
     records: list[SiftrRow] = []
-    for n, line in enumerate(body, start=2):
+    for n, line in body:
         if line.startswith(("enable_time_secs=", "disable_time_secs=")):
             raise ValueError(f"line {n}: a second enable/disable cycle; split the log first")
         try:
@@ -252,7 +253,7 @@ def parse_siftr(text: str) -> SiftrLog:
     flows = _with_record_counts(footer_flows, records, layout)
     disable_s = None
     if footer and "disable_time_secs" in footer:
-        disable_s = _epoch_us(footer["disable_time_secs"], footer.get("disable_time_usecs", "0"))
+        disable_s = _time_us(footer["disable_time_secs"], footer.get("disable_time_usecs", "0"))
     return SiftrLog(
         logger=layout.logger,
         version=version,
@@ -320,8 +321,7 @@ def _row_converter(
         if layout.time == "ms":
             row["t_s"] = int(raw["time"], base) / 1000
         else:
-            sec, _, usec = raw["time"].partition(".")
-            row["t_s"] = (_epoch_us(sec, usec) - enable_us) / 1e6
+            row["t_s"] = (_stamp_us(raw["time"]) - enable_us) / 1e6
         for src, dst in _INT_FIELDS.items():
             if src in raw:
                 row[dst] = int(raw[src], base)
@@ -424,9 +424,17 @@ def _has_port(flow: SiftrFlow, port: int) -> bool:
     return any(a and a.rsplit(":", 1)[-1] == str(port) for a in (flow.local, flow.peer))
 
 
-def _epoch_us(sec: str, usec: str) -> int:
-    # Exact integer microseconds: "1745600000" + "012345" (usec is zero-padded to 6).
-    return int(sec) * 1_000_000 + int((usec or "0").ljust(6, "0")[:6])
+def _time_us(sec: str, usec: str) -> int:
+    """Header/footer time: whole seconds and a separate microseconds field."""
+    return int(sec) * 1_000_000 + int(usec or "0")
+
+
+def _stamp_us(stamp: str) -> int:
+    """Record time "sec.frac" as exact integer microseconds (no float rounding)."""
+    sec, _, frac = stamp.partition(".")
+    if len(frac) > 6 or not (sec.isdigit() and (frac.isdigit() or not frac)):
+        raise ValueError(f"time {stamp!r}")
+    return int(sec) * 1_000_000 + int(frac.ljust(6, "0"))
 
 
 def _opt_int(x: str | None) -> int | None:

@@ -108,7 +108,9 @@ def _timeseries(w: _Writer, tables: data.Tables, runs_dir: Path, scen: str, cond
         series = per_variant[v]
         name = f"{_slug(scen)}-ts-{i:02d}-{_slug(v)}.png"
         tag = " (baseline)" if v == baseline else ""
-        rep = data.representative(runs[runs["valid"] & runs["run_id"].isin([s.run_id for s in series])])
+        rep = data.representative(
+            runs[runs["valid"] & runs["run_id"].isin([s.run_id for s in series])]
+        )
         if rep is None:
             fig = plots.placeholder_figure(
                 f"{v}{tag}\n\nno valid run with a time series\n({len(runs)} run(s), "

@@ -155,8 +155,11 @@ def timeseries_figure(
     fair = [(cond.rate_mbit / cond.n_flows, "fair share")] if cond.n_flows > 1 else []
     _refs(axes[0], [(cond.rate_mbit, "rate"), *fair], lim.tput_max)
     cw = lim.cwnd_scale
-    _refs(axes[1], [(cond.bdp_bytes / cw, "BDP"),
-                    ((cond.bdp_bytes + cond.queue_bytes) / cw, "BDP+queue")], lim.cwnd_max)
+    _refs(
+        axes[1],
+        [(cond.bdp_bytes / cw, "BDP"), ((cond.bdp_bytes + cond.queue_bytes) / cw, "BDP+queue")],
+        lim.cwnd_max,
+    )
     _refs(axes[2], [(cond.rtt_ms, "base RTT"),
                     (cond.rtt_ms + cond.full_queue_ms, "full queue")], lim.rtt_max)  # fmt: skip
     axes[0].set_ylabel("throughput (Mbit/s)")
@@ -188,7 +191,9 @@ def _tick_label(v: VariantStats) -> str:
     return f"{name}{chr(10) + '(baseline)' if v.baseline else ''}\nn = {v.n_valid}/{v.n_total}"
 
 
-def bars_figure(stats: Sequence[VariantStats], cond: Conditions, size: tuple[float, float]) -> Figure:
+def bars_figure(
+    stats: Sequence[VariantStats], cond: Conditions, size: tuple[float, float]
+) -> Figure:
     """Mean throughput sum per variant with its 95 % CI and every valid run as a dot;
     the right axis reads the same bars as utilization of the bottleneck."""
     fig, ax = plt.subplots(figsize=size, layout="constrained")
@@ -221,7 +226,9 @@ def bars_figure(stats: Sequence[VariantStats], cond: Conditions, size: tuple[flo
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("throughput sum (Mbit/s)")
     rate = cond.rate_mbit
-    sec = ax.secondary_yaxis("right", functions=(lambda y: y / rate * 100, lambda u: u * rate / 100))
+    sec = ax.secondary_yaxis(
+        "right", functions=(lambda y: y / rate * 100, lambda u: u * rate / 100)
+    )
     sec.set_ylabel("utilization of bottleneck (%)")
     ax.set_title("Mean throughput sum per variant (bars: mean, whiskers: 95 % CI, dots: runs)")
     return fig

@@ -1,0 +1,147 @@
+"""Tables + figures -> one self-contained HTML and the PDF of the same HTML.
+
+One Jinja2 template renders everything; the HTML embeds its figures as data URIs so it
+can be mailed, and WeasyPrint prints that very string, so both carry the same content.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from datetime import UTC, datetime
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from ccbench.report import data, provenance, style, tables
+from ccbench.report.fmt import fmt
+
+
+def _version(pkg: str) -> str:
+    try:
+        return metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+        return "n/a"
+
+
+def _anchor(s: str) -> str:
+    return "s-" + re.sub(r"[^A-Za-z0-9_-]+", "-", s)
+
+
+def _figures(figures_dir: Path) -> list[dict[str, Any]]:
+    manifest = json.loads((figures_dir / "figures.json").read_text())
+    out = []
+    for e in manifest:
+        png = (figures_dir / e["file"]).read_bytes()
+        src = "data:image/png;base64," + base64.b64encode(png).decode("ascii")
+        out.append({**e, "src": src})
+    return out
+
+
+def _conditions_row(c: data.Conditions, runs_valid: int, runs_total: int) -> dict[str, str]:
+    return {
+        "scenario": c.scenario, "anchor": _anchor(c.scenario), "description": c.description,
+        "flows": c.flows_text(), "rate": fmt(c.rate_mbit), "rtt": fmt(c.rtt_ms),
+        "queue": c.queue_text(), "loss": c.loss_text(), "testbed": c.testbed_id,
+        "runs": f"{runs_valid}/{runs_total}",
+    }  # fmt: skip
+
+
+def context(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any],
+            runs_dir: Path) -> dict[str, Any]:  # fmt: skip
+    t = data.load_tables(tables_dir)
+    colours = style.variant_colours(matrix)
+    figs = _figures(figures_dir)
+    baseline = str(matrix.get("baseline", ""))
+    scenarios, overview = [], []
+    for scen in data.scenario_names(matrix, t.runs):
+        runs = data.group(t.runs, scen)
+        cond = data.conditions(matrix, scen)
+        n_valid, n_total = tables.scenario_counts(t.runs, scen)
+        row = _conditions_row(cond, n_valid, n_total) if cond else {"scenario": scen}
+        overview.append(row)
+        summ = data.group(t.summary, scen)
+        sf = [f for f in figs if f["scenario"] == scen]
+        scenarios.append({
+            **row,
+            "results": tables.results_table(summ, matrix, colours),
+            "deltas": tables.delta_table(summ, colours),
+            "sentence": tables.largest_delta_sentence(summ, baseline) if len(summ) > 1 else "",
+            "invalid": tables.invalid_rows(runs),
+            "n_invalid": int((~runs["valid"]).sum()),
+            "pair_figs": [f for f in sf if f["kind"] in ("bars", "scatter")],
+            "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
+            "per_run": tables.per_run_table(runs, t.flows, colours),
+        })  # fmt: skip
+    order = provenance.run_order(matrix, t.runs, runs_dir)
+    started = t.runs["started_unix"].dropna()
+    return {
+        "title": matrix.get("title", "ccbench report"),
+        "question": matrix.get("question", ""),
+        "baseline": baseline,
+        "repetitions": matrix.get("repetitions", "?"),
+        "seed": matrix.get("seed", "?"),
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "runs_from": provenance.utc(started.min()) if len(started) else "n/a",
+        "runs_to": provenance.utc(started.max()) if len(started) else "n/a",
+        "sha256": provenance.matrix_sha256(matrix),
+        "counts": {
+            "planned": len(matrix.get("order", [])),
+            "executed": len(t.runs),
+            "valid": int(t.runs["valid"].sum()),
+            "invalid": int((~t.runs["valid"]).sum()),
+            "missing": sum(r["status"] == "missing" for r in order),
+        },  # fmt: skip
+        "variants": [
+            {
+                **v,
+                "colour": colours.get(v["label"], "#999999"),
+                "is_baseline": v["label"] == baseline,
+            }
+            for v in matrix.get("variants", [])
+        ],  # fmt: skip
+        "overview": overview,
+        "scenarios": scenarios,
+        "tools": provenance.tool_versions(t.runs, runs_dir),
+        "report_tools": [
+            ("ccbench", _version("ccbench")),
+            ("matplotlib", _version("matplotlib")),
+            ("weasyprint", _version("weasyprint")),
+        ],  # fmt: skip
+        "testbeds": provenance.testbeds(matrix, t.runs, runs_dir),
+        "facts": provenance.facts(t.runs, runs_dir),
+        "run_order": order,
+        "order_same": [r["run_id"] for r in order if r["executed"] != "-"]
+        == list(t.runs.sort_values("order")["run_id"]),
+    }
+
+
+def _env() -> jinja2.Environment:
+    loader = jinja2.FileSystemLoader(str(resources.files("ccbench") / "templates"))
+    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)  # fmt: skip
+    env.filters["fmt"] = fmt
+    return env
+
+
+def render_html(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any],
+                runs_dir: Path) -> str:  # fmt: skip
+    env = _env()
+    css = (resources.files("ccbench") / "templates" / "report.css").read_text()
+    ctx = context(tables_dir, figures_dir, matrix, runs_dir)
+    return env.get_template("report.html.j2").render(css=css, **ctx)
+
+
+def build(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any], runs_dir: Path,
+          pdf_path: Path, html_path: Path) -> None:  # fmt: skip
+    """Render the report once; write it as HTML and print the same string to PDF."""
+    import weasyprint  # slow to import: only here
+
+    html = render_html(tables_dir, figures_dir, matrix, runs_dir)
+    for p in (pdf_path, html_path):
+        p.parent.mkdir(parents=True, exist_ok=True)
+    html_path.write_text(html, encoding="utf-8")
+    weasyprint.HTML(string=html, base_url=str(figures_dir)).write_pdf(pdf_path)

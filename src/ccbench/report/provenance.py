@@ -1,0 +1,215 @@
+"""The appendix: where every number came from.
+
+Testbed calibration and the bottleneck as read back, host facts and tool versions,
+the matrix hash, the planned and executed run order and each run's raw directory.
+All of it is read from the runs' raw/ files, not from the config.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ccbench.report.fmt import fmt
+
+# Facts that change on every run by nature; grouping them per variant says nothing.
+VOLATILE_FACTS = {"loadavg"}
+
+
+def matrix_sha256(matrix: dict[str, Any]) -> str:
+    """sha256 of the matrix as canonical JSON (sorted keys, no whitespace), so the
+    same matrix hashes the same whatever indentation the file on disk has."""
+    canon = json.dumps(matrix, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def utc(ts: object) -> str:
+    try:
+        t = float(ts)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "n/a"
+    if t != t:  # NaN
+        return "n/a"
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _json(p: Path) -> Any:
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def raw_dir(runs_dir: Path, run_id: str) -> Path:
+    return runs_dir / run_id / "raw"
+
+
+def _qdisc_text(q: dict[str, Any]) -> str:
+    opts = q.get("options") or {}
+    parts = []
+    for k, v in opts.items():
+        # tc's JSON gives rates in bytes/s: say it in the unit of the config too.
+        parts.append(f"{k} {v} B/s (= {fmt(float(v) * 8 / 1e6)} Mbit/s)" if k == "rate"
+                     else f"{k} {v}")  # fmt: skip
+    where = "root" if q.get("root") else f"parent {q.get('parent', '?')}"
+    return f"{q.get('kind', '?')} {q.get('handle', '')} ({where}): {', '.join(parts)}"
+
+
+def _offloads_text(off: dict[str, dict[str, str]]) -> str:
+    if not off:
+        return "not recorded"
+    vals = Counter(f"{k} {v}" for dev in off.values() for k, v in sorted(dev.items()))
+    per_dev = len(off)
+    if all(n == per_dev for n in vals.values()):
+        return f"{', '.join(sorted(vals))} on all {per_dev} interfaces"
+    return "; ".join(f"{d}: " + ", ".join(f"{k} {v}" for k, v in sorted(o.items()))
+                     for d, o in off.items())  # fmt: skip
+
+
+def _calibration(cal: dict[str, Any], n_runs: int) -> dict[str, Any]:
+    rate = cal.get("rate") or {}
+    idle = [
+        {"pair": p, "median": fmt(r.get("median_ms"), 3), "min": fmt(r.get("min_ms"), 3),
+         "max": fmt(r.get("max_ms"), 3), "recv": f"{r.get('received', '?')}/{r.get('sent', '?')}"}
+        for p, r in sorted((cal.get("idle_rtt") or {}).items())
+    ]  # fmt: skip
+    bn = cal.get("bottleneck") or {}
+    return {
+        "time": utc(cal.get("time")),
+        "n_runs": n_runs,
+        "delay_method": cal.get("delay_method", "n/a"),
+        "rtt_configured": fmt(cal.get("rtt_configured_ms")),
+        "idle_rtt": idle,
+        "rate_ratio": fmt(rate.get("ratio", cal.get("rate_ratio")), 3),
+        "rate_measured": fmt((rate.get("measured_goodput_bps") or float("nan")) / 1e6),
+        "rate_expected": fmt((rate.get("expected_goodput_bps") or float("nan")) / 1e6),
+        "bottleneck": [_qdisc_text(q) for q in bn.values() if isinstance(q, dict)],
+        "offloads": _offloads_text(cal.get("offloads") or {}),
+        "problems": list(cal.get("problems") or []),
+    }
+
+
+def testbeds(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> list[dict[str, Any]]:
+    """Per testbed: its config, the scenarios on it and each distinct calibration its
+    runs recorded (normally one; a rebuilt testbed shows up as a second)."""
+    out = []
+    by_tb: dict[str, list[str]] = {}
+    for rid in runs.sort_values("order")["run_id"]:
+        tb = matrix.get("runs", {}).get(rid, {}).get("testbed_id", "?")
+        by_tb.setdefault(str(tb), []).append(str(rid))
+    for tb_id, tb in matrix.get("testbeds", {}).items():
+        rids = by_tb.get(tb_id, [])
+        cals: dict[str, tuple[dict[str, Any], int]] = {}
+        for rid in rids:
+            cal = _json(raw_dir(runs_dir, rid) / "calibration.json")
+            if cal is not None:
+                key = json.dumps(cal, sort_keys=True)
+                c, n = cals.get(key, (cal, 0))
+                cals[key] = (c, n + 1)
+        qdisc = []
+        if rids:
+            p = raw_dir(runs_dir, rids[0]) / "qdisc-config.txt"
+            if p.exists():
+                qdisc = [ln for ln in p.read_text().splitlines() if ln and "noqueue" not in ln]
+        t = tb.get("topology", {})
+        q = t.get("queue", {})
+        qtxt = " ".join(f"{k} {v}" for k, v in q.items())
+        loss = t.get("loss", {})
+        scen = sorted({matrix["runs"][r]["scenario"] for r in matrix.get("runs", {})
+                       if matrix["runs"][r].get("testbed_id") == tb_id})  # fmt: skip
+        cfg = tb.get("testbed", {})
+        out.append({
+            "id": tb_id,
+            "config": ", ".join(f"{k} {cfg[k]}" for k in sorted(cfg) if k != "id"),
+            "topology": (f"{t.get('pairs', '?')} pairs, {t.get('rate_mbit', '?')} Mbit/s, "
+                         f"RTT {t.get('rtt_ms', '?')} ms, MTU {t.get('mtu', '?')}, queue {qtxt}, "
+                         f"loss {loss.get('mode', 'none')} {loss.get('rate', 0)}"),
+            "scenarios": ", ".join(scen),
+            "n_runs": len(rids),
+            "calibrations": [_calibration(c, n) for c, n in cals.values()],
+            "qdisc_config": qdisc,
+        })  # fmt: skip
+    return out
+
+
+def _facts_by_run(runs: pd.DataFrame, runs_dir: Path) -> list[tuple[str, str, dict[str, Any]]]:
+    out = []
+    for _, r in runs.sort_values("order").iterrows():
+        f = _json(raw_dir(runs_dir, str(r["run_id"])) / "facts.json")
+        if isinstance(f, dict):
+            flat: dict[str, Any] = {}
+            for role, v in f.items():
+                if isinstance(v, dict):
+                    flat.update({f"{role}\0{k}": x for k, x in v.items()})
+                else:
+                    flat[f"general\0{role}"] = v
+            out.append((str(r["run_id"]), str(r["variant"]), flat))
+    return out
+
+
+def facts(runs: pd.DataFrame, runs_dir: Path) -> list[dict[str, Any]]:
+    """Host and sender facts (uname, sysctls, tool versions) per role. A value the same
+    in every run is shown once; one that differs only between variants is shown per
+    variant; anything else says how many values there were."""
+    per_run = _facts_by_run(runs, runs_dir)
+    keys: list[str] = []
+    for _, _, f in per_run:
+        keys += [k for k in f if k not in keys]
+    roles: dict[str, list[dict[str, Any]]] = {}
+    for key in keys:
+        role, name = key.split("\0", 1)
+        vals = [(var, str(f.get(key, "(not recorded)"))) for _, var, f in per_run]
+        distinct = sorted({v for _, v in vals})
+        by_var: dict[str, set[str]] = {}
+        for var, v in vals:
+            by_var.setdefault(var, set()).add(v)
+        if len(distinct) == 1:
+            lines = [distinct[0]]
+        elif name not in VOLATILE_FACTS and all(len(s) == 1 for s in by_var.values()):
+            lines = [f"{var}: {next(iter(s))}" for var, s in by_var.items()]
+        else:
+            lines = [f"varies between runs ({len(distinct)} values; see each run's raw/facts.json)"]
+        roles.setdefault(role, []).append({"key": name, "lines": lines})
+    return [{"role": r, "items": items} for r, items in roles.items()]
+
+
+def tool_versions(runs: pd.DataFrame, runs_dir: Path) -> list[tuple[str, str]]:
+    """The most common value of each tool version in the runs' host facts (first line)."""
+    per_run = _facts_by_run(runs, runs_dir)
+    out = []
+    for key, label in (("host\0uname", "kernel (host)"), ("sender\0uname", "kernel (sender)"),
+                       ("host\0iperf3", "iperf3"), ("host\0tc", "tc"), ("host\0ss", "ss"),
+                       ("general\0python", "python")):  # fmt: skip
+        vals = Counter(str(f[key]).splitlines()[0] for _, _, f in per_run if f.get(key))
+        if vals:
+            v, n = vals.most_common(1)[0]
+            out.append((label, v if n == len(per_run) else f"{v} (in {n} of {len(per_run)} runs)"))
+    return out
+
+
+def run_order(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> list[dict[str, str]]:
+    """Every planned run in planned (seeded random) order with its executed position,
+    start time, status and raw directory; runs that never produced a result say so."""
+    done = runs.set_index("run_id")
+    planned = list(matrix.get("order", []))
+    extra = [r for r in runs.sort_values("order")["run_id"] if r not in set(planned)]
+    rows = []
+    for i, rid in enumerate(planned + extra, 1):
+        spec = matrix.get("runs", {}).get(rid, {})
+        row = {"planned": str(i) if rid in planned else "-", "run_id": rid,
+               "scenario": spec.get("scenario", ""), "variant": spec.get("variant", ""),
+               "executed": "-", "started": "-", "attempt": "-", "status": "missing",
+               "raw": str(raw_dir(runs_dir, rid))}  # fmt: skip
+        if rid in done.index:
+            r = done.loc[rid]
+            row.update(executed=str(r["order"]), started=utc(r["started_unix"]),
+                       attempt=str(r["attempt"]), status="valid" if r["valid"] else "invalid",
+                       scenario=str(r["scenario"]), variant=str(r["variant"]))  # fmt: skip
+        rows.append(row)
+    return rows

@@ -1,0 +1,84 @@
+"""Hosts inventory: from real Emulab/CloudLab manifests (shared/fixtures) and from the
+request RSpec profile.py prints plus the <login> elements a manifest adds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from ccbench import inventory
+from ccbench.errors import CcbenchError
+from ccbench.exec_ssh import SshExecutor, SshTarget
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO.parent / "shared" / "fixtures" / "rspec"
+
+
+def test_real_one_node_manifests_are_refused_clearly() -> None:
+    # Real manifests of a single node called "node-0"/"node": not a dumbbell.
+    for name in ("emulab-d430-1node-manifest.xml", "cloudlab-utah-m510-1node-manifest.xml"):
+        path = FIXTURES / name
+        if not path.exists():
+            pytest.skip("shared/fixtures not present")
+        with pytest.raises(CcbenchError, match="no dumbbell roles among its nodes"):
+            inventory.from_manifest(path.read_bytes(), name)
+
+
+def _manifest_from_profile(tmp_path: Path) -> bytes:
+    """profile.py's request RSpec + a <login> per node, as Emulab's manifest has
+    (login element copied in form from the real fixture manifests)."""
+    cp = subprocess.run(
+        [sys.executable, str(REPO / "profile.py"), "--pairs", "2", "--senderImage",
+         "urn:publicid:IDN+emulab.net+image+emulab-ops//FBSD142-64-STD"],
+        capture_output=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""},
+    )  # fmt: skip
+    if cp.returncode != 0:
+        pytest.skip(f"geni-lib not usable here: {cp.stderr.decode()[-200:]}")
+    root = etree.fromstring(cp.stdout)
+    for i, node in enumerate(root.iter("{*}node")):
+        services = node.find("{*}services")
+        if services is None:
+            services = etree.SubElement(node, "services")
+        login = etree.SubElement(services, "login")
+        login.attrib.update({"authentication": "ssh-keys", "hostname": f"pc{400 + i}.emulab.net",
+                             "port": "22", "username": "alice"})  # fmt: skip
+    return bytes(etree.tostring(root))
+
+
+def test_profile_manifest_maps_roles_addresses_and_os(tmp_path: Path) -> None:
+    inv = inventory.from_manifest(_manifest_from_profile(tmp_path))
+    db = inv.dumbbell(1)
+    assert {"s1", "s2", "rt1", "rt2", "r1", "r2"} <= set(db)
+    assert db["s1"].address == "10.1.1.11" and db["s1"].os == "freebsd"
+    assert db["r2"].address == "10.1.3.12" and db["r2"].os == "linux"
+    assert db["rt1"].address == "10.1.2.1"  # the bottleneck-side address
+    assert db["rt1"].target.user == "alice" and db["rt1"].target.host.endswith(".emulab.net")
+    assert inventory.pairs(db) == 2
+    assert inv.sudo
+
+
+def test_inventory_yaml_round_trip(tmp_path: Path) -> None:
+    inv = inventory.from_manifest(_manifest_from_profile(tmp_path))
+    import yaml
+
+    p = tmp_path / "hosts.yaml"
+    p.write_text(yaml.safe_dump(inv.to_dict()))
+    again = inventory.load(p)
+    assert again.dumbbell(1)["s2"] == inv.dumbbell(1)["s2"]
+
+
+def test_ssh_argv_quotes_every_element() -> None:
+    ex = SshExecutor("s1", SshTarget("pc1.emulab.net", "alice", 2222))
+    argv = ex.command(["sysctl", "-w", "net.ipv4.tcp_rmem=4096 131072 10485760", "$(reboot)"])
+    assert argv[:3] == ["ssh", "-p", "2222"]
+    assert "ControlMaster=auto" in argv and "BatchMode=yes" in argv
+    assert argv[-3:] == [
+        "alice@pc1.emulab.net",
+        "--",
+        "sysctl -w 'net.ipv4.tcp_rmem=4096 131072 10485760' '$(reboot)'",
+    ]

@@ -1,0 +1,77 @@
+"""The run matrix: stable ids, what changes when a variant changes, clear config errors."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ccbench import matrix
+from ccbench.errors import CcbenchError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def default() -> dict:
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def test_default_config_expands_to_18_runs_on_2_testbeds() -> None:
+    m = matrix.load(default())
+    assert len(m["runs"]) == 2 * 3 * 3
+    assert len(m["testbeds"]) == 2
+    assert m["baseline"] == "cubic"
+    assert sorted(m["order"]) == sorted(m["runs"])
+    single = [r for r in m["runs"].values() if r["scenario"] == "single-bdp"][0]
+    topo = single["spec"]["run"]["topology"]
+    assert topo["queue_limit_pkts"] == 331  # 100 Mbit/s x 40 ms / 1514 B, rounded up
+    two = [r for r in m["runs"].values() if r["scenario"] == "two-flows-48"][0]
+    assert two["spec"]["run"]["topology"]["queue_limit_pkts"] == 48
+    assert [f["pair"] for f in two["spec"]["run"]["flows"]] == [1, 2]
+
+
+def test_ids_are_stable_and_only_the_changed_variant_changes() -> None:
+    a = matrix.load(default())
+    assert matrix.load(default())["runs"].keys() == a["runs"].keys()
+    cfg = default()
+    cfg["variants"][1]["cc"] = "bbr"  # 'reno' now runs bbr
+    b = matrix.load(cfg)
+    changed = set(a["runs"]) ^ set(b["runs"])
+    assert changed and all("-reno-" in rid for rid in changed)
+
+
+def test_order_is_seeded() -> None:
+    a = matrix.load(default())["order"]
+    cfg = default()
+    cfg["seed"] = 2
+    assert matrix.load(cfg)["order"] != a
+    assert matrix.load(default())["order"] == a
+
+
+def test_flow_lists_mix_ccs_and_stagger() -> None:
+    cfg = default()
+    cfg["scenarios"] = {"mixed": {"flows": [{"cc": "variant"}, {"cc": "bbr", "start_s": 5}]}}
+    m = matrix.load(cfg)
+    r = next(r for r in m["runs"].values() if r["variant"] == "reno")
+    flows = r["spec"]["run"]["flows"]
+    assert [(f["pair"], f["cc"], f["start_s"]) for f in flows] == [(1, "reno", 0), (2, "bbr", 5)]
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c["variants"].append(copy.deepcopy(c["variants"][0])), "labels must be unique"),
+        (lambda c: c.update(repetitions=0), "repetitions: 0 is less than the minimum of 1"),
+        (lambda c: c["scenarios"]["single-bdp"].update(flows=3), "3 is not in 1..2"),
+        (lambda c: c["variants"][0].update(os="freebsd"), "needs testbed.kind ssh"),
+        (lambda c: c["variants"].__setitem__(1, {**c["variants"][1], "baseline": True}),
+         "more than one baseline"),
+    ],
+)  # fmt: skip
+def test_bad_configs_name_the_problem(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
+    cfg = default()
+    mutate(cfg)
+    with pytest.raises(CcbenchError, match=message):
+        matrix.load(cfg)

@@ -1,0 +1,92 @@
+"""summary.json from a real run's raw files (captured here: tests/captures/run-local-2cubic,
+two cubic flows, 50 Mbit/s x 20 ms, 1-BDP pfifo, native delay element, 3 s)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ccbench.summary import summarize
+from ccbench.timeseries import build
+
+RAW = Path(__file__).resolve().parents[1] / "captures" / "run-local-2cubic"
+
+
+def test_flows_come_from_the_iperf3_json() -> None:
+    s = summarize(RAW)
+    for k in (1, 2):
+        doc = json.loads((RAW / f"iperf3-{k}.json").read_text())
+        f = s["flows"][k - 1]
+        assert f["throughput_bps"] == doc["end"]["sum_received"]["bits_per_second"]
+        assert f["bytes_received"] == doc["end"]["sum_received"]["bytes"]
+        assert f["retransmits"] == doc["end"]["sum_sent"]["retransmits"]
+        assert f["cc_used"] == doc["end"]["sender_tcp_congestion"] == "cubic"
+        assert f["rtt_max_us"] == doc["end"]["streams"][0]["sender"]["max_rtt"]
+
+
+def test_aggregates_bottleneck_and_validity() -> None:
+    s = summarize(RAW)
+    total_bytes = sum(f["bytes_received"] for f in s["flows"])
+    assert s["throughput_sum_bps"] == pytest.approx(total_bytes * 8 / 3.0)
+    assert s["utilization_pct"] == pytest.approx(s["throughput_sum_bps"] / 50e6 * 100)
+    t1, t2 = (f["throughput_bps"] for f in s["flows"])
+    assert s["jain"] == pytest.approx((t1 + t2) ** 2 / (2 * (t1 * t1 + t2 * t2)))
+    before = {q["handle"]: q for q in json.loads((RAW / "tc-before.json").read_text())}
+    after = {q["handle"]: q for q in json.loads((RAW / "tc-after.json").read_text())}
+    assert s["bottleneck"]["drops"] == after["10:"]["drops"] - before["10:"]["drops"] == 206
+    d_after = json.loads((RAW / "delay-after.json").read_text())["lateness"]
+    d_before = json.loads((RAW / "delay-before.json").read_text())["lateness"]
+    assert s["delay_element"]["packets"] == d_after["count"] - d_before["count"]
+    assert s["valid"] and s["reasons"] == []
+
+
+def test_a_wrong_cc_makes_the_run_invalid(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    spec = json.loads((raw / "spec.json").read_text())
+    spec["flows"][1]["cc"] = "bbr"  # asked for bbr, the capture used cubic
+    (raw / "spec.json").write_text(json.dumps(spec))
+    s = summarize(raw)
+    assert not s["valid"]
+    assert "flow 2: CC used cubic, asked for bbr" in s["reasons"]
+
+
+def test_a_tool_error_makes_the_run_invalid(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    err = Path(__file__).resolve().parents[1] / "captures" / "iperf3.12-error-refused.json"
+    shutil.copy(err, raw / "iperf3-1.json")
+    s = summarize(raw)
+    assert not s["valid"]
+    assert s["flows"][0]["throughput_bps"] is None
+    assert s["throughput_sum_bps"] is None
+    assert any("iperf3 error: unable to connect" in r for r in s["reasons"])
+
+
+def test_late_delay_element_makes_the_run_invalid(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    after = json.loads((raw / "delay-after.json").read_text())
+    before = json.loads((raw / "delay-before.json").read_text())
+    n = after["lateness"]["count"] - before["lateness"]["count"]
+    after["lateness"]["over_threshold"] = before["lateness"]["over_threshold"] + n // 50
+    (raw / "delay-after.json").write_text(json.dumps(after))
+    s = summarize(raw)
+    assert any(r.startswith("delay element late: 2.0") for r in s["reasons"])
+
+
+def test_timeseries_has_both_sources_per_flow() -> None:
+    df = build(RAW)
+    assert set(df["flow"]) == {1, 2}
+    ip = df[df["source"] == "iperf3"]
+    assert len(ip[ip["flow"] == 1]) == 6  # 3 s at 0.5 s intervals
+    doc = json.loads((RAW / "iperf3-1.json").read_text())
+    first = doc["intervals"][0]["streams"][0]
+    row = ip[ip["flow"] == 1].iloc[0]
+    assert row["throughput_bps"] == first["bits_per_second"]
+    assert row["cwnd_bytes"] == first["snd_cwnd"]
+    ss = df[df["source"] == "ss"]
+    assert len(ss) > 20 and ss["rtt_us"].min() >= 20_000
