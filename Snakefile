@@ -20,4 +20,5 @@ rule all:
     input:
         REPORT_PDF,
         REPORT_HTML,
+        f"{RESULTS}/gate.ok",
     default_target: True

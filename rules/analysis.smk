@@ -55,3 +55,21 @@ rule figures:
              "--runs", f"{RESULTS}/runs", "--out", f"{RESULTS}/figures"],
             log[0],
         )
+
+
+rule verdicts:
+    input:
+        matrix=f"{RESULTS}/matrix.json",
+        summary=f"{RESULTS}/tables/summary.csv",
+    output:
+        f"{RESULTS}/tables/verdicts.csv",
+    log:
+        f"{RESULTS}/logs/verdicts.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/verdicts.tsv"
+    run:
+        ccbench(
+            ["verdicts", "--matrix", input.matrix, "--tables", f"{RESULTS}/tables",
+             "--out", output[0]],
+            log[0],
+        )

@@ -6,6 +6,7 @@ rule report:
         matrix=f"{RESULTS}/matrix.json",
         tables=rules.aggregate.output,
         figures=f"{RESULTS}/figures/figures.json",
+        verdicts=f"{RESULTS}/tables/verdicts.csv",
     output:
         pdf=REPORT_PDF,
         html=REPORT_HTML,
@@ -20,3 +21,18 @@ rule report:
              "--pdf", output.pdf, "--html", output.html],
             log[0],
         )
+
+
+rule gate:
+    # After the report exists: a failed gated expectation makes snakemake exit non-zero.
+    input:
+        report=REPORT_PDF,
+        verdicts=f"{RESULTS}/tables/verdicts.csv",
+    output:
+        f"{RESULTS}/gate.ok",
+    log:
+        f"{RESULTS}/logs/gate.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/gate.tsv"
+    run:
+        ccbench(["gate", "--verdicts", input.verdicts, "--ok", output[0]], log[0])

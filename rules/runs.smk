@@ -22,7 +22,7 @@ rule run:
     run:
         ccbench(
             ["run", "--spec-json", params.spec, "--out", params.out, "--keep-testbed",
-             "--raw-only"],
+             "--raw-only", "--calibration", input[0]],
             log[0],
         )
 

@@ -18,7 +18,7 @@ rule testbed_up:
         dumbbell_4=lambda wc: int(MATRIX["testbeds"][wc.tb]["dumbbell"] == 4),
     run:
         ccbench(
-            ["testbed", "up", "--replace", "--spec-json", params.spec,
-             "--calibration-out", output[0]],
+            ["testbed", "up", "--replace", "--skip-unavailable", "--spec-json",
+             params.spec, "--calibration-out", output[0]],
             log[0],
         )

@@ -705,12 +705,13 @@ static char *rx_bufs;
 static struct mmsghdr rx_msgs[RX_BATCH];
 static struct iovec rx_iov[RX_BATCH];
 
-/* Read everything pending (non-blocking).  Returns number of datagrams. */
-static int drain_socket(int64_t *now_mono_out)
+/* Read what is pending (non-blocking, at most max_batches recvmmsg calls).
+ * Returns the number of datagrams read. */
+static int drain_socket(int64_t *now_mono_out, int max_batches)
 {
 	int total = 0;
 
-	for (;;) {
+	for (int batch = 0; batch < max_batches; batch++) {
 		int n = recvmmsg(nl_fd, rx_msgs, RX_BATCH, MSG_DONTWAIT, NULL);
 
 		if (n < 0) {
@@ -726,14 +727,14 @@ static int drain_socket(int64_t *now_mono_out)
 		int64_t now_real = clock_ns(CLOCK_REALTIME);
 
 		for (int i = 0; i < n; i++) {
-			size_t len = rx_msgs[i].msg_len;
+			int len = (int)rx_msgs[i].msg_len;
 			const struct nlmsghdr *nlh = (const struct nlmsghdr *)rx_iov[i].iov_base;
 
 			if (rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
 				st.truncated++;
-			while (mnl_nlmsg_ok(nlh, (int)len)) {
+			while (mnl_nlmsg_ok(nlh, len)) {
 				handle_msg(nlh, now_mono, now_real);
-				nlh = mnl_nlmsg_next(nlh, (int *)&len);
+				nlh = mnl_nlmsg_next(nlh, &len);
 			}
 			rx_msgs[i].msg_hdr.msg_flags = 0;
 		}
@@ -778,7 +779,7 @@ static void send_config(struct nlmsghdr *nlh, const char *what)
 		if (left <= 0)
 			die("cannot %s NFQUEUE %u: no answer from the kernel", what, opt.queue);
 		poll(&p, 1, (int)(left / NSEC_PER_MSEC) + 1);
-		drain_socket(NULL);
+		drain_socket(NULL, 1);
 	}
 	if (cfg_err < 0) {
 		int e = -cfg_err;
@@ -940,7 +941,7 @@ int main(int argc, char **argv)
 
 	while (!sig_stop) {
 		int64_t now = clock_ns(CLOCK_MONOTONIC);
-		int n = drain_socket(&now);
+		int n = drain_socket(&now, 32);
 
 		if (n == 0)
 			now = clock_ns(CLOCK_MONOTONIC);
@@ -977,18 +978,21 @@ int main(int argc, char **argv)
 				wake = due;
 		}
 		now = clock_ns(CLOCK_MONOTONIC);
-		if (wake <= now)
-			continue;
+		/* more backlog than one drain took: do not sleep, but still let
+		 * pending signals in (they are blocked outside ppoll) */
+		if (n >= 32 * RX_BATCH || wake < now)
+			wake = now;
 		int64_t left = wake - now;
 		struct timespec ts = { .tv_sec = left / NSEC_PER_SEC, .tv_nsec = left % NSEC_PER_SEC };
 
 		ppoll(&p, 1, &ts, &waitmask);
-		st.wakeups++;
+		if (left > 0)
+			st.wakeups++;
 	}
 
 	/* exit: accept everything still held, then unbind */
 	for (int round = 0; round < 3; round++) {
-		drain_socket(NULL);
+		drain_socket(NULL, 256);
 		release_all();
 	}
 	unbind_queue();

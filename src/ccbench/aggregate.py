@@ -29,7 +29,14 @@ METRICS = {
     "srtt_max_ms": "srtt max",
     "retransmits": "retransmits",
     "drops_pkts": "bottleneck drops",
+    "probe_rtt_p50_ms": "RTT under load p50 (ping)",
+    "probe_rtt_p95_ms": "RTT under load p95 (ping)",
+    "convergence_s": "convergence time",
+    "mathis_ratio": "throughput / Mathis",
 }
+
+JAIN_CONVERGED = 0.95  # fairness threshold for convergence_s
+JAIN_WINDOW_S = 2.0  # ... held for this long
 
 
 def _num(x: Any) -> float:
@@ -49,6 +56,13 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     flows = s["flows"]
     retrans = [f["retransmits"] for f in flows]
     tb = s["spec"]["topology"]
+    probe = s.get("probe") or {}
+    conv = _convergence(ts_path, s) if ts_path.exists() and len(flows) > 1 else math.nan
+    mathis = math.nan
+    if tb["loss_mode"] != "none" and tb["loss_rate"] > 0 and tb["rtt_ms"] > 0:
+        # Mathis et al.: MSS/RTT * sqrt(3/2)/sqrt(p), per flow, configured RTT and loss.
+        mss = tb["mtu"] - 52  # IPv4 + TCP with timestamps
+        mathis = metrics.mathis_bps(mss, tb["rtt_ms"] / 1e3, tb["loss_rate"]) / 1e6
     run = {
         "run_id": s["run_id"],
         "scenario": s["scenario"],
@@ -72,6 +86,16 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "retransmits": math.nan if None in retrans else float(sum(retrans)),
         "drops_pkts": _num((s.get("bottleneck") or {}).get("drops")),
         "delay_late_share": _num((s.get("delay_element") or {}).get("late_share")),
+        "probe_rtt_p50_ms": _num(probe.get("rtt_p50_us")) / 1e3,
+        "probe_rtt_p95_ms": _num(probe.get("rtt_p95_us")) / 1e3,
+        "probe_rtt_p99_ms": _num(probe.get("rtt_p99_us")) / 1e3,
+        "convergence_s": conv,
+        "loss_rate": tb["loss_rate"] if tb["loss_mode"] != "none" else 0.0,
+        "mathis_mbps_per_flow": mathis,
+        "mathis_ratio": _num(s["throughput_sum_bps"]) / 1e6 / (mathis * len(flows))
+        if not math.isnan(mathis)
+        else math.nan,
+        "skipped": bool(s.get("skipped", False)),
     }
     frows = []
     for f in flows:
@@ -93,6 +117,31 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             }
         )
     return run, frows
+
+
+def _convergence(ts_path: Path, s: dict[str, Any]) -> float:
+    """Seconds from the last flow's start until Jain's index over iperf3 intervals
+    reaches JAIN_CONVERGED and stays there for JAIN_WINDOW_S (NaN: never)."""
+    ts = pd.read_parquet(ts_path)
+    ts = ts[ts["source"] == "iperf3"]
+    if ts.empty:
+        return math.nan
+    last_start = max(f["start_s"] for f in s["flows"])
+    end = min(f["start_s"] + f["duration_s"] for f in s["flows"])
+    ts = ts[(ts["t_s"] > last_start) & (ts["t_s"] <= end + 1e-6)]
+    # Align intervals of the flows on a common grid (their interval ends coincide when
+    # they start together; staggered flows are binned to the nearest interval).
+    step = s["spec"]["interval_s"]
+    ts = ts.assign(bin=((ts["t_s"] - last_start) / step).round().astype(int))
+    wide = ts.pivot_table(index="bin", columns="flow", values="throughput_bps", aggfunc="mean")
+    wide = wide.dropna()
+    if wide.empty or wide.shape[1] < 2:
+        return math.nan
+    series = {str(c): wide[c].tolist() for c in wide.columns}
+    jains = metrics.jain_over_time(series)
+    times = [float(b) * step for b in wide.index]
+    t = metrics.convergence_time_s(times, jains, JAIN_CONVERGED, JAIN_WINDOW_S)
+    return math.nan if t is None else t
 
 
 def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,

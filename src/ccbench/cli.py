@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ccbench.errors import CcbenchError
+from ccbench.errors import CcbenchError, Unavailable
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -66,7 +66,16 @@ def cmd_testbed(a: argparse.Namespace) -> int:
             raise CcbenchError(
                 f"testbed '{tb.id}' already exists: `ccbench testbed down --id {tb.id}` first"
             )
-        cal = tb.up()
+        try:
+            cal = tb.up()
+        except Unavailable as e:
+            if not (a.skip_unavailable and a.calibration_out):
+                raise
+            # The workflow goes on; this testbed's runs are reported as skipped.
+            Path(a.calibration_out).parent.mkdir(parents=True, exist_ok=True)
+            Path(a.calibration_out).write_text(json.dumps({"skipped": str(e)}, indent=2))
+            print(f"testbed {tb.id}: skipped: {e}")
+            return 0
         if a.calibration_out:
             Path(a.calibration_out).parent.mkdir(parents=True, exist_ok=True)
             Path(a.calibration_out).write_text(json.dumps(cal, indent=2))
@@ -124,6 +133,13 @@ def cmd_run(a: argparse.Namespace) -> int:
         tbc, spec, attempts = load_run_config(a.config)
     if a.attempts:
         attempts = a.attempts
+    if a.calibration and "skipped" in json.loads(Path(a.calibration).read_text()):
+        from ccbench.run import record_skip
+
+        reason = json.loads(Path(a.calibration).read_text())["skipped"]
+        record_skip(spec, Path(a.out), reason)
+        print(f"{a.out}: skipped: {reason}")
+        return 0
     tb = testbed.make(tbc, spec.topology)
     ephemeral = not tb.is_up()
     if ephemeral:
@@ -182,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--replace", action="store_true",
                    help="with up: first remove a testbed with the same id")  # fmt: skip
     t.add_argument("--calibration-out", help="with up: also write calibration JSON here")
+    t.add_argument("--skip-unavailable", action="store_true",
+                   help="with up and --calibration-out: if the kernel lacks what is asked "
+                   "(e.g. an AQM), record a skip there and exit 0")  # fmt: skip
     t.set_defaults(func=cmd_testbed)
 
     r = sub.add_parser("run", help="one run of N concurrent flows")
@@ -194,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--keep-testbed", action="store_true",
                    help="leave a testbed this run had to build up afterwards")  # fmt: skip
     r.add_argument("--fail-invalid", action="store_true", help="exit 3 if the run is invalid")
+    r.add_argument("--calibration", help="the testbed's calibration JSON (a skip is honoured)")
     r.add_argument("--raw-only", action="store_true",
                    help="write raw/ and attempts.json only (the workflow's parse step "
                    "writes summary.json)")  # fmt: skip

@@ -154,6 +154,7 @@ def load_run_config(path: str | Path) -> tuple[TestbedConfig, RunSpec, int]:
         flows=flows,
         interval_s=float(run["interval_s"]),
         ss_interval_s=float(run["ss_interval_s"]),
+        probe_interval_s=float(run["probe_interval_s"]),
     )
     return TestbedConfig.from_dict(data["testbed"]), spec, int(run["attempts"])
 

@@ -53,6 +53,15 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
     if len(baselines) > 1:
         raise CcbenchError(f"{source}: variants: more than one baseline ({', '.join(baselines)})")
     baseline = baselines[0] if baselines else labels[0]
+    scenarios = list(cfg["scenarios"])
+    for i, e in enumerate(cfg.get("expectations", [])):
+        for key, known, what in (
+            ("variant", labels, "variant"),
+            ("than", labels, "variant"),
+            ("scenario", scenarios, "scenario"),
+        ):
+            if key in e and e[key] not in known:
+                raise CcbenchError(f"{source}: expectations[{i}].{key}: no {what} '{e[key]}'")
     tb_cfg = cfg["testbed"]
     runs: list[dict[str, Any]] = []
     testbeds: dict[str, dict[str, Any]] = {}
@@ -95,6 +104,7 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
                     flows=flows,
                     interval_s=float(cfg["interval_s"]),
                     ss_interval_s=float(cfg["ss_interval_s"]),
+                    probe_interval_s=float(cfg["probe_interval_s"]),
                     scenario=sname,
                     variant=v["label"],
                     repetition=rep,
@@ -150,6 +160,7 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
         },  # fmt: skip
         "repetitions": cfg["repetitions"],
         "seed": cfg["seed"],
+        "expectations": cfg.get("expectations", []),
         "testbeds": testbeds,
         "runs": {r["id"]: r for r in runs},
         "order": order,

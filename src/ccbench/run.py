@@ -122,9 +122,19 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
                                   stderr=raw / f"iperf3-{k}.err", gated=True)
             )  # fmt: skip
         meta["client_argv"] = argvs
+        if spec.probe_interval_s > 0:
+            # Latency under load: ICMP through the same bottleneck queue as the flows.
+            first = spec.flows[0].pair
+            probe = ["ping", "-n", "-D", "-i", f"{spec.probe_interval_s:g}",
+                     tb.address(f"r{first}")]  # fmt: skip
+            procs.samplers.append(
+                tb.ex(f"s{first}").spawn(probe, stdout=raw / "probe-ping.txt",
+                                         stderr=raw / "probe-ping.err")
+            )  # fmt: skip
+            meta["probe_argv"] = probe
         _drive(spec, procs, meta, label)
         for p in procs.samplers:
-            p.stop()
+            p.stop(signal.SIGINT)  # ping prints its summary on SIGINT
         for p in procs.servers:
             with contextlib.suppress(Exception):
                 p.wait(timeout=3)
@@ -207,3 +217,14 @@ def execute(
         write_json(out / "summary.json", summary)
     write_json(out / "attempts.json", {"run_id": spec.run_id, "attempts": tried})
     return summary
+
+
+def record_skip(spec: RunSpec, out: Path, reason: str) -> None:
+    """A run that cannot happen here (e.g. missing AQM): raw/ says why, nothing is faked."""
+    from ccbench.summary import write_json
+
+    raw = out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    (raw / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
+    write_json(raw / "skipped.json", {"reason": reason})
+    write_json(out / "attempts.json", {"run_id": spec.run_id, "skipped": reason, "attempts": []})

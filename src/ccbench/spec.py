@@ -80,6 +80,7 @@ class RunSpec:
     flows: tuple[Flow, ...]
     interval_s: float = 1.0
     ss_interval_s: float = 0.1
+    probe_interval_s: float = 0.1  # ping s1 -> r1 during the flows (latency under load)
     scenario: str = "adhoc"
     variant: str = "adhoc"
     repetition: int = 1
@@ -105,6 +106,7 @@ class RunSpec:
             flows=tuple(Flow(**f) for f in d["flows"]),
             interval_s=d.get("interval_s", 1.0),
             ss_interval_s=d.get("ss_interval_s", 0.1),
+            probe_interval_s=d.get("probe_interval_s", 0.1),
             scenario=d.get("scenario", "adhoc"),
             variant=d.get("variant", "adhoc"),
             repetition=d.get("repetition", 1),

@@ -13,6 +13,7 @@ from typing import Any
 
 from ccbench import metrics, validity
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
+from ccbench.parse.ping import parse_ping
 from ccbench.parse.tc import parse_tc_qdisc_json
 from ccbench.spec import RunSpec
 
@@ -101,8 +102,37 @@ def _delay(raw: Path) -> dict[str, Any] | None:
     }
 
 
+def _probe(raw: Path) -> dict[str, Any] | None:
+    """RTT under load from the concurrent ping (tool: iputils/FreeBSD ping, ICMP)."""
+    path = raw / "probe-ping.txt"
+    if not path.exists():
+        return None
+    p = parse_ping(path.read_text())
+    rtts = sorted(p.rtts_us)
+    if not rtts:
+        return {"tool": "ping", "samples": 0}
+
+    def pct(q: float) -> float:
+        return rtts[min(len(rtts) - 1, int(q / 100 * len(rtts)))]
+
+    return {
+        "tool": "ping",
+        "samples": len(rtts),
+        "sent": p.sent,
+        "received": p.received,
+        "rtt_p50_us": pct(50),
+        "rtt_p95_us": pct(95),
+        "rtt_p99_us": pct(99),
+        "rtt_max_us": rtts[-1],
+        "raw": "probe-ping.txt",
+    }
+
+
 def summarize(raw: Path) -> dict[str, Any]:
     spec = RunSpec.from_dict(json.loads((raw / "spec.json").read_text()))
+    skipped = _load(raw / "skipped.json")
+    if skipped:
+        return _skipped(spec, skipped["reason"])
     meta = _load(raw / "meta.json") or {}
     cal = _load(raw / "calibration.json") or {}
     rcs = meta.get("client_rc") or [None] * len(spec.flows)
@@ -144,6 +174,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     reasons += validity.check_calibration(cal)
     reasons += validity.check_delay(delay, cal.get("delay_method"))
     bneck = _bottleneck(raw)
+    probe = _probe(raw)
     return {
         "schema": "ccbench.summary/1",
         "run_id": spec.run_id,
@@ -160,6 +191,7 @@ def summarize(raw: Path) -> dict[str, Any]:
         "jain": metrics.jain([t for t in tputs if t is not None]) if complete else None,
         "bottleneck": bneck,
         "delay_element": delay,
+        "probe": probe,
         "calibration": {
             "delay_method": cal.get("delay_method"),
             "idle_rtt": cal.get("idle_rtt"),
@@ -167,4 +199,47 @@ def summarize(raw: Path) -> dict[str, Any]:
         },
         "valid": not reasons,
         "reasons": reasons,
+    }
+
+
+def _skipped(spec: RunSpec, reason: str) -> dict[str, Any]:
+    return {
+        "schema": "ccbench.summary/1",
+        "run_id": spec.run_id,
+        "scenario": spec.scenario,
+        "variant": spec.variant,
+        "repetition": spec.repetition,
+        "spec": spec.to_dict(),
+        "started_unix": None,
+        "flows": [
+            {
+                "flow": k,
+                "pair": f.pair,
+                "cc_requested": f.cc,
+                "cc_used": None,
+                "start_s": f.start_s,
+                "duration_s": f.duration_s,
+                "streams": f.streams,
+                "throughput_bps": None,
+                "sender_throughput_bps": None,
+                "bytes_received": None,
+                "retransmits": None,
+                "rtt_min_us": None,
+                "rtt_mean_us": None,
+                "rtt_max_us": None,
+                "max_cwnd_bytes": None,
+                "raw": None,
+            }
+            for k, f in enumerate(spec.flows, start=1)
+        ],  # fmt: skip
+        "throughput_sum_bps": None,
+        "utilization_pct": None,
+        "jain": None,
+        "bottleneck": {"drops": None},
+        "delay_element": None,
+        "probe": None,
+        "calibration": {},
+        "valid": False,
+        "skipped": True,
+        "reasons": [f"skipped: {reason}"],
     }

@@ -24,6 +24,8 @@ COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "r
 def build(raw: Path) -> pd.DataFrame:
     spec = RunSpec.from_dict(json.loads((raw / "spec.json").read_text()))
     meta = json.loads((raw / "meta.json").read_text()) if (raw / "meta.json").exists() else {}
+    if (raw / "skipped.json").exists():
+        return pd.DataFrame(columns=COLUMNS)
     t0 = meta.get("started_unix")
     started = {m["flow"]: m["started_s"] for m in meta.get("flows", [])}
     rows: list[dict[str, Any]] = []

@@ -44,6 +44,35 @@ def cmd_aggregate(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verdicts(a: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ccbench import verdicts
+
+    m = json.loads(Path(a.matrix).read_text())
+    v = verdicts.evaluate(pd.read_csv(Path(a.tables) / "summary.csv"), m.get("expectations", []))
+    out = Path(a.out)
+    v.to_csv(out, index=False)
+    print(f"{len(v)} verdicts, {int((~v['passed'].astype(bool)).sum())} failed -> {out}")
+    return 0
+
+
+def cmd_gate(a: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from ccbench import verdicts
+    from ccbench.errors import CcbenchError
+
+    failed = verdicts.failed_gates(pd.read_csv(a.verdicts))
+    if failed:
+        for line in failed[1:]:
+            print(f"ccbench: gate failed: {line}", file=sys.stderr)
+        raise CcbenchError(f"gate failed: {failed[0]}")
+    if a.ok:
+        Path(a.ok).write_text("all gated expectations passed\n")
+    return 0
+
+
 def cmd_timeseries(a: argparse.Namespace) -> int:
     from ccbench import timeseries
 
@@ -82,6 +111,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--out", required=True, help="directory for runs/flows/summary tables")
     g.add_argument("summaries", nargs="+", help="results/runs/*/summary.json")
     g.set_defaults(func=cmd_aggregate)
+
+    v = sub.add_parser("verdicts", help="evaluate the config's expectations on the tables")
+    v.add_argument("--matrix", required=True)
+    v.add_argument("--tables", required=True)
+    v.add_argument("--out", required=True, help="verdicts CSV")
+    v.set_defaults(func=cmd_verdicts)
+
+    gt = sub.add_parser("gate", help="exit non-zero if a gated expectation failed")
+    gt.add_argument("--verdicts", required=True)
+    gt.add_argument("--ok", help="write this file when every gate passed")
+    gt.set_defaults(func=cmd_gate)
 
     t = sub.add_parser("timeseries", help="raw/ -> timeseries.parquet for run dirs")
     t.add_argument("run_dirs", nargs="+")

@@ -12,8 +12,8 @@ from Linux in two ways that shape this module (FACTS §6, seeds 000-004):
   CC on the bbr stack is refused (its results would be labelled with a CC that never ran).
   `resolve_variant()` holds that rule; `variant_plan()` is the one call a runner needs.
 
-Some steps may fail harmlessly (loading `tcphpts`, which newer kernels have built in or
-load as a dependency). Such plans are returned as `Step`s with `allow_fail=True`; run
+Some steps may fail harmlessly (loading `tcphpts`: kernels built with `options TCPHPTS`
+have no module file for it). Such plans are returned as `Step`s with `allow_fail=True`; run
 them with `executor.run(step.argv, check=not step.allow_fail)`. The HostDriver methods
 (`set_stack`, ...) return plain argv lists for the protocol's sake and lose that flag.
 """

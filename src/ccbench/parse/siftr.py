@@ -9,13 +9,13 @@ a real log that differs from these is a one-place fix.
 Versions (from the FreeBSD sources and man page, and ccfbsd/siftr2; no real log was
 available to check against, FACTS §6):
 
-* siftr 1.2.x (FreeBSD <= 13): `hz` and `tcp_rtt_scale` in the header; records start
+* siftr 1.2.x (older kernels): `hz` and `tcp_rtt_scale` in the header; records start
   `dir,0xHASH,sec.usec,laddr,lport,faddr,fport,ssthresh,cwnd,bwnd,...`; srtt is
   t_srtt in ticks x TCP_RTT_SCALE (divide by tcp_rtt_scale x hz for seconds) and rto is
   in ticks; 1.2.4 appends t_segqlen, flowid, flowtype.
-* siftr 1.3.x (FreeBSD 14+): no hash, no bwnd (t_flags2 in its place), srtt and rto in
-  microseconds, flowid and flowtype at the end; some builds append th_seq, th_ack and
-  the payload size (and more, ignored here).
+* siftr 1.3.x (newer kernels, FreeBSD 14 sources): no hash, no bwnd (t_flags2 in its
+  place), srtt and rto in microseconds, flowid and flowtype at the end; some builds
+  append th_seq, th_ack and the payload size (and more, ignored here).
 * siftr2 2.2 (ccfbsd/siftr2): decimal records `dir,sec.usec,flowid,cwnd,ssthresh,...`.
 * siftr2 2.4: hex records `flowid,dir,ms-since-enable,cwnd,ssthresh,srtt,...`.
   Both siftr2 footers list each flow's stack and CC as codes: siftr2 decides them by the
@@ -305,38 +305,51 @@ def _row_converter(
     rtt_scale: int | None,
     flows_by_id: dict[str, SiftrFlow],
 ) -> Callable[[list[str]], SiftrRow]:
+    # Field positions are resolved once per log: logs run to millions of lines.
     names = layout.fields + layout.optional
-    n_min = len(layout.fields)
-    base = layout.base
+    pos = {name: i for i, name in enumerate(names)}
+    n_min, n_max = len(layout.fields), None if layout.extra_ok else len(names)
+    base, flowid_base = layout.base, layout.flowid_base
+    ints = [(pos[src], dst) for src, dst in _INT_FIELDS.items() if src in pos]
+    i_dir, i_time, i_srtt, i_rto = pos["direction"], pos["time"], pos["srtt"], pos["rto"]
+    i_flowid = pos.get("flowid")
+    i_addr = [pos[k] for k in ("laddr", "lport", "faddr", "fport")] if "laddr" in pos else None
+    if layout.rtt == "ticks":
+        assert hz and rtt_scale
+        srtt_us, rto_us = 1e6 / (rtt_scale * hz), 1e6 / hz
+    else:
+        srtt_us = rto_us = 1.0
+    directions = {"i": "in", "o": "out"}
+    template: SiftrRow = dict.fromkeys(ROW_KEYS)
+    hostports: dict[tuple[str, ...], tuple[str, str]] = {}
 
     def convert(parts: list[str]) -> SiftrRow:
-        if len(parts) < n_min or (len(parts) > len(names) and not layout.extra_ok):
-            raise ValueError(f"{len(parts)} fields, expected {_expected(layout)}")
-        raw = dict(zip(names, parts, strict=False))
-        row: SiftrRow = dict.fromkeys(ROW_KEYS)
-        direction = raw["direction"]
-        if direction not in ("i", "o"):
-            raise ValueError(f"direction {direction!r}")
-        row["direction"] = "in" if direction == "i" else "out"
+        n = len(parts)
+        if n < n_min or (n_max is not None and n > n_max):
+            raise ValueError(f"{n} fields, expected {_expected(layout)}")
+        row = template.copy()
+        row["direction"] = (
+            directions[parts[i_dir]]
+            if parts[i_dir] in directions
+            else _bad("direction", parts[i_dir])
+        )
         if layout.time == "ms":
-            row["t_s"] = int(raw["time"], base) / 1000
+            row["t_s"] = int(parts[i_time], base) / 1000
         else:
-            row["t_s"] = (_stamp_us(raw["time"]) - enable_us) / 1e6
-        for src, dst in _INT_FIELDS.items():
-            if src in raw:
-                row[dst] = int(raw[src], base)
-        srtt, rto = int(raw["srtt"], base), int(raw["rto"], base)
-        if layout.rtt == "ticks":
-            assert hz and rtt_scale
-            row["srtt_us"] = srtt * 1e6 / (rtt_scale * hz)
-            row["rto_us"] = rto * 1e6 / hz
-        else:
-            row["srtt_us"], row["rto_us"] = float(srtt), float(rto)
-        if "flowid" in raw:
-            row["flowid"] = f"{int(raw['flowid'], layout.flowid_base):08x}"
-        if "laddr" in raw:
-            row["local"] = _hostport(raw["laddr"], raw["lport"])
-            row["peer"] = _hostport(raw["faddr"], raw["fport"])
+            row["t_s"] = (_stamp_us(parts[i_time]) - enable_us) / 1e6
+        for i, dst in ints:
+            if i < n:
+                row[dst] = int(parts[i], base)
+        row["srtt_us"] = int(parts[i_srtt], base) * srtt_us
+        row["rto_us"] = int(parts[i_rto], base) * rto_us
+        if i_flowid is not None and i_flowid < n:
+            row["flowid"] = f"{int(parts[i_flowid], flowid_base):08x}"
+        if i_addr is not None:
+            key = tuple(parts[i] for i in i_addr)
+            ends = hostports.get(key)
+            if ends is None:
+                ends = hostports[key] = (_hostport(key[0], key[1]), _hostport(key[2], key[3]))
+            row["local"], row["peer"] = ends
         elif row["flowid"] in flows_by_id:
             # siftr2 records carry no addresses or MSS: the footer has them per flow.
             flow = flows_by_id[row["flowid"]]
@@ -345,6 +358,10 @@ def _row_converter(
         return row
 
     return convert
+
+
+def _bad(what: str, value: str) -> str:
+    raise ValueError(f"{what} {value!r}")
 
 
 def _expected(layout: _Layout) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 from ccbench import calibration
 from ccbench import topology as tp
 from ccbench.config import TestbedConfig
-from ccbench.errors import CcbenchError
+from ccbench.errors import CcbenchError, Unavailable
 from ccbench.exec import CommandFailed, NetnsExecutor
 from ccbench.hosts.linux import OFFLOADS, LinuxHost
 from ccbench.native import ccdelay_path
@@ -208,7 +208,7 @@ class LocalTestbed:
                 self.ex(node).run(argv)
         except CommandFailed as e:
             if "unknown" in str(e).lower() or "no such file" in str(e).lower():
-                raise CcbenchError(
+                raise Unavailable(
                     f"queue kind '{self.topo.queue_kind}' is not available in this kernel "
                     f"(no sch_{self.topo.queue_kind} module); use pfifo or bfifo here"
                 ) from e
@@ -231,7 +231,7 @@ class LocalTestbed:
         want = self.cfg.delay
         netem = self._netem_available()
         if want == "netem" and not netem:
-            raise CcbenchError("testbed.delay: netem is not available in this kernel")
+            raise Unavailable("testbed.delay: netem is not available in this kernel")
         dl = self.ex("dl")
         if want == "netem" or (want == "auto" and netem):
             for dev in tp.DELAY_IFS:
