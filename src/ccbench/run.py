@@ -73,11 +73,39 @@ def _facts(tb: Testbed, raw: Path, senders: list[str]) -> None:
     _record(tb.ex(node), ["tc", "qdisc", "show"], raw / "qdisc-config.txt")
 
 
+def _prepare_senders(tb: Testbed, spec: RunSpec, senders: list[str], raw: Path) -> None:
+    """FreeBSD senders: load the CC module and make the variant's TCP stack the host
+    default (it applies to new connections), then read back which stack is default.
+    Linux needs nothing: iperf3 -C sets the CC per socket, and Linux has one stack."""
+    variant = spec.extra.get("variant") or {}
+    record: dict[str, Any] = {}
+    for node in senders:
+        drv = tb.driver(node)
+        if drv.os != "freebsd":
+            continue
+        from ccbench.hosts import freebsd
+
+        assert isinstance(drv, freebsd.FreeBSDHost)
+        cc = next(f.cc for f in spec.flows if f"s{f.pair}" == node)
+        stack = variant.get("stack", "default")
+        done, problems = [], []
+        for step in drv.variant_plan(cc, stack):
+            res = tb.ex(node).run(step.argv, check=not step.allow_fail)
+            done.append({"argv": step.argv, "rc": res.returncode})
+        avail = tb.ex(node).run(drv.verify_stack(stack)).stdout
+        problems += freebsd.check_stack(freebsd.parse_functions_available(avail), stack)
+        record[node] = {"stack": stack, "cc": cc, "steps": done,
+                        "functions_available": avail, "problems": problems}  # fmt: skip
+    if record:
+        (raw / "sender-setup.json").write_text(json.dumps(record, indent=2))
+
+
 def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
     """Do the run; write every raw file into `raw` (which must exist)."""
     (raw / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
     (raw / "calibration.json").write_text(json.dumps(tb.calibration(), indent=2))
     senders = sorted({f"s{f.pair}" for f in spec.flows})
+    _prepare_senders(tb, spec, senders, raw)
     _facts(tb, raw, senders)
     bn_node, bn_dev = tb.bottleneck
     rt1 = tb.ex(bn_node)

@@ -126,6 +126,8 @@ def check_topology(t: Topology) -> None:
         raise CcbenchError(f"topology.loss.mode: must be one of {', '.join(LOSS_MODES)}")
     if t.loss_mode != "none" and not 0 < t.loss_rate < 1:
         raise CcbenchError("topology.loss.rate: must be in (0, 1) when loss is on")
+    if t.loss_mode == "nth" and t.loss_rate > 0.5:
+        raise CcbenchError("topology.loss.rate: nth mode drops 1 in N packets, so at most 0.5")
     if not 1 <= t.pairs <= 60:
         raise CcbenchError("topology.pairs: must be 1..60")
 

@@ -143,7 +143,11 @@ def summarize(raw: Path) -> dict[str, Any]:
         doc = _load(raw / f"iperf3-{k}.json")
         res = parse_iperf3(doc) if isinstance(doc, dict) else None
         results.append(res)
-        reasons += validity.check_flow(k, spec, res, rcs[k - 1])
+        variant = spec.extra.get("variant") or {}
+        stack_cc = variant.get("os") == "freebsd" and (
+            f.cc == "bbr" or variant.get("stack") == "bbr"
+        )
+        reasons += validity.check_flow(k, spec, res, rcs[k - 1], stack_cc)
         flows.append(
             {
                 "flow": k,
@@ -171,6 +175,9 @@ def summarize(raw: Path) -> dict[str, Any]:
     window_s = spec.traffic_s - min(f.start_s for f in spec.flows)
     total = sum(f["bytes_received"] or 0 for f in flows) * 8 / window_s if complete else None
     delay = _delay(raw)
+    setup = _load(raw / "sender-setup.json") or {}
+    for node, rec in setup.items():
+        reasons += [f"{node}: stack {rec['stack']}: {p}" for p in rec.get("problems", [])]
     reasons += validity.check_calibration(cal)
     reasons += validity.check_delay(delay, cal.get("delay_method"))
     bneck = _bottleneck(raw)

@@ -34,10 +34,8 @@ class LinuxHost:
         return plan
 
     def set_cc(self, cc: str) -> list[Argv]:
-        return [
-            ["modprobe", "-q", f"tcp_{cc}"],
-            ["sysctl", "-w", f"net.ipv4.tcp_congestion_control={cc}"],
-        ]
+        # The kernel loads tcp_<cc> itself when the sysctl names it (reno is built in).
+        return [["sysctl", "-w", f"net.ipv4.tcp_congestion_control={cc}"]]
 
     def set_stack(self, stack: str) -> list[Argv]:
         if stack != "default":

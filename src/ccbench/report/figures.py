@@ -25,7 +25,7 @@ from ccbench.report.fmt import fmt  # noqa: E402
 
 # Printed sizes (inches) on an A4 landscape page with 14 mm margins (10.5 in wide).
 PAGE_W = 10.4
-TS_H = 5.0
+TS_H = 5.6
 TS_PER_ROW = 3
 PAIR_SIZE = (5.1, 3.7)
 
@@ -146,7 +146,8 @@ def _scenario(w: _Writer, tables: data.Tables, runs_dir: Path, matrix: dict[str,
            scenario=scen, kind="bars", variant=None,
            caption=f"{scen}: mean throughput sum over the valid runs of each variant; "
            f"whiskers: 95 % CI (Student t); dots: the valid runs; right axis: the same as % of "
-           f"the {fmt(cond.rate_mbit)} Mbit/s bottleneck; hatched: baseline. {note}")  # fmt: skip
+           f"the {fmt(cond.rate_mbit)} Mbit/s bottleneck (dashed line: 100 %); hatched: baseline. "
+           f"{note}")  # fmt: skip
     w.save(plots.scatter_figure(stats, cond, PAIR_SIZE), f"{_slug(scen)}-scatter.png",
            scenario=scen, kind="scatter", variant=None,
            caption=f"{scen}: throughput sum vs mean srtt, one dot per valid run; markers: "

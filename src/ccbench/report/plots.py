@@ -217,9 +217,6 @@ def bars_figure(
         ax.annotate(fmt(v.tput_mean, 1), (i, hi), xytext=(0, 3), textcoords="offset points",
                     ha="center", va="bottom", fontsize=7.5)  # fmt: skip
     ax.axhline(cond.rate_mbit, color=style.REF_COLOUR, lw=0.8, ls=(0, (4, 2)), zorder=1)
-    ax.annotate(f"bottleneck rate {fmt(cond.rate_mbit)} Mbit/s", (1.0, cond.rate_mbit),
-                xycoords=("axes fraction", "data"), xytext=(-2, 2), textcoords="offset points",
-                ha="right", va="bottom", fontsize=7, color=style.REF_COLOUR)  # fmt: skip
     ax.set_ylim(0, top * 1.16)
     ax.set_xlim(-0.6, len(stats) - 0.4)
     ax.set_xticks(x, [_tick_label(v) for v in stats])

@@ -138,17 +138,22 @@ def testbeds(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> list
     return out
 
 
+def _flatten(role: str, obj: dict[str, Any], out: dict[str, Any]) -> None:
+    # facts.json nests roles (host, senders -> s1, ...): "senders s1" becomes one role.
+    for k, v in obj.items():
+        if isinstance(v, dict):
+            _flatten(f"{role} {k}".strip(), v, out)
+        else:
+            out[f"{role or 'general'}\0{k}"] = v
+
+
 def _facts_by_run(runs: pd.DataFrame, runs_dir: Path) -> list[tuple[str, str, dict[str, Any]]]:
     out = []
     for _, r in runs.sort_values("order").iterrows():
         f = _json(raw_dir(runs_dir, str(r["run_id"])) / "facts.json")
         if isinstance(f, dict):
             flat: dict[str, Any] = {}
-            for role, v in f.items():
-                if isinstance(v, dict):
-                    flat.update({f"{role}\0{k}": x for k, x in v.items()})
-                else:
-                    flat[f"general\0{role}"] = v
+            _flatten("", f, flat)
             out.append((str(r["run_id"]), str(r["variant"]), flat))
     return out
 
@@ -180,16 +185,21 @@ def facts(runs: pd.DataFrame, runs_dir: Path) -> list[dict[str, Any]]:
 
 
 def tool_versions(runs: pd.DataFrame, runs_dir: Path) -> list[tuple[str, str]]:
-    """The most common value of each tool version in the runs' host facts (first line)."""
+    """Kernel and tool versions per role (first line of each), most common value first."""
     per_run = _facts_by_run(runs, runs_dir)
+    wanted = {"uname": "kernel", "iperf3": "iperf3", "tc": "tc", "ss": "ss", "python": "python"}
+    found: dict[tuple[str, str], Counter[str]] = {}
+    for _, _, f in per_run:
+        for key, v in f.items():
+            role, name = key.split("\0", 1)
+            if name in wanted and v:
+                found.setdefault((role, name), Counter())[str(v).splitlines()[0]] += 1
     out = []
-    for key, label in (("host\0uname", "kernel (host)"), ("sender\0uname", "kernel (sender)"),
-                       ("host\0iperf3", "iperf3"), ("host\0tc", "tc"), ("host\0ss", "ss"),
-                       ("general\0python", "python")):  # fmt: skip
-        vals = Counter(str(f[key]).splitlines()[0] for _, _, f in per_run if f.get(key))
-        if vals:
-            v, n = vals.most_common(1)[0]
-            out.append((label, v if n == len(per_run) else f"{v} (in {n} of {len(per_run)} runs)"))
+    for (role, name), vals in found.items():
+        v, n = vals.most_common(1)[0]
+        label = f"{wanted[name]} ({role})" if role != "general" else wanted[name]
+        extra = "" if n == len(per_run) else f" (in {n} of {len(per_run)} runs)"
+        out.append((label, v + extra))
     return out
 
 

@@ -55,7 +55,7 @@ def results_table(summary: pd.DataFrame, matrix: dict[str, Any],
     """Seed-style table of one scenario: rows = variants, each mean as "mean ± ci95"."""
     n_flows = _flow_count(summary)
     heads = [(f"flow {k}", "Mbit/s") for k in range(1, n_flows + 1)]
-    heads += [("sum", "Mbit/s"), ("Δ sum vs base", "%")]
+    heads += [("sum", "Mbit/s"), ("Δ sum", "%")]
     heads += [(m.header, m.unit) for m in METRICS[1:]] + [("n", "valid/runs")]
     vmeta = {v["label"]: v for v in matrix.get("variants", [])}
     rows = []
