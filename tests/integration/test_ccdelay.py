@@ -65,8 +65,9 @@ def ccdelay_bin() -> Path:
 
 @pytest.fixture
 def bed(ccdelay_bin):
-    tb = m.Testbed(rate=RATE, fifo_limit=1000, delay_us=DELAY_US,
-                   ccdelay_args=["--rt-prio", RT_PRIO])
+    tb = m.Testbed(
+        rate=RATE, fifo_limit=1000, delay_us=DELAY_US, ccdelay_args=["--rt-prio", RT_PRIO]
+    )
     try:
         tb.up()
         yield tb
@@ -111,14 +112,31 @@ def test_second_instance_and_non_root_cannot_bind(bed):
     bed.start_ccdelay()
     r = subprocess.run(
         ["ip", "netns", "exec", m.NS_D, str(BIN), "--queue", "0", "--delay-us", "1000"],
-        capture_output=True, text=True, timeout=10,
+        capture_output=True,
+        text=True,
+        timeout=10,
     )
     assert "already bound" in _one_line_error(r)
     if shutil.which("setpriv"):
         r = subprocess.run(
-            ["ip", "netns", "exec", m.NS_D, "setpriv", "--reuid=65534", "--regid=65534",
-             "--clear-groups", str(BIN), "--queue", "1", "--delay-us", "1000"],
-            capture_output=True, text=True, timeout=10,
+            [
+                "ip",
+                "netns",
+                "exec",
+                m.NS_D,
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                str(BIN),
+                "--queue",
+                "1",
+                "--delay-us",
+                "1000",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=10,
         )
         assert "cannot" in _one_line_error(r)
 
@@ -154,18 +172,34 @@ def test_1gbit_flow_is_delayed_faithfully(bed, cc):
     bed.start_ccdelay()
     bg = m.background_cpu_pct(1.0)
     if bg > MAX_BG_CPU:
-        pytest.skip(f"machine busy before the flow ({bg:.0f}% CPU > {MAX_BG_CPU:.0f}%); "
-                    "1 Gbit fidelity needs the CPU")
+        pytest.skip(
+            f"machine busy before the flow ({bg:.0f}% CPU > {MAX_BG_CPU:.0f}%); "
+            "1 Gbit fidelity needs the CPU"
+        )
     s0 = bed.stats()
     res = m.run_iperf(cc, duration=10, ccdelay_pid=bed.ccdelay_proc.pid)
     time.sleep(0.5)  # everything still held becomes due and leaves
     s1 = bed.stats()
     summ = m.summarize(res)
     late = m.lateness_delta(s0, s1)
-    report = json.dumps({"iperf": summ, "lateness": late, "background_cpu": bg,
-                         "stats": {k: s1[k] for k in ("packets_received", "packets_released",
-                                                      "packets_held", "id_gaps",
-                                                      "kernel_queue", "receive_lag")}})
+    report = json.dumps(
+        {
+            "iperf": summ,
+            "lateness": late,
+            "background_cpu": bg,
+            "stats": {
+                k: s1[k]
+                for k in (
+                    "packets_received",
+                    "packets_released",
+                    "packets_held",
+                    "id_gaps",
+                    "kernel_queue",
+                    "receive_lag",
+                )
+            },
+        }
+    )
     assert summ["cc"] == cc, report
     assert late["packets"] > 100_000, report
     assert late["late_share"] <= 0.01, report
@@ -188,9 +222,24 @@ def test_sigterm_releases_held_packets_and_writes_stats(bed):
     m.nsx(m.NS_R, "iptables", "-A", "INPUT", "-p", "icmp", "--icmp-type", "echo-request")
     proc = bed.start_ccdelay()
     ping = subprocess.Popen(
-        ["ip", "netns", "exec", m.NS_S, "ping", "-n", "-q", "-c", "3", "-i", "0.2",
-         "-W", "1", m.R_ADDR],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "ip",
+            "netns",
+            "exec",
+            m.NS_S,
+            "ping",
+            "-n",
+            "-q",
+            "-c",
+            "3",
+            "-i",
+            "0.2",
+            "-W",
+            "1",
+            m.R_ADDR,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         time.sleep(1.0)

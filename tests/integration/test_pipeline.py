@@ -1,0 +1,111 @@
+"""Integration: the real Snakemake DAG on the tiny .test config (2 variants x 2
+repetitions x 3 s on a real local dumbbell), then the PDF's numbers are recomputed
+from the raw iperf3 JSON of every run and found in the PDF's text and in the HTML."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ccbench import metrics
+from ccbench.report.fmt import fmt, fmt_ci
+from tests.conftest import REPO
+from tests.integration.conftest import namespaces
+
+pytestmark = pytest.mark.netns
+
+
+def snakemake(workdir: Path, config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(workdir), "--cores", "2", "--configfile", str(config), *extra],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    work = tmp_path_factory.mktemp("pipeline")
+    # The workflow profile lives beside the Snakefile's working directory.
+    shutil.copytree(REPO / "profiles", work / "profiles")
+    cfg = work / "test.yaml"
+    shutil.copy(REPO / ".test" / "config" / "config.yaml", cfg)
+    cp = snakemake(work, cfg)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    assert namespaces("ccb-") == []  # testbeds are taken down at the end
+    return work
+
+
+def test_pdf_numbers_are_the_raw_iperf3_numbers(pipeline: Path) -> None:
+    pdf = pipeline / "reports" / "pipeline-test.pdf"
+    html = (pipeline / "reports" / "pipeline-test.html").read_text()
+    assert pdf.stat().st_size > 10_000
+    text = subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True,
+                          text=True, check=True).stdout  # fmt: skip
+    m = json.loads((pipeline / "results-test" / "matrix.json").read_text())
+    runs_dir = pipeline / "results-test" / "runs"
+    by_variant: dict[str, dict[str, list[float]]] = {}
+    for rid, r in m["runs"].items():
+        s = json.loads((runs_dir / rid / "summary.json").read_text())
+        if not s["valid"]:
+            continue
+        per_flow, total_bytes = [], 0
+        for k in (1, 2):
+            doc = json.loads((runs_dir / rid / "raw" / f"iperf3-{k}.json").read_text())
+            per_flow.append(doc["end"]["sum_received"]["bits_per_second"] / 1e6)
+            total_bytes += doc["end"]["sum_received"]["bytes"]
+        v = by_variant.setdefault(r["variant"], {"f1": [], "f2": [], "sum": []})
+        v["f1"].append(per_flow[0])
+        v["f2"].append(per_flow[1])
+        v["sum"].append(total_bytes * 8 / 3.0 / 1e6)
+    assert by_variant, "no valid run at all"
+    for variant, vals in by_variant.items():
+        assert variant in text
+        for key in ("f1", "f2", "sum"):
+            ci = metrics.mean_ci(vals[key])
+            cell = fmt_ci(ci.mean, ci.half_width, 1)
+            assert cell in text, f"{variant} {key}: {cell} not in the PDF"
+            assert cell in html, f"{variant} {key}: {cell} not in the HTML"
+        # utilization of the 50 Mbit/s bottleneck, same recomputation
+        util = [x / 50 * 100 for x in vals["sum"]]
+        assert fmt(statistics.mean(util), 1) in text
+    assert "two-flows" in text
+
+
+def test_tables_trace_to_raw_files(pipeline: Path) -> None:
+    import pandas as pd
+
+    runs = pd.read_csv(pipeline / "results-test" / "tables" / "runs.csv")
+    assert len(runs) == 4 and set(runs["variant"]) == {"cubic", "bbr"}
+    for r in runs.itertuples():
+        raw = pipeline / "results-test" / "runs" / r.run_id / "raw"
+        assert (raw / "iperf3-1.json").exists() and (raw / "spec.json").exists()
+        if r.valid:
+            assert not math.isnan(r.throughput_sum_mbps)
+    assert (pipeline / "results-test" / "tables" / "summary.parquet").exists()
+    assert list(runs["order"]) == sorted(runs["order"])
+
+
+def test_report_rebuilds_from_cached_raw_and_gate_fails_loudly(pipeline: Path) -> None:
+    shutil.rmtree(pipeline / "reports")
+    cfg = yaml.safe_load((pipeline / "test.yaml").read_text())
+    cfg["expectations"] = [
+        {"name": "impossible fairness", "metric": "jain", "op": ">", "value": 1.0, "gate": True}
+    ]
+    (pipeline / "gated.yaml").write_text(yaml.safe_dump(cfg))
+    cp = snakemake(pipeline, pipeline / "gated.yaml")
+    assert cp.returncode != 0
+    assert "gate failed: impossible fairness" in (cp.stderr + (
+        pipeline / "results-test" / "logs" / "gate.log").read_text())  # fmt: skip
+    # No run was repeated: only tables, report and gate were rebuilt from raw data.
+    assert "rule run:" not in cp.stdout + cp.stderr
+    assert (pipeline / "reports" / "pipeline-test.pdf").exists()
+    assert namespaces("ccb-") == []

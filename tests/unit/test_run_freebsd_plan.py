@@ -1,0 +1,83 @@
+"""Plan test (no FreeBSD host here): what a run executes on a FreeBSD sender before its
+flows, recorded by a fake executor that answers `functions_available` with the real
+text from seed 002 after the stack switch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ccbench.exec import Result
+from ccbench.hosts.freebsd import FreeBSDHost
+from ccbench.run import _prepare_senders
+from ccbench.spec import Flow, RunSpec, Topology
+from ccbench.summary import summarize
+
+SEED002_AFTER = """Stack                           D Alias                            PCB count
+freebsd                           freebsd                          3
+rack                            * rack                             0
+"""
+
+
+class RecordingEx:
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+
+    def run(self, argv: list[str], *, check: bool = True, **kw: Any) -> Result:
+        self.calls.append(list(argv))
+        out = SEED002_AFTER if argv[-1] == "net.inet.tcp.functions_available" else ""
+        rc = 1 if argv == ["kldload", "-n", "tcphpts"] else 0  # built into this kernel
+        assert rc == 0 or not check, f"a failing step must be allowed to fail: {argv}"
+        return Result(tuple(argv), rc, out, "")
+
+
+class FakeTestbed:
+    kind = "ssh"
+
+    def __init__(self) -> None:
+        self.exs = {"s1": RecordingEx()}
+
+    def driver(self, node: str) -> FreeBSDHost:
+        return FreeBSDHost()
+
+    def ex(self, node: str) -> RecordingEx:
+        return self.exs[node]
+
+
+def spec(stack: str, cc: str = "cubic") -> RunSpec:
+    return RunSpec(
+        topology=Topology(pairs=1),
+        flows=(Flow(pair=1, cc=cc, duration_s=3),),
+        extra={"variant": {"label": "x", "cc": cc, "os": "freebsd", "stack": stack}},
+    )
+
+
+def test_rack_cubic_is_set_then_verified(tmp_path: Path) -> None:
+    tb = FakeTestbed()
+    _prepare_senders(tb, spec("rack"), ["s1"], tmp_path)  # type: ignore[arg-type]
+    assert tb.exs["s1"].calls == [
+        ["kldload", "-n", "tcphpts"],
+        ["kldload", "-n", "tcp_rack"],
+        ["sysctl", "net.inet.tcp.functions_default=rack"],
+        ["kldload", "-n", "cc_cubic"],
+        ["sysctl", "net.inet.tcp.cc.algorithm=cubic"],
+        ["sysctl", "-n", "net.inet.tcp.functions_available"],
+    ]
+    rec = json.loads((tmp_path / "sender-setup.json").read_text())
+    assert rec["s1"]["problems"] == []
+
+
+def test_stack_that_did_not_take_makes_the_run_invalid(tmp_path: Path) -> None:
+    tb = FakeTestbed()
+    # Asked for the default stack, but the host still reports rack as default.
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    s = spec("freebsd")
+    _prepare_senders(tb, s, ["s1"], raw)  # type: ignore[arg-type]
+    rec = json.loads((raw / "sender-setup.json").read_text())
+    assert rec["s1"]["problems"], "a wrong default stack must be reported"
+    (raw / "spec.json").write_text(json.dumps(s.to_dict()))
+    summary = summarize(raw)
+    assert not summary["valid"]
+    assert any(r.startswith("s1: stack freebsd:") for r in summary["reasons"])
