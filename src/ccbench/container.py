@@ -29,6 +29,7 @@ def container_argv(
     image: str,
     argv: Sequence[str],
     name: str | None = None,
+    interactive: bool = False,
 ) -> list[str]:
     """The podman command that runs ``argv`` in ``image`` inside network namespace ``netns``.
 
@@ -56,6 +57,8 @@ def container_argv(
         f"ns:{NETNS_DIR}/{netns}",
         "--privileged",
     ]
+    if interactive:  # keep stdin open: the start gate reads its "go" line from it
+        cmd.append("-i")
     if name is not None:
         cmd.extend(["--name", name])
     cmd.append(image)

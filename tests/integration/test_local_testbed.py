@@ -204,3 +204,27 @@ def test_bad_config_is_one_clear_line(tmp_path: Path) -> None:
     assert cp.stderr.strip().splitlines() == [
         f"ccbench: error: {p}: topology.rate_mbit: 'fast' is not of type 'number'"
     ]
+
+
+def test_tools_can_run_in_the_linux_node_container(tmp_path: Path) -> None:
+    """`testbed.tools: container`: iperf3, ping and ss run in the tooling image joined
+    to each namespace; the delay element and set-up stay on the host."""
+    if subprocess.run(["which", "podman"], capture_output=True).returncode != 0:
+        pytest.skip("podman is not installed (./setup.sh installs it)")
+    subprocess.run(["bash", str(REPO / "containers" / "build.sh")], check=True,
+                   capture_output=True, timeout=900)  # fmt: skip
+    cfg = run_cfg(tmp_path / "r.yaml", "itctr", [{"cc": "cubic"}, {"cc": "bbr", "pair": 2}],
+                  duration=3)  # fmt: skip
+    data = yaml.safe_load(cfg.read_text())
+    data["testbed"]["tools"] = "container"
+    cfg.write_text(yaml.safe_dump(data))
+    ccbench("run", "--config", str(cfg), "--out", str(tmp_path / "out"))
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["valid"], s["reasons"]
+    assert [f["cc_used"] for f in s["flows"]] == ["cubic", "bbr"]
+    argv = json.loads((tmp_path / "out" / "raw" / "meta.json").read_text())["client_argv"][0]
+    assert argv[0] == "iperf3"
+    assert namespaces("ccb-itctr-") == []
+    left = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"],
+                          capture_output=True, text=True).stdout  # fmt: skip
+    assert "ccb-itctr-" not in left

@@ -6,6 +6,7 @@ from the aggregated tables, the per-run flow throughputs from the raw iperf3 JSO
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import shutil
@@ -120,7 +121,7 @@ def test_invalid_runs_listed_with_reasons(built: Built) -> None:
     for _, r in bad.iterrows():
         assert r["run_id"] in built.text
         assert r["reasons"] in built.text
-        assert r["reasons"] in built.html
+        assert html.escape(r["reasons"]) in built.html
     assert "Not plotted: 2 invalid run(s) (bbr 2)" in built.text
 
 

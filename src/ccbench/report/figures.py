@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import matplotlib
 
@@ -161,7 +161,7 @@ def make_all(tables_dir: Path, runs_dir: Path, matrix: dict[str, Any], out_dir: 
     tables = data.load_tables(tables_dir)
     colours = style.variant_colours(matrix)
     w = _Writer(out_dir)
-    with plt.rc_context(style.RC):
+    with plt.rc_context(cast(Any, style.RC)):  # RC keys are checked by matplotlib
         for scen in data.scenario_names(matrix, tables.runs):
             if not data.group(tables.runs, scen).empty:
                 _scenario(w, tables, runs_dir, matrix, scen, colours)

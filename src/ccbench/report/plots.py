@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from numpy.typing import ArrayLike  # noqa: E402
 
 from ccbench.report import style  # noqa: E402
 from ccbench.report.data import Conditions  # noqa: E402
@@ -223,9 +224,14 @@ def bars_figure(
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("throughput sum (Mbit/s)")
     rate = cond.rate_mbit
-    sec = ax.secondary_yaxis(
-        "right", functions=(lambda y: y / rate * 100, lambda u: u * rate / 100)
-    )
+
+    def to_pct(y: ArrayLike) -> ArrayLike:
+        return np.asarray(y, float) / rate * 100
+
+    def to_mbps(u: ArrayLike) -> ArrayLike:
+        return np.asarray(u, float) * rate / 100
+
+    sec = ax.secondary_yaxis("right", functions=(to_pct, to_mbps))
     sec.set_ylabel("utilization of bottleneck (%)")
     ax.set_title("Mean throughput sum per variant (bars: mean, whiskers: 95 % CI, dots: runs)")
     return fig

@@ -10,6 +10,7 @@ in them leaves the machine as found.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -17,6 +18,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ from ccbench import calibration
 from ccbench import topology as tp
 from ccbench.config import TestbedConfig
 from ccbench.errors import CcbenchError, Unavailable
-from ccbench.exec import CommandFailed, NetnsExecutor
+from ccbench.exec import GATE, CommandFailed, LocalProc, NetnsExecutor
 from ccbench.hosts.linux import OFFLOADS, LinuxHost
 from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
@@ -34,6 +36,9 @@ from ccbench.spec import Topology
 from ccbench.testbed.base import signals_deferred
 
 STATE_ROOT = Path(os.environ.get("CCBENCH_STATE", "/run/ccbench/testbeds"))
+# ss sampling as a constant script (remote hosts, containers): the interval is its
+# positional argument, never pasted in.
+SS_LOOP = 'while :; do echo "TS $(date +%s.%N)"; ss -tinH state established; sleep "$1"; done'
 REQUIRED_TOOLS = ("ip", "tc", "iptables", "ethtool", "ping", "iperf3", "ss")
 
 
@@ -51,6 +56,34 @@ def list_namespaces(prefix: str = "") -> list[str]:
     out = NetnsExecutor(None).run(["ip", "netns", "list"]).stdout
     names = [line.split()[0] for line in out.splitlines() if line.strip()]
     return [n for n in names if n.startswith(prefix)]
+
+
+_CONTAINER_SEQ = itertools.count(1)
+
+
+class ContainerNetnsExecutor(NetnsExecutor):
+    """Tools run in the linux-node image joined to the namespace (`tools: container`);
+    set-up commands (ip, tc, sysctl) still use the host's tools."""
+
+    def __init__(self, netns: str, image: str):
+        super().__init__(netns)
+        self.image = image
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout: Path | None = None,
+        stderr: Path | None = None,
+        gated: bool = False,
+    ) -> LocalProc:
+        from ccbench.container import container_argv
+
+        assert self.netns is not None
+        name = f"{self.netns}-{os.getpid()}-{next(_CONTAINER_SEQ)}"
+        inner = [*GATE, *argv] if gated else list(argv)
+        cmd = container_argv(self.netns, self.image, inner, name=name, interactive=gated)
+        return LocalProc(cmd, stdout, stderr, stdin_pipe=gated)
 
 
 class LocalTestbed:
@@ -75,6 +108,8 @@ class LocalTestbed:
         return dict((self.read_state() or {}).get("calibration", {}))
 
     def sampler_argv(self, node: str, interval_s: float) -> list[str]:
+        if self.cfg.tools == "container":  # no ccbench inside the image: a shell loop
+            return ["sh", "-c", SS_LOOP, "ccbench-ss", f"{interval_s:g}"]
         return [sys.executable, "-m", "ccbench.sampler", "--interval", f"{interval_s:g}"]
 
     def wait_listening(self, node: str, port: int, timeout_s: float = 5.0) -> None:
@@ -103,6 +138,10 @@ class LocalTestbed:
         return ns_prefix(self.id) + node
 
     def ex(self, node: str) -> NetnsExecutor:
+        if self.cfg.tools == "container":
+            from ccbench.container import DEFAULT_IMAGE
+
+            return ContainerNetnsExecutor(self.ns(node), DEFAULT_IMAGE)
         return NetnsExecutor(self.ns(node))
 
     @property
@@ -135,6 +174,14 @@ class LocalTestbed:
         """Build and calibrate; on any failure or signal, remove everything built."""
         require_root()
         require_tools()
+        if self.cfg.tools == "container":
+            from ccbench.container import DEFAULT_IMAGE, image_present
+
+            if not image_present(DEFAULT_IMAGE):
+                raise CcbenchError(
+                    f"testbed.tools: container: image {DEFAULT_IMAGE} is not built "
+                    "(run: sudo containers/build.sh)"
+                )
         if list_namespaces(ns_prefix(self.id)):
             raise CcbenchError(
                 f"testbed '{self.id}' already exists: `ccbench testbed down --id {self.id}` first"
@@ -242,7 +289,8 @@ class LocalTestbed:
             return "none"
         binary = ccdelay_path()
         stats = self.state_dir / "ccdelay-stats.json"
-        proc = dl.spawn(
+        # The element is the project's own binary on the host, never a container tool.
+        proc = NetnsExecutor(self.ns("dl")).spawn(
             [binary, "--queue", "0", "--delay-us", str(round(one_way * 1000)), "--stats",
              str(stats)],
             stderr=self.state_dir / "ccdelay.log",
@@ -341,10 +389,22 @@ def down(tb_id: str) -> list[str]:
         while pids and time.monotonic() < deadline:
             pids = [p for p in pids if _alive(p)]
             time.sleep(0.02)
+    _remove_containers(prefix)
     for n in names:
         NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
     shutil.rmtree(STATE_ROOT / tb_id, ignore_errors=True)
     return names
+
+
+def _remove_containers(prefix: str) -> None:
+    """Tool containers of this testbed (`tools: container`) that outlived their run."""
+    if shutil.which("podman") is None:
+        return
+    host = NetnsExecutor(None)
+    out = host.run(["podman", "ps", "-a", "--format", "{{.Names}}"], check=False).stdout
+    names = [n for n in out.split() if n.startswith(prefix)]
+    if names:
+        host.run(["podman", "rm", "-f", "-t", "2", *names], check=False, timeout=60)
 
 
 def all_ids() -> list[str]:

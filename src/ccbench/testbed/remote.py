@@ -26,10 +26,7 @@ from ccbench.hosts import driver_for
 from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
 from ccbench.spec import Topology
-from ccbench.testbed.local import STATE_ROOT
-
-# A constant script: the interval is its positional argument, never pasted in.
-SS_LOOP = 'while :; do echo "TS $(date +%s.%N)"; ss -tinH state established; sleep "$1"; done'
+from ccbench.testbed.local import SS_LOOP, STATE_ROOT
 
 
 class SudoSsh(SshExecutor):
