@@ -17,8 +17,8 @@ include: "rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         REPORT_PDF,
         REPORT_HTML,
         f"{RESULTS}/gate.ok",
-    default_target: True

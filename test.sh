@@ -9,6 +9,8 @@ ruff check src tests bench scripts
 ruff format --check src tests bench scripts
 echo "== mypy"
 mypy src/ccbench
+echo "== snakefmt --check"
+snakefmt --check Snakefile rules/
 echo "== snakemake --lint"
 snakemake --lint --cores 1 >/dev/null
 echo "== pytest"

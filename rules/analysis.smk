@@ -4,12 +4,12 @@
 rule matrix:
     output:
         f"{RESULTS}/matrix.json",
-    params:
-        cfg=json.dumps(config, sort_keys=True),
     log:
         f"{RESULTS}/logs/matrix.log",
     benchmark:
         f"{RESULTS}/benchmarks/matrix.tsv"
+    params:
+        cfg=json.dumps(config, sort_keys=True),
     run:
         with open(output[0], "w") as fh:
             json.dump(MATRIX, fh, indent=1, sort_keys=True)
@@ -33,8 +33,14 @@ rule aggregate:
         f"{RESULTS}/benchmarks/aggregate.tsv"
     run:
         ccbench(
-            ["aggregate", "--matrix", input.matrix, "--out", f"{RESULTS}/tables",
-             *input.summaries],
+            [
+                "aggregate",
+                "--matrix",
+                input.matrix,
+                "--out",
+                f"{RESULTS}/tables",
+                *input.summaries,
+            ],
             log[0],
         )
 
@@ -51,8 +57,17 @@ rule figures:
         f"{RESULTS}/benchmarks/figures.tsv"
     run:
         ccbench(
-            ["figures", "--matrix", input.matrix, "--tables", f"{RESULTS}/tables",
-             "--runs", f"{RESULTS}/runs", "--out", f"{RESULTS}/figures"],
+            [
+                "figures",
+                "--matrix",
+                input.matrix,
+                "--tables",
+                f"{RESULTS}/tables",
+                "--runs",
+                f"{RESULTS}/runs",
+                "--out",
+                f"{RESULTS}/figures",
+            ],
             log[0],
         )
 
@@ -69,7 +84,14 @@ rule verdicts:
         f"{RESULTS}/benchmarks/verdicts.tsv"
     run:
         ccbench(
-            ["verdicts", "--matrix", input.matrix, "--tables", f"{RESULTS}/tables",
-             "--out", output[0]],
+            [
+                "verdicts",
+                "--matrix",
+                input.matrix,
+                "--tables",
+                f"{RESULTS}/tables",
+                "--out",
+                output[0],
+            ],
             log[0],
         )

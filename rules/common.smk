@@ -28,7 +28,6 @@ MATRIX = _expand_matrix(config)
 RESULTS = MATRIX["results_dir"]
 RUNS = MATRIX["order"]
 TESTBEDS = sorted(MATRIX["testbeds"])
-LOCAL = config["testbed"]["kind"] == "local"
 REPORT_PDF = f"reports/{MATRIX['report_name']}.pdf"
 REPORT_HTML = f"reports/{MATRIX['report_name']}.html"
 

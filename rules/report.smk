@@ -16,9 +16,21 @@ rule report:
         f"{RESULTS}/benchmarks/report.tsv"
     run:
         ccbench(
-            ["report", "--matrix", input.matrix, "--tables", f"{RESULTS}/tables",
-             "--figures", f"{RESULTS}/figures", "--runs", f"{RESULTS}/runs",
-             "--pdf", output.pdf, "--html", output.html],
+            [
+                "report",
+                "--matrix",
+                input.matrix,
+                "--tables",
+                f"{RESULTS}/tables",
+                "--figures",
+                f"{RESULTS}/figures",
+                "--runs",
+                f"{RESULTS}/runs",
+                "--pdf",
+                output.pdf,
+                "--html",
+                output.html,
+            ],
             log[0],
         )
 

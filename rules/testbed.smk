@@ -4,8 +4,6 @@
 rule testbed_up:
     output:
         f"{RESULTS}/testbeds/{{tb}}/calibration.json",
-    params:
-        spec=lambda wc: json.dumps(MATRIX["testbeds"][wc.tb], sort_keys=True),
     log:
         f"{RESULTS}/logs/testbed_up/{{tb}}.log",
     benchmark:
@@ -16,9 +14,19 @@ rule testbed_up:
         dumbbell_2=lambda wc: int(MATRIX["testbeds"][wc.tb]["dumbbell"] == 2),
         dumbbell_3=lambda wc: int(MATRIX["testbeds"][wc.tb]["dumbbell"] == 3),
         dumbbell_4=lambda wc: int(MATRIX["testbeds"][wc.tb]["dumbbell"] == 4),
+    params:
+        spec=lambda wc: json.dumps(MATRIX["testbeds"][wc.tb], sort_keys=True),
     run:
         ccbench(
-            ["testbed", "up", "--replace", "--skip-unavailable", "--spec-json",
-             params.spec, "--calibration-out", output[0]],
+            [
+                "testbed",
+                "up",
+                "--replace",
+                "--skip-unavailable",
+                "--spec-json",
+                params.spec,
+                "--calibration-out",
+                output[0],
+            ],
             log[0],
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -169,6 +170,8 @@ def cmd_parse(a: argparse.Namespace) -> int:
     from ccbench import timeseries
     from ccbench.summary import summarize, write_json
 
+    if a.nice:
+        os.nice(19)
     for d in map(Path, a.run_dirs):
         if not (d / "raw" / "spec.json").exists():
             raise CcbenchError(f"{d}: not a run directory (no raw/spec.json)")
@@ -221,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("parse", help="raw/ -> summary.json and timeseries.parquet")
     p.add_argument("run_dirs", nargs="+")
+    p.add_argument("--nice", action="store_true", help="run at the lowest CPU priority")
     p.set_defaults(func=cmd_parse)
 
     from ccbench import workflow_cli

@@ -114,7 +114,9 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
     tb.snapshot_delay(raw / "delay-before.json")
 
     procs = RunProcs()
-    meta: dict[str, Any] = {"flows": [], "started_unix": None, "testbed": tb.id}
+    cfg = getattr(tb, "cfg", None)
+    meta: dict[str, Any] = {"flows": [], "started_unix": None, "testbed": tb.id,
+                            "kind": tb.kind, "tools": getattr(cfg, "tools", "host")}  # fmt: skip
     label = f"{spec.scenario}/{spec.variant} rep {spec.repetition}"
     try:
         for k, f in enumerate(spec.flows, start=1):

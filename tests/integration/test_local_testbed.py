@@ -222,8 +222,8 @@ def test_tools_can_run_in_the_linux_node_container(tmp_path: Path) -> None:
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["valid"], s["reasons"]
     assert [f["cc_used"] for f in s["flows"]] == ["cubic", "bbr"]
-    argv = json.loads((tmp_path / "out" / "raw" / "meta.json").read_text())["client_argv"][0]
-    assert argv[0] == "iperf3"
+    meta = json.loads((tmp_path / "out" / "raw" / "meta.json").read_text())
+    assert meta["tools"] == "container" and meta["client_argv"][0][0] == "iperf3"
     assert namespaces("ccb-itctr-") == []
     left = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"],
                           capture_output=True, text=True).stdout  # fmt: skip
