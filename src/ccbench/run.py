@@ -224,6 +224,12 @@ def execute(
         tmp.mkdir()
         try:
             run_once(tb, spec, tmp)
+        except CcbenchError as e:
+            # The attempt failed (a tool hung, a host vanished): keep what it wrote and
+            # why, so it is reported as an invalid run and retried, not lost.
+            (tmp / "error.txt").write_text(f"{e}\n")
+            if not (tmp / "spec.json").exists():
+                (tmp / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
         except BaseException:
             with signals_deferred():
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -137,6 +137,8 @@ def summarize(raw: Path) -> dict[str, Any]:
     cal = _load(raw / "calibration.json") or {}
     rcs = meta.get("client_rc") or [None] * len(spec.flows)
     reasons: list[str] = []
+    if (raw / "error.txt").exists():
+        reasons.append(f"run failed: {(raw / 'error.txt').read_text().strip()}")
     flows: list[dict[str, Any]] = []
     results: list[Iperf3Result | None] = []
     for k, f in enumerate(spec.flows, start=1):

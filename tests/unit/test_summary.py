@@ -90,3 +90,14 @@ def test_timeseries_has_both_sources_per_flow() -> None:
     assert row["cwnd_bytes"] == first["snd_cwnd"]
     ss = df[df["source"] == "ss"]
     assert len(ss) > 20 and ss["rtt_us"].min() >= 20_000
+
+
+def test_a_failed_attempt_is_reported_not_lost(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    (raw / "iperf3-2.json").unlink()
+    (raw / "error.txt").write_text("adhoc/adhoc rep 1: iperf3 clients still running after 3s\n")
+    s = summarize(raw)
+    assert not s["valid"]
+    assert s["reasons"][0] == "run failed: adhoc/adhoc rep 1: iperf3 clients still running after 3s"
+    assert "flow 2: no iperf3 output (exit 0)" in s["reasons"]

@@ -73,6 +73,7 @@ def context(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any],
             "invalid": tables.invalid_rows(runs),
             "n_invalid": int((~runs["valid"]).sum()),
             "pair_figs": [f for f in sf if f["kind"] in ("bars", "scatter")],
+            "metric_figs": [f for f in sf if f["kind"] == "metrics"],
             "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
             "per_run": tables.per_run_table(runs, t.flows, colours),
         })  # fmt: skip

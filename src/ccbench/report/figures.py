@@ -8,6 +8,7 @@ captions count the invalid ones so nothing disappears silently.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any, cast
@@ -27,7 +28,10 @@ from ccbench.report.fmt import fmt  # noqa: E402
 PAGE_W = 10.4
 TS_H = 5.6
 TS_PER_ROW = 3
-PAIR_SIZE = (5.1, 3.7)
+PAIR_SIZE = (5.1, 3.45)
+METRICS_H = 2.2
+# Runs-table columns shown as small multiples (the bars and scatter show the rest).
+OTHER_METRICS = ["srtt_mean_ms", "srtt_p95_ms", "retransmits", "drops_pkts", "jain"]
 
 
 def ts_size(n_variants: int) -> tuple[float, float]:
@@ -64,6 +68,12 @@ def _stats(tables: data.Tables, scen: str, variants: list[str], matrix: dict[str
             tputs=valid["throughput_sum_mbps"].dropna().tolist(),
             srtts=valid["srtt_mean_ms"].dropna().tolist(),
         )
+        for key in OTHER_METRICS:
+            vals = valid[key].dropna().tolist()
+            if row is not None:
+                st.metrics[key] = (float(row[f"{key}_mean"]), float(row[f"{key}_ci95"]), vals)
+            else:
+                st.metrics[key] = (math.nan, math.nan, vals)
         if row is not None:
             st.tput_mean = float(row["throughput_sum_mbps_mean"])
             st.tput_ci = float(row["throughput_sum_mbps_ci95"])
@@ -120,15 +130,33 @@ def _timeseries(w: _Writer, tables: data.Tables, runs_dir: Path, scen: str, cond
             continue
         r = runs[runs["run_id"] == rep].iloc[0]
         fig = plots.timeseries_figure(series, rep, cond, colours[v], lim,
-                                      f"{v}{tag}: throughput, cwnd, srtt", size)  # fmt: skip
+                                      f"{scen} · {v}{tag}", size)  # fmt: skip
         cap = (
             f"{v}{tag} in {scen}: throughput per iperf3 interval, cwnd and srtt from "
             f"{_cwnd_source(series)}. Full colour: the flows of {rep} (repetition "
             f"{int(r['repetition'])}, the valid run closest to the median throughput sum, "
-            f"{fmt(r['throughput_sum_mbps'], 1)} Mbit/s); faint: the other "
-            f"{len(series) - 1} valid repetition(s). {_invalid_note(runs)}"
+            f"{fmt(r['throughput_sum_mbps'], 1)} Mbit/s); "
+            + (
+                f"faint: the other {len(series) - 1} valid repetition(s). "
+                if len(series) > 1
+                else "no other valid repetition. "
+            )
+            + _invalid_note(runs)
         )
         w.save(fig, name, scenario=scen, kind="timeseries", variant=v, caption=cap)
+
+
+def _panels(cond: data.Conditions) -> list[plots.Panel]:
+    base = fmt(cond.rtt_ms)
+    panels = [
+        plots.Panel("srtt_mean_ms", "srtt avg (ms)", cond.rtt_ms, f"base RTT {base} ms"),
+        plots.Panel("srtt_p95_ms", "srtt p95 (ms)", cond.rtt_ms, f"base RTT {base} ms"),
+        plots.Panel("retransmits", "retransmits (segments)"),
+        plots.Panel("drops_pkts", "bottleneck drops (packets)"),
+    ]
+    if cond.n_flows > 1:  # Jain of one flow is 1 by definition
+        panels.append(plots.Panel("jain", "Jain fairness index", ylim=(1 / cond.n_flows, 1.02)))
+    return panels
 
 
 def _scenario(w: _Writer, tables: data.Tables, runs_dir: Path, matrix: dict[str, Any],
@@ -142,16 +170,21 @@ def _scenario(w: _Writer, tables: data.Tables, runs_dir: Path, matrix: dict[str,
     _timeseries(w, tables, runs_dir, scen, cond, variants, colours, baseline)
     stats = _stats(tables, scen, variants, matrix, colours)
     note = _invalid_note(runs)
-    w.save(plots.bars_figure(stats, cond, PAIR_SIZE), f"{_slug(scen)}-bars.png",
+    w.save(plots.bars_figure(stats, cond, scen, PAIR_SIZE), f"{_slug(scen)}-bars.png",
            scenario=scen, kind="bars", variant=None,
            caption=f"{scen}: mean throughput sum over the valid runs of each variant; "
            f"whiskers: 95 % CI (Student t); dots: the valid runs; right axis: the same as % of "
            f"the {fmt(cond.rate_mbit)} Mbit/s bottleneck (dashed line: 100 %); hatched: baseline. "
            f"{note}")  # fmt: skip
-    w.save(plots.scatter_figure(stats, cond, PAIR_SIZE), f"{_slug(scen)}-scatter.png",
+    w.save(plots.scatter_figure(stats, cond, scen, PAIR_SIZE), f"{_slug(scen)}-scatter.png",
            scenario=scen, kind="scatter", variant=None,
            caption=f"{scen}: throughput sum vs mean srtt, one dot per valid run; markers: "
            f"variant means with 95 % CI whiskers on both axes. {note}")  # fmt: skip
+    panels = _panels(cond)
+    w.save(plots.metrics_figure(stats, panels, scen, (PAGE_W, METRICS_H)),
+           f"{_slug(scen)}-metrics.png", scenario=scen, kind="metrics", variant=None,
+           caption=f"{scen}: " + ", ".join(p.ylabel for p in panels) + " of each variant: "
+           f"dots: the valid runs; markers: mean with 95 % CI (Student t). {note}")  # fmt: skip
 
 
 def make_all(tables_dir: Path, runs_dir: Path, matrix: dict[str, Any], out_dir: Path) -> None:

@@ -58,6 +58,17 @@ class VariantStats:
     srtt_ci: float = math.nan
     tputs: list[float] = field(default_factory=list)  # per valid run
     srtts: list[float] = field(default_factory=list)
+    # runs-table column -> (mean, ci95, values of the valid runs)
+    metrics: dict[str, tuple[float, float, list[float]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Panel:
+    key: str  # runs-table column
+    ylabel: str
+    ref: float = math.nan  # a reference line (e.g. the base RTT)
+    ref_label: str = ""
+    ylim: tuple[float, float] | None = None
 
 
 def _flow_series(ts: pd.DataFrame, flow: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -193,7 +204,7 @@ def _tick_label(v: VariantStats) -> str:
 
 
 def bars_figure(
-    stats: Sequence[VariantStats], cond: Conditions, size: tuple[float, float]
+    stats: Sequence[VariantStats], cond: Conditions, scenario: str, size: tuple[float, float]
 ) -> Figure:
     """Mean throughput sum per variant with its 95 % CI and every valid run as a dot;
     the right axis reads the same bars as utilization of the bottleneck."""
@@ -233,12 +244,13 @@ def bars_figure(
 
     sec = ax.secondary_yaxis("right", functions=(to_pct, to_mbps))
     sec.set_ylabel("utilization of bottleneck (%)")
-    ax.set_title("Mean throughput sum per variant (bars: mean, whiskers: 95 % CI, dots: runs)")
+    ax.set_title(f"{scenario}: mean throughput sum per variant\n"
+                 "bars: mean of valid runs, whiskers: 95 % CI, dots: runs")  # fmt: skip
     return fig
 
 
 def scatter_figure(
-    stats: Sequence[VariantStats], cond: Conditions, size: tuple[float, float]
+    stats: Sequence[VariantStats], cond: Conditions, scenario: str, size: tuple[float, float]
 ) -> Figure:
     """Pantheon-style throughput vs delay: one dot per valid run, the variant mean with
     95 % CI whiskers in both directions. The delay axis is inverted: better is up-right."""
@@ -272,7 +284,8 @@ def scatter_figure(
         ax.text(0.5, 0.5, "no valid runs", transform=ax.transAxes, ha="center", color="#555555")
     ax.set_xlabel("mean srtt (ms, axis inverted: lower is right)")
     ax.set_ylabel("throughput sum (Mbit/s)")
-    ax.set_title("Throughput vs delay (dots: runs, markers: mean ± 95 % CI)")
+    ax.set_title(f"{scenario}: throughput vs delay\n"
+                 "dots: valid runs, markers: variant mean ± 95 % CI")  # fmt: skip
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4),
                frameon=False)  # fmt: skip
     return fig
@@ -290,3 +303,39 @@ def _extent(stats: Sequence[VariantStats]) -> tuple[list[float], list[float]]:
             if math.isfinite(m):
                 acc += [m - c, m + c] if math.isfinite(c) else [m]
     return xs, ys
+
+
+def metrics_figure(
+    stats: Sequence[VariantStats], panels: Sequence[Panel], scenario: str,
+    size: tuple[float, float],
+) -> Figure:  # fmt: skip
+    """Small multiples of the other table metrics: per variant the valid runs as dots
+    and the mean with its 95 % CI. No zero baseline: these are not bars."""
+    fig = plt.figure(figsize=size, layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    shown = [v for v in stats if v.n_valid > 0]
+    rng = np.random.default_rng(0)
+    for ax, p in zip(axes, panels, strict=True):
+        for i, v in enumerate(shown):
+            mean, ci, vals = v.metrics.get(p.key, (math.nan, math.nan, []))
+            ax.scatter(i + rng.uniform(-0.12, 0.12, len(vals)), vals, s=10, color=v.colour,
+                       alpha=0.5, lw=0, zorder=3)  # fmt: skip
+            if math.isfinite(mean):
+                ax.errorbar(i, mean, yerr=ci if math.isfinite(ci) else None, color=v.colour,
+                            marker="D" if v.baseline else "o", ms=4.5, capsize=3, lw=1.1,
+                            mec="white", mew=0.5, zorder=4)  # fmt: skip
+        if math.isfinite(p.ref):
+            ax.axhline(p.ref, color=style.REF_COLOUR, lw=0.7, ls=(0, (4, 2)), zorder=1)
+            ax.annotate(p.ref_label, (0, p.ref), xycoords=("axes fraction", "data"),
+                        xytext=(2, 2), textcoords="offset points", fontsize=6.5,
+                        color=style.REF_COLOUR)  # fmt: skip
+        if p.ylim:
+            ax.set_ylim(*p.ylim)
+        ax.set_xlim(-0.6, len(shown) - 0.4)
+        ax.set_xticks(range(len(shown)), [v.label for v in shown], rotation=30 if len(shown) > 3
+                      else 0, ha="right" if len(shown) > 3 else "center")  # fmt: skip
+        ax.grid(axis="x", visible=False)
+        ax.set_title(p.ylabel)
+    fig.suptitle(f"{scenario}: other metrics per variant (dots: valid runs, markers: mean ± "
+                 "95 % CI)")  # fmt: skip
+    return fig
