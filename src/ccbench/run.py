@@ -100,6 +100,39 @@ def _prepare_senders(tb: Testbed, spec: RunSpec, senders: list[str], raw: Path) 
         (raw / "sender-setup.json").write_text(json.dumps(record, indent=2))
 
 
+SIFTR_LOG = "/var/tmp/ccbench-siftr.log"
+SIFTR_PPL = 4  # log every 4th packet: 1 Gbit/s at ppl 1 is tens of millions of lines
+
+
+def _siftr_start(tb: Testbed, senders: list[str]) -> list[str]:
+    """FreeBSD senders log cwnd/srtt with siftr(4) (their `ss`); returns those nodes."""
+    started = []
+    for node in senders:
+        drv = tb.driver(node)
+        if drv.os != "freebsd":
+            continue
+        from ccbench.hosts.freebsd import FreeBSDHost
+
+        assert isinstance(drv, FreeBSDHost)
+        tb.ex(node).run(["rm", "-f", SIFTR_LOG])
+        for argv in drv.siftr_start(SIFTR_LOG, 0, ppl=SIFTR_PPL):
+            tb.ex(node).run(argv)
+        started.append(node)
+    return started
+
+
+def _siftr_collect(tb: Testbed, nodes: list[str], raw: Path) -> None:
+    for node in nodes:
+        from ccbench.hosts.freebsd import FreeBSDHost
+
+        drv = tb.driver(node)
+        assert isinstance(drv, FreeBSDHost)
+        for argv in drv.siftr_stop():
+            tb.ex(node).run(argv, check=False)
+        tb.ex(node).get(SIFTR_LOG, raw / f"siftr-{node}.log")
+        tb.ex(node).run(["rm", "-f", SIFTR_LOG], check=False)
+
+
 def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
     """Do the run; write every raw file into `raw` (which must exist)."""
     (raw / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
@@ -152,6 +185,7 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
                                   stderr=raw / f"iperf3-{k}.err", gated=True)
             )  # fmt: skip
         meta["client_argv"] = argvs
+        siftr_nodes = _siftr_start(tb, senders)
         if spec.probe_interval_s > 0:
             # Latency under load: ICMP through the same bottleneck queue as the flows.
             first = spec.flows[0].pair
@@ -165,6 +199,7 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
         _drive(spec, procs, meta, label)
         for p in procs.samplers:
             p.stop(signal.SIGINT)  # ping prints its summary on SIGINT
+        _siftr_collect(tb, siftr_nodes, raw)
         for p in procs.servers:
             with contextlib.suppress(Exception):
                 p.wait(timeout=3)

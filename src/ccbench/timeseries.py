@@ -1,8 +1,8 @@
 """Tidy time series of one run from its raw files (iperf3 intervals and ss samples).
 
-Rows: run_id, flow, source ("iperf3" | "ss"), t_s (seconds since the run started),
+Rows: run_id, flow, source ("iperf3" | "ss" | "siftr"), t_s (seconds since the run started),
 throughput_bps, cwnd_bytes, rtt_us, retransmits. iperf3 gives per-interval averages
-on every OS; ss gives finer cwnd/RTT samples on Linux senders.
+on every OS; ss (Linux senders) and siftr (FreeBSD senders) give finer cwnd/RTT samples.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 import pandas as pd
 
 from ccbench.parse.iperf3 import parse_iperf3
+from ccbench.parse.siftr import parse_siftr
 from ccbench.parse.ss import parse_ss_samples
 from ccbench.spec import RunSpec
 
@@ -76,6 +77,24 @@ def build(raw: Path) -> pd.DataFrame:
                         "retransmits": None,
                     }
                 )
+    for siftr_file in sorted(raw.glob("siftr-s*.log")):
+        log = parse_siftr(siftr_file.read_text())
+        for r in log.records:
+            flow = local_to_flow.get(r.get("local") or "")
+            if flow is None or r.get("direction") != "out" or t0 is None:
+                continue
+            rows.append(
+                {
+                    "run_id": spec.run_id,
+                    "flow": flow,
+                    "source": "siftr",
+                    "t_s": log.enable_time_s + r["t_s"] - t0,
+                    "throughput_bps": None,
+                    "cwnd_bytes": r.get("cwnd_bytes"),
+                    "rtt_us": r.get("srtt_us"),
+                    "retransmits": None,
+                }
+            )
     df = pd.DataFrame(rows, columns=COLUMNS)
     return df.astype({"flow": "int64", "t_s": "float64", "throughput_bps": "float64",
                       "cwnd_bytes": "float64", "rtt_us": "float64"})  # fmt: skip

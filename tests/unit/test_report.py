@@ -43,12 +43,19 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     out = tmp_path_factory.mktemp("report")
     matrix = json.loads((FIX / "matrix.json").read_text())
     figures.make_all(FIX / "tables", FIX / "runs", matrix, out / "figures")
-    document.build(FIX / "tables", out / "figures", matrix, FIX / "runs",
-                   out / "report.pdf", out / "report.html")  # fmt: skip
+    document.build(
+        FIX / "tables",
+        out / "figures",
+        matrix,
+        FIX / "runs",
+        out / "report.pdf",
+        out / "report.html",
+    )
     pdf = str(out / "report.pdf")
     text = subprocess.run(["pdftotext", pdf, "-"], capture_output=True, text=True, check=True)
-    lay = subprocess.run(["pdftotext", "-layout", pdf, "-"], capture_output=True, text=True,
-                         check=True)  # fmt: skip
+    lay = subprocess.run(
+        ["pdftotext", "-layout", pdf, "-"], capture_output=True, text=True, check=True
+    )
     return Built(
         out=out,
         matrix=matrix,
@@ -79,15 +86,30 @@ def test_names_and_labels_in_pdf_and_html(built: Built) -> None:
 def test_results_table_rows_match_the_tables(built: Built) -> None:
     """Each variant's row, cell by cell and in order, as fmt() renders the summary."""
     for _, r in _summary().iterrows():
-        cells = [fmt_ci(r[f"flow{k}_throughput_mbps_mean"], r[f"flow{k}_throughput_mbps_ci95"], 1)
-                 for k in (1, 2)]  # fmt: skip
+        cells = [
+            fmt_ci(r[f"flow{k}_throughput_mbps_mean"], r[f"flow{k}_throughput_mbps_ci95"], 1)
+            for k in (1, 2)
+        ]
         cells.append(fmt_ci(r["throughput_sum_mbps_mean"], r["throughput_sum_mbps_ci95"], 1))
-        cells.append("baseline" if r["baseline"] else
-                     fmt_ci(r["throughput_sum_mbps_delta_pct"],
-                            r["throughput_sum_mbps_delta_ci95_pct"], 1, sign=True))  # fmt: skip
-        for key, d in (("utilization_pct", 1), ("jain", 3), ("srtt_mean_ms", 1),
-                       ("srtt_p95_ms", 1), ("srtt_max_ms", 1), ("retransmits", 0),
-                       ("drops_pkts", 0)):  # fmt: skip
+        cells.append(
+            "baseline"
+            if r["baseline"]
+            else fmt_ci(
+                r["throughput_sum_mbps_delta_pct"],
+                r["throughput_sum_mbps_delta_ci95_pct"],
+                1,
+                sign=True,
+            )
+        )
+        for key, d in (
+            ("utilization_pct", 1),
+            ("jain", 3),
+            ("srtt_mean_ms", 1),
+            ("srtt_p95_ms", 1),
+            ("srtt_max_ms", 1),
+            ("retransmits", 0),
+            ("drops_pkts", 0),
+        ):
             cells.append(fmt_ci(r[f"{key}_mean"], r[f"{key}_ci95"], d))
         cells.append(f"{r['n_valid']}/{r['n_valid'] + r['n_invalid']}")
         row = " ".join(cells)
@@ -129,8 +151,9 @@ def test_provenance_appendix(built: Built) -> None:
     assert provenance.matrix_sha256(built.matrix) in built.text
     for rid in built.matrix["order"]:
         assert str(FIX / "runs" / rid / "raw") in built.html
-    cal = json.loads((FIX / "runs" / built.matrix["order"][0] / "raw" / "calibration.json")
-                     .read_text())  # fmt: skip
+    cal = json.loads(
+        (FIX / "runs" / built.matrix["order"][0] / "raw" / "calibration.json").read_text()
+    )
     assert f"ratio {fmt(cal['rate']['ratio'], 3)}" in built.text
     assert "iperf 3." in built.text
 
@@ -141,6 +164,7 @@ def test_figures_manifest(built: Built) -> None:
     for scen in built.matrix["scenarios"]:
         assert (scen, "bars", None) in kinds
         assert (scen, "scatter", None) in kinds
+        assert (scen, "metrics", None) in kinds
         for v in built.matrix["variants"]:
             assert (scen, "timeseries", v["label"]) in kinds
     for e in manifest:
@@ -163,6 +187,7 @@ def test_fmt() -> None:
     assert fmt(12.34, 1, sign=True) == "+12.3"
     assert fmt(-12.34, 1, sign=True) == "-12.3"
     assert fmt(166.0, DIGITS["count"]) == "166"
+    assert fmt(2.5, None) == "2.5" and fmt(0.001, None) == "0.001"
     assert fmt_ci(47.7029, 0.19625, 1) == "47.7 ± 0.2"
     assert fmt_ci(47.7, float("nan"), 1) == "47.7 ± n/a"
     assert fmt_ci(float("nan"), 1.0, 1) == "n/a"
@@ -171,19 +196,33 @@ def test_fmt() -> None:
 
 
 def test_representative_is_closest_to_median() -> None:
-    df = pd.DataFrame({"run_id": ["a", "b", "c"], "repetition": [1, 2, 3],
-                       "throughput_sum_mbps": [40.0, 47.0, 49.0]})  # fmt: skip
+    df = pd.DataFrame(
+        {
+            "run_id": ["a", "b", "c"],
+            "repetition": [1, 2, 3],
+            "throughput_sum_mbps": [40.0, 47.0, 49.0],
+        }
+    )
     assert data.representative(df) == "b"
     assert data.representative(df.iloc[:0]) is None
 
 
 def test_largest_delta_sentence() -> None:
-    cols = {f"{m.key}_{s}": math.nan for m in tables.DELTA_METRICS
-            for s in ("delta_pct", "delta_ci95_pct")}  # fmt: skip
+    cols = {
+        f"{m.key}_{s}": math.nan
+        for m in tables.DELTA_METRICS
+        for s in ("delta_pct", "delta_ci95_pct")
+    }
     base = {"variant": "before", "baseline": True, **cols}
-    a = {**cols, "variant": "after", "baseline": False,
-         "throughput_sum_mbps_delta_pct": -3.1, "throughput_sum_mbps_delta_ci95_pct": 5.0,
-         "retransmits_delta_pct": 40.0, "retransmits_delta_ci95_pct": 12.0}  # fmt: skip
+    a = {
+        **cols,
+        "variant": "after",
+        "baseline": False,
+        "throughput_sum_mbps_delta_pct": -3.1,
+        "throughput_sum_mbps_delta_ci95_pct": 5.0,
+        "retransmits_delta_pct": 40.0,
+        "retransmits_delta_ci95_pct": 12.0,
+    }
     s = tables.largest_delta_sentence(pd.DataFrame([base, a]), "before")
     assert "after, retrans. +40.0 % ± 12.0 %" in s
     assert "(1 of 2 deltas" in s

@@ -81,3 +81,24 @@ def test_stack_that_did_not_take_makes_the_run_invalid(tmp_path: Path) -> None:
     summary = summarize(raw)
     assert not summary["valid"]
     assert any(r.startswith("s1: stack freebsd:") for r in summary["reasons"])
+
+
+def test_siftr_logs_the_run_and_is_fetched(tmp_path: Path) -> None:
+    from ccbench.run import SIFTR_LOG, _siftr_collect, _siftr_start
+
+    tb = FakeTestbed()
+    fetched: list[tuple[str, Path]] = []
+    tb.exs["s1"].get = lambda remote, local: fetched.append((remote, local))  # type: ignore[attr-defined]
+    nodes = _siftr_start(tb, ["s1"])  # type: ignore[arg-type]
+    _siftr_collect(tb, nodes, tmp_path)  # type: ignore[arg-type]
+    assert tb.exs["s1"].calls == [
+        ["rm", "-f", SIFTR_LOG],
+        ["kldload", "-n", "siftr"],
+        ["sysctl", f"net.inet.siftr.logfile={SIFTR_LOG}"],
+        ["sysctl", "net.inet.siftr.ppl=4"],
+        ["sysctl", "net.inet.siftr.port_filter=0"],
+        ["sysctl", "net.inet.siftr.enabled=1"],
+        ["sysctl", "net.inet.siftr.enabled=0"],
+        ["rm", "-f", SIFTR_LOG],
+    ]
+    assert fetched == [(SIFTR_LOG, tmp_path / "siftr-s1.log")]

@@ -3,7 +3,8 @@
 - fmt:        the one number formatter (every printed number goes through it)
 - style:      variant colours and matplotlib settings shared by all figures
 - data:       loading tables, time series and per-scenario conditions
-- plots:      the matplotlib figures (pure: data in, Figure out)
+- plots:      summary figures (bars, throughput vs delay, other metrics) and helpers
+- tsplot:     the per-variant time-series figure (throughput, cwnd, srtt)
 - figures:    make_all(): every figure of a results set + figures.json manifest
 - tables:     formatted rows of the per-scenario and per-run tables
 - provenance: testbed calibration, host facts, run order, hashes (the appendix)

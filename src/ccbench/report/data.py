@@ -10,6 +10,8 @@ from typing import Any
 
 import pandas as pd
 
+from ccbench.report.fmt import fmt
+
 
 @dataclass(frozen=True)
 class Tables:
@@ -84,17 +86,19 @@ class Conditions:
         if not self.queue_limit_pkts:
             return self.queue_kind
         bdp = self.queue_limit_pkts * self.mtu / self.bdp_bytes
-        return f"{self.queue_kind} {self.queue_limit_pkts} pkts ({bdp:.2g} BDP)"
+        return f"{self.queue_kind} {self.queue_limit_pkts} pkts ({fmt(bdp, 2)} BDP)"
 
     def loss_text(self) -> str:
-        return "none" if self.loss_mode == "none" else f"{self.loss_mode} {self.loss_rate:g}"
+        return (
+            "none" if self.loss_mode == "none" else f"{self.loss_mode} {fmt(self.loss_rate, None)}"
+        )
 
     def flows_text(self) -> str:
         durs = sorted({float(f.get("duration_s", 0)) for f in self.flows})
         starts = [float(f.get("start_s", 0)) for f in self.flows]
-        s = f"{self.n_flows} × {'/'.join(f'{d:g}' for d in durs)} s"
+        s = f"{self.n_flows} × {'/'.join(fmt(d, None) for d in durs)} s"
         if any(starts):
-            s += f", starts {'/'.join(f'{x:g}' for x in starts)} s"
+            s += f", starts {'/'.join(fmt(x, None) for x in starts)} s"
         return s
 
 

@@ -43,15 +43,22 @@ def _figures(figures_dir: Path) -> list[dict[str, Any]]:
 
 def _conditions_row(c: data.Conditions, runs_valid: int, runs_total: int) -> dict[str, str]:
     return {
-        "scenario": c.scenario, "anchor": _anchor(c.scenario), "description": c.description,
-        "flows": c.flows_text(), "rate": fmt(c.rate_mbit), "rtt": fmt(c.rtt_ms),
-        "queue": c.queue_text(), "loss": c.loss_text(), "testbed": c.testbed_id,
+        "scenario": c.scenario,
+        "anchor": _anchor(c.scenario),
+        "description": c.description,
+        "flows": c.flows_text(),
+        "rate": fmt(c.rate_mbit),
+        "rtt": fmt(c.rtt_ms),
+        "queue": c.queue_text(),
+        "loss": c.loss_text(),
+        "testbed": c.testbed_id,
         "runs": f"{runs_valid}/{runs_total}",
-    }  # fmt: skip
+    }
 
 
-def context(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any],
-            runs_dir: Path) -> dict[str, Any]:  # fmt: skip
+def context(
+    tables_dir: Path, figures_dir: Path, matrix: dict[str, Any], runs_dir: Path
+) -> dict[str, Any]:
     t = data.load_tables(tables_dir)
     colours = style.variant_colours(matrix)
     figs = _figures(figures_dir)
@@ -65,18 +72,20 @@ def context(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any],
         overview.append(row)
         summ = data.group(t.summary, scen)
         sf = [f for f in figs if f["scenario"] == scen]
-        scenarios.append({
-            **row,
-            "results": tables.results_table(summ, matrix, colours),
-            "deltas": tables.delta_table(summ, colours),
-            "sentence": tables.largest_delta_sentence(summ, baseline) if len(summ) > 1 else "",
-            "invalid": tables.invalid_rows(runs),
-            "n_invalid": int((~runs["valid"]).sum()),
-            "pair_figs": [f for f in sf if f["kind"] in ("bars", "scatter")],
-            "metric_figs": [f for f in sf if f["kind"] == "metrics"],
-            "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
-            "per_run": tables.per_run_table(runs, t.flows, colours),
-        })  # fmt: skip
+        scenarios.append(
+            {
+                **row,
+                "results": tables.results_table(summ, matrix, colours),
+                "deltas": tables.delta_table(summ, colours),
+                "sentence": tables.largest_delta_sentence(summ, baseline) if len(summ) > 1 else "",
+                "invalid": tables.invalid_rows(runs),
+                "n_invalid": int((~runs["valid"]).sum()),
+                "pair_figs": [f for f in sf if f["kind"] in ("bars", "scatter")],
+                "metric_figs": [f for f in sf if f["kind"] == "metrics"],
+                "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
+                "per_run": tables.per_run_table(runs, t.flows, colours),
+            }
+        )
     order = provenance.run_order(matrix, t.runs, runs_dir)
     started = t.runs["started_unix"].dropna()
     return {
@@ -95,7 +104,7 @@ def context(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any],
             "valid": int(t.runs["valid"].sum()),
             "invalid": int((~t.runs["valid"]).sum()),
             "missing": sum(r["status"] == "missing" for r in order),
-        },  # fmt: skip
+        },
         "variants": [
             {
                 **v,
@@ -103,7 +112,7 @@ def context(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any],
                 "is_baseline": v["label"] == baseline,
             }
             for v in matrix.get("variants", [])
-        ],  # fmt: skip
+        ],
         "overview": overview,
         "scenarios": scenarios,
         "tools": provenance.tool_versions(t.runs, runs_dir),
@@ -111,7 +120,7 @@ def context(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any],
             ("ccbench", _version("ccbench")),
             ("matplotlib", _version("matplotlib")),
             ("weasyprint", _version("weasyprint")),
-        ],  # fmt: skip
+        ],
         "testbeds": provenance.testbeds(matrix, t.runs, runs_dir),
         "facts": provenance.facts(t.runs, runs_dir),
         "run_order": order,
@@ -122,22 +131,32 @@ def context(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any],
 
 def _env() -> jinja2.Environment:
     loader = jinja2.FileSystemLoader(str(resources.files("ccbench") / "templates"))
-    env = jinja2.Environment(loader=loader, autoescape=True, undefined=jinja2.StrictUndefined,
-                             trim_blocks=True, lstrip_blocks=True)  # fmt: skip
+    env = jinja2.Environment(
+        loader=loader,
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["fmt"] = fmt
     return env
 
 
-def render_html(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any],
-                runs_dir: Path) -> str:  # fmt: skip
+def render_html(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any], runs_dir: Path) -> str:
     env = _env()
     css = (resources.files("ccbench") / "templates" / "report.css").read_text()
     ctx = context(tables_dir, figures_dir, matrix, runs_dir)
     return env.get_template("report.html.j2").render(css=css, **ctx)
 
 
-def build(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any], runs_dir: Path,
-          pdf_path: Path, html_path: Path) -> None:  # fmt: skip
+def build(
+    tables_dir: Path,
+    figures_dir: Path,
+    matrix: dict[str, Any],
+    runs_dir: Path,
+    pdf_path: Path,
+    html_path: Path,
+) -> None:
     """Render the report once; write it as HTML and print the same string to PDF."""
     import weasyprint  # slow to import: only here
 

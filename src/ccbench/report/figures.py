@@ -21,7 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from ccbench.report import data, plots, style  # noqa: E402
+from ccbench.report import data, plots, style, tsplot  # noqa: E402
 from ccbench.report.fmt import fmt  # noqa: E402
 
 # Printed sizes (inches) on an A4 landscape page with 14 mm margins (10.5 in wide).
@@ -29,7 +29,6 @@ PAGE_W = 10.4
 TS_H = 5.6
 TS_PER_ROW = 3
 PAIR_SIZE = (5.1, 3.45)
-METRICS_H = 2.2
 # Runs-table columns shown as small multiples (the bars and scatter show the rest).
 OTHER_METRICS = ["srtt_mean_ms", "srtt_p95_ms", "retransmits", "drops_pkts", "jain"]
 
@@ -51,8 +50,13 @@ def _invalid_note(runs: pd.DataFrame) -> str:
     return f"Not plotted: {len(bad)} invalid run(s) ({per}); see the invalid-runs table."
 
 
-def _stats(tables: data.Tables, scen: str, variants: list[str], matrix: dict[str, Any],
-           colours: dict[str, str]) -> list[plots.VariantStats]:  # fmt: skip
+def _stats(
+    tables: data.Tables,
+    scen: str,
+    variants: list[str],
+    matrix: dict[str, Any],
+    colours: dict[str, str],
+) -> list[plots.VariantStats]:
     out = []
     for v in variants:
         runs = data.group(tables.runs, scen, v)
@@ -95,14 +99,22 @@ class _Writer:
         self.entries.append({"file": name, **entry, "width_in": float(w), "height_in": float(h)})
 
 
-def _cwnd_source(series: list[plots.RunSeries]) -> str:
+def _cwnd_source(series: list[tsplot.RunSeries]) -> str:
     has_ss = any((s.ts["source"] == "ss").any() for s in series)
     return "ss samples" if has_ss else "iperf3 intervals"
 
 
-def _timeseries(w: _Writer, tables: data.Tables, runs_dir: Path, scen: str, cond: data.Conditions,
-                variants: list[str], colours: dict[str, str], baseline: str) -> None:  # fmt: skip
-    per_variant: dict[str, list[plots.RunSeries]] = {}
+def _timeseries(
+    w: _Writer,
+    tables: data.Tables,
+    runs_dir: Path,
+    scen: str,
+    cond: data.Conditions,
+    variants: list[str],
+    colours: dict[str, str],
+    baseline: str,
+) -> None:
+    per_variant: dict[str, list[tsplot.RunSeries]] = {}
     for v in variants:
         valid = data.group(tables.runs, scen, v)
         valid = valid[valid["valid"]]
@@ -110,9 +122,17 @@ def _timeseries(w: _Writer, tables: data.Tables, runs_dir: Path, scen: str, cond
         for _, r in valid.iterrows():
             ts = data.load_timeseries(runs_dir, str(r["run_id"]))
             if ts is not None:
-                per_variant[v].append(plots.RunSeries(str(r["run_id"]), int(r["repetition"]), ts))
-    lim = plots.limits_for([s for ss in per_variant.values() for s in ss], cond)
+                per_variant[v].append(tsplot.RunSeries(str(r["run_id"]), int(r["repetition"]), ts))
+    lim = tsplot.limits_for([s for ss in per_variant.values() for s in ss], cond)
     size = ts_size(len(variants))
+    tags = {v: " (baseline)" if v == baseline else "" for v in variants}
+    titles = dict(
+        zip(
+            variants,
+            plots.wrap_titles([f"{scen} · {v}{tags[v]}" for v in variants], size[0]),
+            strict=True,
+        )
+    )
     for i, v in enumerate(variants, 1):
         runs = data.group(tables.runs, scen, v)
         series = per_variant[v]
@@ -123,14 +143,15 @@ def _timeseries(w: _Writer, tables: data.Tables, runs_dir: Path, scen: str, cond
         )
         if rep is None:
             fig = plots.placeholder_figure(
-                f"{v}{tag}\n\nno valid run with a time series\n({len(runs)} run(s), "
-                f"{int((~runs['valid']).sum())} invalid)", size)  # fmt: skip
+                f"{scen} · {v}{tag}\n\nno valid run with a time series\n({len(runs)} run(s), "
+                f"{int((~runs['valid']).sum())} invalid)",
+                size,
+            )
             cap = f"{v}{tag} in {scen}: nothing to plot. {_invalid_note(runs)}"
             w.save(fig, name, scenario=scen, kind="timeseries", variant=v, caption=cap)
             continue
         r = runs[runs["run_id"] == rep].iloc[0]
-        fig = plots.timeseries_figure(series, rep, cond, colours[v], lim,
-                                      f"{scen} · {v}{tag}", size)  # fmt: skip
+        fig = tsplot.timeseries_figure(series, rep, cond, colours[v], lim, titles[v], size)
         cap = (
             f"{v}{tag} in {scen}: throughput per iperf3 interval, cwnd and srtt from "
             f"{_cwnd_source(series)}. Full colour: the flows of {rep} (repetition "
@@ -155,12 +176,18 @@ def _panels(cond: data.Conditions) -> list[plots.Panel]:
         plots.Panel("drops_pkts", "bottleneck drops (packets)"),
     ]
     if cond.n_flows > 1:  # Jain of one flow is 1 by definition
-        panels.append(plots.Panel("jain", "Jain fairness index", ylim=(1 / cond.n_flows, 1.02)))
+        panels.append(plots.Panel("jain", "Jain fairness index", floor=1 / cond.n_flows))
     return panels
 
 
-def _scenario(w: _Writer, tables: data.Tables, runs_dir: Path, matrix: dict[str, Any],
-              scen: str, colours: dict[str, str]) -> None:  # fmt: skip
+def _scenario(
+    w: _Writer,
+    tables: data.Tables,
+    runs_dir: Path,
+    matrix: dict[str, Any],
+    scen: str,
+    colours: dict[str, str],
+) -> None:
     cond = data.conditions(matrix, scen)
     if cond is None:
         raise ValueError(f"scenario {scen!r} is in the tables but not in the matrix")
@@ -170,21 +197,36 @@ def _scenario(w: _Writer, tables: data.Tables, runs_dir: Path, matrix: dict[str,
     _timeseries(w, tables, runs_dir, scen, cond, variants, colours, baseline)
     stats = _stats(tables, scen, variants, matrix, colours)
     note = _invalid_note(runs)
-    w.save(plots.bars_figure(stats, cond, scen, PAIR_SIZE), f"{_slug(scen)}-bars.png",
-           scenario=scen, kind="bars", variant=None,
-           caption=f"{scen}: mean throughput sum over the valid runs of each variant; "
-           f"whiskers: 95 % CI (Student t); dots: the valid runs; right axis: the same as % of "
-           f"the {fmt(cond.rate_mbit)} Mbit/s bottleneck (dashed line: 100 %); hatched: baseline. "
-           f"{note}")  # fmt: skip
-    w.save(plots.scatter_figure(stats, cond, scen, PAIR_SIZE), f"{_slug(scen)}-scatter.png",
-           scenario=scen, kind="scatter", variant=None,
-           caption=f"{scen}: throughput sum vs mean srtt, one dot per valid run; markers: "
-           f"variant means with 95 % CI whiskers on both axes. {note}")  # fmt: skip
+    w.save(
+        plots.bars_figure(stats, cond, scen, PAIR_SIZE),
+        f"{_slug(scen)}-bars.png",
+        scenario=scen,
+        kind="bars",
+        variant=None,
+        caption=f"{scen}: mean throughput sum over the valid runs of each variant; "
+        f"whiskers: 95 % CI (Student t); dots: the valid runs; right axis: the same as % of "
+        f"the {fmt(cond.rate_mbit)} Mbit/s bottleneck (dashed line: 100 %); hatched: baseline. "
+        f"{note}",
+    )
+    w.save(
+        plots.scatter_figure(stats, cond, scen, PAIR_SIZE),
+        f"{_slug(scen)}-scatter.png",
+        scenario=scen,
+        kind="scatter",
+        variant=None,
+        caption=f"{scen}: throughput sum vs mean srtt, one dot per valid run; markers: "
+        f"variant means with 95 % CI whiskers on both axes. {note}",
+    )
     panels = _panels(cond)
-    w.save(plots.metrics_figure(stats, panels, scen, (PAGE_W, METRICS_H)),
-           f"{_slug(scen)}-metrics.png", scenario=scen, kind="metrics", variant=None,
-           caption=f"{scen}: " + ", ".join(p.ylabel for p in panels) + " of each variant: "
-           f"dots: the valid runs; markers: mean with 95 % CI (Student t). {note}")  # fmt: skip
+    w.save(
+        plots.metrics_figure(stats, panels, scen, PAGE_W),
+        f"{_slug(scen)}-metrics.png",
+        scenario=scen,
+        kind="metrics",
+        variant=None,
+        caption=f"{scen}: " + ", ".join(p.ylabel for p in panels) + " of each variant: "
+        f"dots: the valid runs; markers: mean with 95 % CI (Student t). {note}",
+    )
 
 
 def make_all(tables_dir: Path, runs_dir: Path, matrix: dict[str, Any], out_dir: Path) -> None:

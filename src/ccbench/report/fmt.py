@@ -14,9 +14,10 @@ NA = "n/a"
 DIGITS = {"mbps": 1, "pct": 1, "jain": 3, "ms": 1, "count": 0}
 
 
-def fmt(x: object, digits: int = 1, *, sign: bool = False) -> str:
+def fmt(x: object, digits: int | None = 1, *, sign: bool = False) -> str:
     """x with `digits` decimals; None/NaN/non-numbers -> "n/a"; no "-0.0";
-    sign=True prefixes "+" to positive values (for deltas)."""
+    sign=True prefixes "+" to positive values (for deltas). digits=None: the shortest
+    form (for values as configured, e.g. a duration of 2.5 s or a loss rate of 0.001)."""
     if x is None or isinstance(x, bool):
         return NA
     try:
@@ -27,7 +28,7 @@ def fmt(x: object, digits: int = 1, *, sign: bool = False) -> str:
         return NA
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
-    s = f"{v:.{digits}f}"
+    s = f"{v:g}" if digits is None else f"{v:.{digits}f}"
     if float(s) == 0.0:
         return s.lstrip("-")
     return "+" + s if sign and v > 0 else s

@@ -55,8 +55,9 @@ def _qdisc_text(q: dict[str, Any]) -> str:
     parts = []
     for k, v in opts.items():
         # tc's JSON gives rates in bytes/s: say it in the unit of the config too.
-        parts.append(f"{k} {v} B/s (= {fmt(float(v) * 8 / 1e6)} Mbit/s)" if k == "rate"
-                     else f"{k} {v}")  # fmt: skip
+        parts.append(
+            f"{k} {v} B/s (= {fmt(float(v) * 8 / 1e6)} Mbit/s)" if k == "rate" else f"{k} {v}"
+        )
     where = "root" if q.get("root") else f"parent {q.get('parent', '?')}"
     return f"{q.get('kind', '?')} {q.get('handle', '')} ({where}): {', '.join(parts)}"
 
@@ -68,17 +69,23 @@ def _offloads_text(off: dict[str, dict[str, str]]) -> str:
     per_dev = len(off)
     if all(n == per_dev for n in vals.values()):
         return f"{', '.join(sorted(vals))} on all {per_dev} interfaces"
-    return "; ".join(f"{d}: " + ", ".join(f"{k} {v}" for k, v in sorted(o.items()))
-                     for d, o in off.items())  # fmt: skip
+    return "; ".join(
+        f"{d}: " + ", ".join(f"{k} {v}" for k, v in sorted(o.items())) for d, o in off.items()
+    )
 
 
 def _calibration(cal: dict[str, Any], n_runs: int) -> dict[str, Any]:
     rate = cal.get("rate") or {}
     idle = [
-        {"pair": p, "median": fmt(r.get("median_ms"), 3), "min": fmt(r.get("min_ms"), 3),
-         "max": fmt(r.get("max_ms"), 3), "recv": f"{r.get('received', '?')}/{r.get('sent', '?')}"}
+        {
+            "pair": p,
+            "median": fmt(r.get("median_ms"), 3),
+            "min": fmt(r.get("min_ms"), 3),
+            "max": fmt(r.get("max_ms"), 3),
+            "recv": f"{r.get('received', '?')}/{r.get('sent', '?')}",
+        }
         for p, r in sorted((cal.get("idle_rtt") or {}).items())
-    ]  # fmt: skip
+    ]
     bn = cal.get("bottleneck") or {}
     return {
         "time": utc(cal.get("time")),
@@ -121,20 +128,29 @@ def testbeds(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> list
         q = t.get("queue", {})
         qtxt = " ".join(f"{k} {v}" for k, v in q.items())
         loss = t.get("loss", {})
-        scen = sorted({matrix["runs"][r]["scenario"] for r in matrix.get("runs", {})
-                       if matrix["runs"][r].get("testbed_id") == tb_id})  # fmt: skip
+        scen = sorted(
+            {
+                matrix["runs"][r]["scenario"]
+                for r in matrix.get("runs", {})
+                if matrix["runs"][r].get("testbed_id") == tb_id
+            }
+        )
         cfg = tb.get("testbed", {})
-        out.append({
-            "id": tb_id,
-            "config": ", ".join(f"{k} {cfg[k]}" for k in sorted(cfg) if k != "id"),
-            "topology": (f"{t.get('pairs', '?')} pairs, {t.get('rate_mbit', '?')} Mbit/s, "
-                         f"RTT {t.get('rtt_ms', '?')} ms, MTU {t.get('mtu', '?')}, queue {qtxt}, "
-                         f"loss {loss.get('mode', 'none')} {loss.get('rate', 0)}"),
-            "scenarios": ", ".join(scen),
-            "n_runs": len(rids),
-            "calibrations": [_calibration(c, n) for c, n in cals.values()],
-            "qdisc_config": qdisc,
-        })  # fmt: skip
+        out.append(
+            {
+                "id": tb_id,
+                "config": ", ".join(f"{k} {cfg[k]}" for k in sorted(cfg) if k != "id"),
+                "topology": (
+                    f"{t.get('pairs', '?')} pairs, {t.get('rate_mbit', '?')} Mbit/s, "
+                    f"RTT {t.get('rtt_ms', '?')} ms, MTU {t.get('mtu', '?')}, queue {qtxt}, "
+                    f"loss {loss.get('mode', 'none')} {loss.get('rate', 0)}"
+                ),
+                "scenarios": ", ".join(scen),
+                "n_runs": len(rids),
+                "calibrations": [_calibration(c, n) for c, n in cals.values()],
+                "qdisc_config": qdisc,
+            }
+        )
     return out
 
 
@@ -212,14 +228,26 @@ def run_order(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> lis
     rows = []
     for i, rid in enumerate(planned + extra, 1):
         spec = matrix.get("runs", {}).get(rid, {})
-        row = {"planned": str(i) if rid in planned else "-", "run_id": rid,
-               "scenario": spec.get("scenario", ""), "variant": spec.get("variant", ""),
-               "executed": "-", "started": "-", "attempt": "-", "status": "missing",
-               "raw": str(raw_dir(runs_dir, rid))}  # fmt: skip
+        row = {
+            "planned": str(i) if rid in planned else "-",
+            "run_id": rid,
+            "scenario": spec.get("scenario", ""),
+            "variant": spec.get("variant", ""),
+            "executed": "-",
+            "started": "-",
+            "attempt": "-",
+            "status": "missing",
+            "raw": str(raw_dir(runs_dir, rid)),
+        }
         if rid in done.index:
             r = done.loc[rid]
-            row.update(executed=str(r["order"]), started=utc(r["started_unix"]),
-                       attempt=str(r["attempt"]), status="valid" if r["valid"] else "invalid",
-                       scenario=str(r["scenario"]), variant=str(r["variant"]))  # fmt: skip
+            row.update(
+                executed=str(r["order"]),
+                started=utc(r["started_unix"]),
+                attempt=str(r["attempt"]),
+                status="valid" if r["valid"] else "invalid",
+                scenario=str(r["scenario"]),
+                variant=str(r["variant"]),
+            )
         rows.append(row)
     return rows

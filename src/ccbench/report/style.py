@@ -10,8 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 BASELINE_COLOUR = "#000000"
-PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#8C564B",
-           "#7F7F7F", "#1B9E77", "#E7298A"]  # fmt: skip
+PALETTE = [
+    "#0072B2",
+    "#D55E00",
+    "#009E73",
+    "#CC79A7",
+    "#E69F00",
+    "#56B4E9",
+    "#8C564B",
+    "#7F7F7F",
+    "#1B9E77",
+    "#E7298A",
+]
 FLOW_LINESTYLES = ["-", (0, (5, 2)), (0, (1, 1.5)), (0, (5, 1.5, 1, 1.5))]
 REF_COLOUR = "#777777"
 DPI = 150

@@ -1,0 +1,178 @@
+"""Time-series figure of one variant: throughput, cwnd and srtt over time.
+
+Data in, Figure out; sizes are printed sizes (inches), as in plots.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+from ccbench.report import style  # noqa: E402
+from ccbench.report.data import Conditions  # noqa: E402
+from ccbench.report.plots import legend_ncol  # noqa: E402
+
+
+@dataclass(frozen=True)
+class RunSeries:
+    run_id: str
+    repetition: int
+    ts: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Axis limits shared by all variants of a scenario, so panels compare directly."""
+
+    t_max: float
+    tput_max: float
+    cwnd_max: float
+    rtt_max: float
+    cwnd_scale: float  # bytes per displayed unit
+    cwnd_unit: str
+
+
+def _flow_series(ts: pd.DataFrame, flow: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(t, y) of one flow; cwnd and RTT from ss (finer) when the run has it."""
+    col = {"tput": "throughput_bps", "cwnd": "cwnd_bytes", "rtt": "rtt_us"}[metric]
+    f = ts[(ts["flow"] == flow) & ts[col].notna()]
+    src = "iperf3" if metric == "tput" or not (f["source"] == "ss").any() else "ss"
+    f = f[f["source"] == src].sort_values("t_s")
+    return f["t_s"].to_numpy(float), f[col].to_numpy(float)
+
+
+def _steps(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # iperf3 stamps interval ends: draw each value over its interval, not as a point.
+    if len(t) < 2:
+        return t, y
+    t0 = max(0.0, t[0] - (t[1] - t[0]))
+    return np.concatenate([[t0], t]), np.concatenate([[y[0]], y])
+
+
+def limits_for(series: Sequence[RunSeries], cond: Conditions) -> Limits:
+    t_max = tput = cwnd = rtt = 0.0
+    for s in series:
+        ts = s.ts
+        if ts.empty:
+            continue
+        t_max = max(t_max, float(ts["t_s"].max()))
+        tput = max(tput, float(ts.loc[ts["source"] == "iperf3", "throughput_bps"].max()) / 1e6)
+        cwnd = max(cwnd, float(ts["cwnd_bytes"].max()))
+        rtt = max(rtt, float(ts["rtt_us"].max()) / 1e3)
+    cwnd_ref = cond.bdp_bytes + (0 if math.isnan(cond.queue_bytes) else cond.queue_bytes)
+    cwnd = max(np.nan_to_num(cwnd), cwnd_ref)
+    scale, unit = (1e6, "MB") if cwnd >= 2e6 else (1e3, "kB")
+    full_rtt = cond.rtt_ms + np.nan_to_num(cond.full_queue_ms)
+    return Limits(
+        t_max=max(t_max, cond.traffic_s if math.isfinite(cond.traffic_s) else 0.0),
+        tput_max=max(np.nan_to_num(tput), cond.rate_mbit) * 1.08,
+        cwnd_max=cwnd / scale * 1.08,
+        rtt_max=max(np.nan_to_num(rtt), full_rtt) * 1.08,
+        cwnd_scale=scale,
+        cwnd_unit=unit,
+    )
+
+
+def _refs(ax: plt.Axes, refs: Sequence[tuple[float, str]], ymax: float) -> None:
+    """Reference lines labelled on the right-hand axis, outside the data area, so no
+    label or legend covers a curve. Labels of lines closer than 7 % merge."""
+    shown = sorted((y, lab) for y, lab in refs if math.isfinite(y) and 0 < y < ymax)
+    merged: list[tuple[float, str]] = []
+    for y, lab in shown:
+        ax.axhline(y, color=style.REF_COLOUR, lw=0.7, ls=(0, (4, 2)), zorder=1)
+        if merged and y - merged[-1][0] < 0.07 * ymax:
+            merged[-1] = (merged[-1][0], f"{merged[-1][1]}, {lab}")
+        else:
+            merged.append((y, lab))
+    sec = ax.secondary_yaxis("right")
+    sec.set_yticks([y for y, _ in merged], labels=[lab for _, lab in merged])
+    sec.tick_params(length=0, labelsize=6.5, labelcolor=style.REF_COLOUR)
+    sec.spines["right"].set_visible(False)
+
+
+def timeseries_figure(
+    series: Sequence[RunSeries],
+    rep_id: str,
+    cond: Conditions,
+    colour: str,
+    lim: Limits,
+    title: str,
+    size: tuple[float, float],
+) -> Figure:
+    """Throughput, cwnd and srtt over time of one variant: the representative run per
+    flow in full colour, every other valid repetition faint behind it."""
+    fig = plt.figure(figsize=size, layout="constrained")
+    axes = fig.subplots(3, 1, sharex=True)
+    flows = sorted({int(f) for s in series for f in s.ts["flow"].unique()})
+    ordered = sorted(series, key=lambda s: s.run_id == rep_id)  # representative on top
+    for s in ordered:
+        rep = s.run_id == rep_id
+        for k in flows:
+            kw = (
+                {
+                    "color": style.flow_colour(colour, k),
+                    "ls": style.flow_linestyle(k),
+                    "lw": 1.2,
+                    "alpha": 1.0,
+                    "zorder": 3,
+                }
+                if rep
+                else {"color": colour, "ls": "-", "lw": 0.6, "alpha": 0.22, "zorder": 2}
+            )
+            t, y = _steps(*_flow_series(s.ts, k, "tput"))
+            axes[0].plot(t, y / 1e6, drawstyle="steps-pre", **kw)
+            t, y = _flow_series(s.ts, k, "cwnd")
+            axes[1].plot(t, y / lim.cwnd_scale, **kw)
+            t, y = _flow_series(s.ts, k, "rtt")
+            axes[2].plot(t, y / 1e3, **kw)
+
+    axes[0].set_ylim(0, lim.tput_max)
+    axes[1].set_ylim(0, lim.cwnd_max)
+    axes[2].set_ylim(0, lim.rtt_max)
+    axes[2].set_xlim(0, lim.t_max)
+    fair = [(cond.rate_mbit / cond.n_flows, "fair share")] if cond.n_flows > 1 else []
+    _refs(axes[0], [(cond.rate_mbit, "rate"), *fair], lim.tput_max)
+    cw = lim.cwnd_scale
+    _refs(
+        axes[1],
+        [(cond.bdp_bytes / cw, "BDP"), ((cond.bdp_bytes + cond.queue_bytes) / cw, "BDP+queue")],
+        lim.cwnd_max,
+    )
+    _refs(
+        axes[2],
+        [(cond.rtt_ms, "base RTT"), (cond.rtt_ms + cond.full_queue_ms, "full queue")],
+        lim.rtt_max,
+    )
+    axes[0].set_ylabel("throughput (Mbit/s)")
+    axes[1].set_ylabel(f"cwnd ({lim.cwnd_unit})")
+    axes[2].set_ylabel("srtt (ms)")
+    axes[2].set_xlabel("time since run start (s)")
+    fig.suptitle(title)
+
+    handles: list[Line2D] = [
+        Line2D(
+            [],
+            [],
+            color=style.flow_colour(colour, k),
+            ls=style.flow_linestyle(k),
+            lw=1.2,
+            label=f"flow {k}",
+        )
+        for k in flows
+    ]
+    if len(series) > 1:
+        handles.append(Line2D([], [], color=colour, lw=0.6, alpha=0.35, label="other repetitions"))
+    ncol = legend_ncol([str(h.get_label()) for h in handles], size[0], 3)
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
+    return fig
