@@ -13,7 +13,8 @@ pkgs=(
   python3 python3-venv python3-pip
   iproute2 iptables ethtool iputils-ping iperf3 fping procps kmod psmisc
   gcc make pkg-config libnetfilter-queue-dev libmnl-dev
-  poppler-utils libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz0b fonts-dejavu-core
+  poppler-utils libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz0b libharfbuzz-subset0
+  fonts-dejavu-core shellcheck
   openssh-server openssh-client
   podman runc debootstrap uidmap
 )

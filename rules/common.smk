@@ -48,6 +48,20 @@ def ccbench(args, log):
         raise RuntimeError(f"ccbench {args[0]} failed (see {log}): {' '.join(tail)}")
 
 
+# Each run waits for the one before it in the seeded order of its testbed, so runs
+# execute in that order. The edge is ancient() and the profile leaves "input" out of
+# the rerun triggers: reordering after a config change never reruns finished runs.
+PREV = {}
+for _tb in TESTBEDS:
+    _ids = [r for r in RUNS if MATRIX["runs"][r]["testbed_id"] == _tb]
+    PREV.update({rid: (_ids[i - 1] if i else None) for i, rid in enumerate(_ids)})
+
+
+def previous_run(wc):
+    prev = PREV[wc.run]
+    return ancient(f"{RESULTS}/runs/{prev}/attempts.json") if prev else []
+
+
 def testbed_of(run_id):
     return MATRIX["runs"][run_id]["testbed_id"]
 

@@ -7,6 +7,12 @@
  * and, once the head is due, accept every due packet with one batch verdict.
  * A constant delay never reorders, so FIFO release is exact.
  *
+ * Two threads by default: a reader (netlink receive, stamping) and a
+ * releaser (sleeps until the head is due, sends the verdicts, which is where
+ * the kernel forwards the released packets).  They share a single-producer /
+ * single-consumer ring.  The main thread handles signals and stats.
+ * --single-thread does everything in one loop.
+ *
  * See README.md for the command line and the stats JSON schema.
  */
 #define _GNU_SOURCE
@@ -16,6 +22,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -29,6 +36,7 @@
 #include <endian.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -45,7 +53,7 @@
 #define SOL_NETLINK 270
 #endif
 
-#define CCDELAY_VERSION "1.0"
+#define CCDELAY_VERSION "1.1"
 #define STATS_SCHEMA "ccdelay-stats/1"
 
 #define NSEC_PER_SEC 1000000000LL
@@ -54,7 +62,8 @@
 
 /* Receive batching: messages per recvmmsg() and bytes per message slot. */
 #define RX_BATCH 128
-#define RX_SLOT 4096
+#define RX_SLOT 2048
+#define DRAIN_BATCHES 32
 
 /* A kernel timestamp further than this from "now" is not trusted. */
 #define STAMP_PLAUSIBLE_PAST_NS (10LL * NSEC_PER_SEC)
@@ -70,6 +79,13 @@ static const int64_t bucket_edges_ns[] = {
 #define N_BUCKETS (N_EDGES + 1)
 #define LATE_THRESHOLD_NS (5 * NSEC_PER_MSEC)
 
+/* Counters have one writing thread each; the stats writer reads them
+ * concurrently.  Relaxed atomics keep that well defined at no cost. */
+#define CGET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define CSET(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define CADD(x, v) CSET(x, CGET(x) + (v))
+#define CINC(x) CADD(x, 1)
+
 enum stamp_mode { STAMP_KERNEL, STAMP_RECEIVE };
 
 struct options {
@@ -79,28 +95,25 @@ struct options {
 	uint32_t maxlen;
 	int rcvbuf;
 	int64_t slack_ns;
+	int64_t read_quantum_ns;
+	int64_t max_late_ns;
 	int rt_prio;
-	int cpu;
+	int cpu_reader;
+	int cpu_releaser;
 	enum stamp_mode stamp;
 	int64_t stats_interval_ns;
-	bool eager;
-	int64_t max_late_ns;
+	bool single_thread;
 };
 
 struct entry {
-	int64_t due;   /* CLOCK_MONOTONIC ns */
+	int64_t due; /* CLOCK_MONOTONIC ns */
 	uint32_t id;
 	uint32_t pad;
 };
 
-struct stats {
+/* written by the reader */
+struct rx_stats {
 	uint64_t received;
-	uint64_t released;
-	uint64_t released_on_exit;
-	uint64_t verdict_batches;
-	uint64_t verdict_sends;
-	uint64_t dropped_late;
-	uint64_t verdict_errors;
 	uint64_t stamp_kernel_real;
 	uint64_t stamp_kernel_mono;
 	uint64_t stamp_receive;
@@ -108,22 +121,31 @@ struct stats {
 	uint64_t enobufs;
 	uint64_t id_gaps;
 	uint64_t truncated;
+	uint64_t nl_errors;
 	uint64_t max_held;
-	/* lateness of packets released by the delay loop */
-	uint64_t late_count;
-	uint64_t late_sum_ns;
-	int64_t late_max_ns;
-	uint64_t late_over_threshold;
-	uint64_t buckets[N_BUCKETS];
-	/* stamp -> userspace receipt */
 	uint64_t lag_count;
 	uint64_t lag_sum_ns;
 	int64_t lag_max_ns;
 	uint64_t lag_buckets[N_BUCKETS];
 	uint64_t overdue_on_receipt;
 	uint64_t wakeups;
-	uint64_t stats_writes;
-	uint64_t stats_write_errors;
+};
+
+/* written by the releaser */
+struct tx_stats {
+	uint64_t released;
+	uint64_t released_on_exit;
+	uint64_t dropped_late;
+	uint64_t verdict_batches;
+	uint64_t verdict_sends;
+	uint64_t verdict_errors;
+	uint64_t enobufs;
+	uint64_t late_count;
+	uint64_t late_sum_ns;
+	int64_t late_max_ns;
+	uint64_t late_over_threshold;
+	uint64_t buckets[N_BUCKETS];
+	uint64_t wakeups;
 };
 
 static struct options opt = {
@@ -133,26 +155,41 @@ static struct options opt = {
 	.maxlen = 200000,
 	.rcvbuf = 64 << 20,
 	.slack_ns = 50 * NSEC_PER_USEC,
+	.read_quantum_ns = 100 * NSEC_PER_USEC,
+	.max_late_ns = 0,
 	.rt_prio = 0,
-	.cpu = -1,
+	.cpu_reader = -1,
+	.cpu_releaser = -1,
 	.stamp = STAMP_KERNEL,
 	.stats_interval_ns = NSEC_PER_SEC,
+	.single_thread = false,
 };
 
-static struct stats st;
+static struct rx_stats rx;
+static struct tx_stats tx;
+static uint64_t stats_writes, stats_write_errors;
+
+/* SPSC ring of held packets: the reader appends at tail, the releaser
+ * consumes from head.  Indices only grow. */
 static struct entry *ring;
 static uint32_t ring_mask;
-static uint64_t ring_head, ring_tail; /* monotonically increasing indices */
+static uint64_t ring_head;
+static uint64_t ring_tail;
+
 static struct mnl_socket *nl;
 static int nl_fd = -1;
 static uint32_t portid;
 static uint32_t last_id_seen;
 static bool have_last_id;
-static bool timestamping_enabled;
 static bool last_stamp_receive;
+static bool timestamping_enabled;
 static int64_t started_real_ns;
 static int rt_prio_applied;
-static int cpu_applied = -1;
+
+static int wake_fd = -1;  /* reader -> idle releaser: "ring not empty" */
+static int stop_fd = -1;  /* main -> threads: stop */
+static int releaser_idle; /* atomic flag */
+static int stopping;      /* atomic flag */
 
 static volatile sig_atomic_t sig_stop;
 static volatile sig_atomic_t sig_dump;
@@ -189,6 +226,17 @@ static inline int64_t clock_ns(clockid_t id)
 
 	clock_gettime(id, &ts);
 	return (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+static inline struct timespec ns_to_ts(int64_t ns)
+{
+	struct timespec ts;
+
+	if (ns < 0)
+		ns = 0;
+	ts.tv_sec = ns / NSEC_PER_SEC;
+	ts.tv_nsec = ns % NSEC_PER_SEC;
+	return ts;
 }
 
 static void on_signal(int sig)
@@ -231,12 +279,14 @@ static void print_help(void)
 "  --rcvbuf BYTES        netlink receive buffer (default 67108864)\n"
 "  --slack-us N          release quantum: at most one release per N us while\n"
 "                        packets keep coming (default 50)\n"
+"  --read-quantum-us N   reader batching: after a wakeup, wait up to N us\n"
+"                        (at most delay/4) before reading (default 100)\n"
 "  --max-late-us N       drop, instead of release, packets that would leave more\n"
 "                        than N us late (overload safety valve; default 0 = never)\n"
-"  --eager-read          read each packet as it arrives (default: read the backlog\n"
-"                        at release times when the kernel stamps packets)\n"
 "  --rt-prio N           run SCHED_FIFO with priority N (1-99; default off)\n"
-"  --cpu N               pin to CPU N (default: not pinned)\n"
+"  --cpu R[,W]           pin the reader to CPU R and the releaser to CPU W\n"
+"                        (one number: both; default: not pinned)\n"
+"  --single-thread       receive and release in one thread\n"
 "  --stamp kernel|receive  arrival time source (default kernel: the kernel's\n"
 "                        packet timestamp, falling back to time of receipt)\n"
 "  --version, --help\n"
@@ -244,10 +294,28 @@ static void print_help(void)
 "SIGUSR1: write stats now.\n");
 }
 
+static void parse_cpus(const char *s)
+{
+	char buf[64];
+	char *comma;
+
+	if (strlen(s) >= sizeof(buf))
+		usage_error("invalid --cpu '%s'", s);
+	strcpy(buf, s);
+	comma = strchr(buf, ',');
+	if (comma) {
+		*comma = '\0';
+		opt.cpu_reader = (int)parse_int("--cpu", buf, 0, CPU_SETSIZE - 1);
+		opt.cpu_releaser = (int)parse_int("--cpu", comma + 1, 0, CPU_SETSIZE - 1);
+	} else {
+		opt.cpu_reader = opt.cpu_releaser = (int)parse_int("--cpu", buf, 0, CPU_SETSIZE - 1);
+	}
+}
+
 static void parse_args(int argc, char **argv)
 {
-	enum { O_QUEUE = 256, O_DELAY, O_STATS, O_MAXLEN, O_RCVBUF, O_SLACK, O_RTPRIO,
-	       O_CPU, O_STAMP, O_INTERVAL, O_EAGER, O_MAXLATE, O_VERSION, O_HELP };
+	enum { O_QUEUE = 256, O_DELAY, O_STATS, O_MAXLEN, O_RCVBUF, O_SLACK, O_RQUANT,
+	       O_RTPRIO, O_CPU, O_STAMP, O_INTERVAL, O_SINGLE, O_MAXLATE, O_VERSION, O_HELP };
 	static const struct option longopts[] = {
 		{ "queue", required_argument, NULL, O_QUEUE },
 		{ "delay-us", required_argument, NULL, O_DELAY },
@@ -255,11 +323,12 @@ static void parse_args(int argc, char **argv)
 		{ "maxlen", required_argument, NULL, O_MAXLEN },
 		{ "rcvbuf", required_argument, NULL, O_RCVBUF },
 		{ "slack-us", required_argument, NULL, O_SLACK },
+		{ "read-quantum-us", required_argument, NULL, O_RQUANT },
 		{ "rt-prio", required_argument, NULL, O_RTPRIO },
 		{ "cpu", required_argument, NULL, O_CPU },
 		{ "stamp", required_argument, NULL, O_STAMP },
 		{ "stats-interval-ms", required_argument, NULL, O_INTERVAL },
-		{ "eager-read", no_argument, NULL, O_EAGER },
+		{ "single-thread", no_argument, NULL, O_SINGLE },
 		{ "max-late-us", required_argument, NULL, O_MAXLATE },
 		{ "version", no_argument, NULL, O_VERSION },
 		{ "help", no_argument, NULL, O_HELP },
@@ -291,11 +360,19 @@ static void parse_args(int argc, char **argv)
 		case O_SLACK:
 			opt.slack_ns = parse_int("--slack-us", optarg, 0, 1000000) * NSEC_PER_USEC;
 			break;
+		case O_RQUANT:
+			opt.read_quantum_ns =
+				parse_int("--read-quantum-us", optarg, 0, 1000000) * NSEC_PER_USEC;
+			break;
+		case O_MAXLATE:
+			opt.max_late_ns = parse_int("--max-late-us", optarg, 0, 10LL * 1000 * 1000) *
+					  NSEC_PER_USEC;
+			break;
 		case O_RTPRIO:
 			opt.rt_prio = (int)parse_int("--rt-prio", optarg, 0, 99);
 			break;
 		case O_CPU:
-			opt.cpu = (int)parse_int("--cpu", optarg, 0, CPU_SETSIZE - 1);
+			parse_cpus(optarg);
 			break;
 		case O_STAMP:
 			if (strcmp(optarg, "kernel") == 0)
@@ -309,12 +386,8 @@ static void parse_args(int argc, char **argv)
 			opt.stats_interval_ns =
 				parse_int("--stats-interval-ms", optarg, 10, 3600000) * NSEC_PER_MSEC;
 			break;
-		case O_MAXLATE:
-			opt.max_late_ns = parse_int("--max-late-us", optarg, 0, 10LL * 1000 * 1000) *
-					  NSEC_PER_USEC;
-			break;
-		case O_EAGER:
-			opt.eager = true;
+		case O_SINGLE:
+			opt.single_thread = true;
 			break;
 		case O_VERSION:
 			printf("ccdelay %s\n", CCDELAY_VERSION);
@@ -332,6 +405,9 @@ static void parse_args(int argc, char **argv)
 		usage_error("unexpected argument '%s'", argv[optind]);
 	if (opt.delay_ns < 0)
 		usage_error("--delay-us is required");
+	/* reading later than a quarter of the delay would eat into it */
+	if (opt.read_quantum_ns > opt.delay_ns / 4)
+		opt.read_quantum_ns = opt.delay_ns / 4;
 }
 
 /* ------------------------------------------------------------------ */
@@ -366,8 +442,8 @@ static void read_kernel_queue(long long out[5])
 
 static const char *clock_source(void)
 {
-	uint64_t k = st.stamp_kernel_real + st.stamp_kernel_mono;
-	uint64_t r = st.stamp_receive;
+	uint64_t k = CGET(rx.stamp_kernel_real) + CGET(rx.stamp_kernel_mono);
+	uint64_t r = CGET(rx.stamp_receive);
 
 	if (k == 0 && r == 0)
 		return opt.stamp == STAMP_KERNEL ? "none-yet" : "receive";
@@ -385,24 +461,28 @@ static void write_stats(bool final)
 	struct rusage ru;
 	FILE *f;
 	int64_t now_real = clock_ns(CLOCK_REALTIME);
+	uint64_t late_count = CGET(tx.late_count), lag_count = CGET(rx.lag_count);
+	uint64_t over = CGET(tx.late_over_threshold);
+	uint64_t head = __atomic_load_n(&ring_head, __ATOMIC_ACQUIRE);
+	uint64_t tail = __atomic_load_n(&ring_tail, __ATOMIC_ACQUIRE);
 	double late_mean_ms, lag_mean_ms, share;
 
 	if (!opt.stats_path)
 		return;
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%d", opt.stats_path, (int)getpid()) >=
 	    (int)sizeof(tmp)) {
-		st.stats_write_errors++;
+		stats_write_errors++;
 		return;
 	}
 	read_kernel_queue(kq);
 	getrusage(RUSAGE_SELF, &ru);
-	late_mean_ms = st.late_count ? (double)st.late_sum_ns / st.late_count / 1e6 : 0.0;
-	lag_mean_ms = st.lag_count ? (double)st.lag_sum_ns / st.lag_count / 1e6 : 0.0;
-	share = st.late_count ? (double)st.late_over_threshold / st.late_count : 0.0;
+	late_mean_ms = late_count ? (double)CGET(tx.late_sum_ns) / late_count / 1e6 : 0.0;
+	lag_mean_ms = lag_count ? (double)CGET(rx.lag_sum_ns) / lag_count / 1e6 : 0.0;
+	share = late_count ? (double)over / late_count : 0.0;
 
 	f = fopen(tmp, "we");
 	if (!f) {
-		st.stats_write_errors++;
+		stats_write_errors++;
 		return;
 	}
 	fprintf(f, "{\n");
@@ -414,75 +494,80 @@ static void write_stats(bool final)
 	fprintf(f, "  \"updated_unix\": %.6f,\n", now_real / 1e9);
 	fprintf(f, "  \"config\": {\"queue\": %u, \"delay_us\": %" PRId64
 		   ", \"queue_maxlen\": %u, \"rcvbuf_bytes\": %d, \"slack_us\": %" PRId64
-		   ", \"max_late_us\": %" PRId64 ", \"rt_prio\": %d, \"cpu\": %d, \"stamp\": \"%s\", "
-		   "\"eager_read\": %s},\n",
+		   ", \"read_quantum_us\": %" PRId64 ", \"max_late_us\": %" PRId64
+		   ", \"rt_prio\": %d, \"cpu_reader\": %d, \"cpu_releaser\": %d"
+		   ", \"threads\": %d, \"stamp\": \"%s\"},\n",
 		opt.queue, (int64_t)(opt.delay_ns / NSEC_PER_USEC), opt.maxlen, opt.rcvbuf,
-		(int64_t)(opt.slack_ns / NSEC_PER_USEC), (int64_t)(opt.max_late_ns / NSEC_PER_USEC),
-		rt_prio_applied, cpu_applied, opt.stamp == STAMP_KERNEL ? "kernel" : "receive",
-		opt.eager ? "true" : "false");
+		(int64_t)(opt.slack_ns / NSEC_PER_USEC),
+		(int64_t)(opt.read_quantum_ns / NSEC_PER_USEC),
+		(int64_t)(opt.max_late_ns / NSEC_PER_USEC), rt_prio_applied, opt.cpu_reader,
+		opt.cpu_releaser, opt.single_thread ? 1 : 2,
+		opt.stamp == STAMP_KERNEL ? "kernel" : "receive");
 	fprintf(f, "  \"clock_source\": \"%s\",\n", clock_source());
 	fprintf(f, "  \"timestamping_enabled\": %s,\n", timestamping_enabled ? "true" : "false");
 	fprintf(f, "  \"stamps\": {\"kernel_realtime\": %" PRIu64 ", \"kernel_monotonic\": %" PRIu64
 		   ", \"receive\": %" PRIu64 ", \"rejected\": %" PRIu64 "},\n",
-		st.stamp_kernel_real, st.stamp_kernel_mono, st.stamp_receive, st.stamp_rejected);
-	fprintf(f, "  \"packets_received\": %" PRIu64 ",\n", st.received);
-	fprintf(f, "  \"packets_released\": %" PRIu64 ",\n", st.released);
-	fprintf(f, "  \"packets_released_on_exit\": %" PRIu64 ",\n", st.released_on_exit);
-	fprintf(f, "  \"packets_held\": %" PRIu64 ",\n", ring_tail - ring_head);
-	fprintf(f, "  \"max_held\": %" PRIu64 ",\n", st.max_held);
-	fprintf(f, "  \"packets_dropped_late\": %" PRIu64 ",\n", st.dropped_late);
-	fprintf(f, "  \"verdict_batches\": %" PRIu64 ",\n", st.verdict_batches);
-	fprintf(f, "  \"verdict_sends\": %" PRIu64 ",\n", st.verdict_sends);
-	fprintf(f, "  \"verdict_errors\": %" PRIu64 ",\n", st.verdict_errors);
-	fprintf(f, "  \"wakeups\": %" PRIu64 ",\n", st.wakeups);
-	fprintf(f, "  \"enobufs_events\": %" PRIu64 ",\n", st.enobufs);
-	fprintf(f, "  \"id_gaps\": %" PRIu64 ",\n", st.id_gaps);
-	fprintf(f, "  \"truncated_messages\": %" PRIu64 ",\n", st.truncated);
+		CGET(rx.stamp_kernel_real), CGET(rx.stamp_kernel_mono), CGET(rx.stamp_receive),
+		CGET(rx.stamp_rejected));
+	fprintf(f, "  \"packets_received\": %" PRIu64 ",\n", CGET(rx.received));
+	fprintf(f, "  \"packets_released\": %" PRIu64 ",\n", CGET(tx.released));
+	fprintf(f, "  \"packets_released_on_exit\": %" PRIu64 ",\n", CGET(tx.released_on_exit));
+	fprintf(f, "  \"packets_dropped_late\": %" PRIu64 ",\n", CGET(tx.dropped_late));
+	fprintf(f, "  \"packets_held\": %" PRIu64 ",\n", tail - head);
+	fprintf(f, "  \"max_held\": %" PRIu64 ",\n", CGET(rx.max_held));
+	fprintf(f, "  \"verdict_batches\": %" PRIu64 ",\n", CGET(tx.verdict_batches));
+	fprintf(f, "  \"verdict_sends\": %" PRIu64 ",\n", CGET(tx.verdict_sends));
+	fprintf(f, "  \"verdict_errors\": %" PRIu64 ",\n",
+		CGET(tx.verdict_errors) + CGET(rx.nl_errors));
+	fprintf(f, "  \"wakeups\": %" PRIu64 ",\n", CGET(rx.wakeups) + CGET(tx.wakeups));
+	fprintf(f, "  \"enobufs_events\": %" PRIu64 ",\n", CGET(rx.enobufs) + CGET(tx.enobufs));
+	fprintf(f, "  \"id_gaps\": %" PRIu64 ",\n", CGET(rx.id_gaps));
+	fprintf(f, "  \"truncated_messages\": %" PRIu64 ",\n", CGET(rx.truncated));
 	fprintf(f, "  \"kernel_queue\": {\"queue_total\": %lld, \"queue_full_drops\": %lld, "
 		   "\"user_drops\": %lld, \"id_sequence\": %lld, \"peer_portid\": %lld},\n",
 		kq[0], kq[1], kq[2], kq[3], kq[4]);
 	fprintf(f, "  \"lateness\": {\n");
-	fprintf(f, "    \"count\": %" PRIu64 ",\n", st.late_count);
+	fprintf(f, "    \"count\": %" PRIu64 ",\n", late_count);
 	fprintf(f, "    \"mean_ms\": %.6f,\n", late_mean_ms);
-	fprintf(f, "    \"max_ms\": %.6f,\n", st.late_max_ns / 1e6);
+	fprintf(f, "    \"max_ms\": %.6f,\n", CGET(tx.late_max_ns) / 1e6);
 	fprintf(f, "    \"threshold_ms\": %.3f,\n", LATE_THRESHOLD_NS / 1e6);
-	fprintf(f, "    \"over_threshold\": %" PRIu64 ",\n", st.late_over_threshold);
+	fprintf(f, "    \"over_threshold\": %" PRIu64 ",\n", over);
 	fprintf(f, "    \"over_threshold_share\": %.6f,\n", share);
 	fprintf(f, "    \"bucket_edges_ms\": [");
 	for (int i = 0; i < N_EDGES; i++)
 		fprintf(f, "%s%g", i ? ", " : "", bucket_edges_ns[i] / 1e6);
 	fprintf(f, "],\n    \"bucket_counts\": [");
 	for (int i = 0; i < N_BUCKETS; i++)
-		fprintf(f, "%s%" PRIu64, i ? ", " : "", st.buckets[i]);
+		fprintf(f, "%s%" PRIu64, i ? ", " : "", CGET(tx.buckets[i]));
 	fprintf(f, "]\n  },\n");
 	fprintf(f, "  \"receive_lag\": {\"count\": %" PRIu64 ", \"mean_ms\": %.6f, \"max_ms\": %.6f, "
 		   "\"overdue_on_receipt\": %" PRIu64 ", \"bucket_counts\": [",
-		st.lag_count, lag_mean_ms, st.lag_max_ns / 1e6, st.overdue_on_receipt);
+		lag_count, lag_mean_ms, CGET(rx.lag_max_ns) / 1e6, CGET(rx.overdue_on_receipt));
 	for (int i = 0; i < N_BUCKETS; i++)
-		fprintf(f, "%s%" PRIu64, i ? ", " : "", st.lag_buckets[i]);
+		fprintf(f, "%s%" PRIu64, i ? ", " : "", CGET(rx.lag_buckets[i]));
 	fprintf(f, "]},\n");
 	fprintf(f, "  \"cpu\": {\"user_s\": %.6f, \"system_s\": %.6f},\n",
 		ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6,
 		ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6);
-	fprintf(f, "  \"stats_writes\": %" PRIu64 ",\n", st.stats_writes + 1);
-	fprintf(f, "  \"stats_write_errors\": %" PRIu64 "\n", st.stats_write_errors);
+	fprintf(f, "  \"stats_writes\": %" PRIu64 ",\n", stats_writes + 1);
+	fprintf(f, "  \"stats_write_errors\": %" PRIu64 "\n", stats_write_errors);
 	fprintf(f, "}\n");
 	if (fflush(f) != 0 || ferror(f)) {
 		fclose(f);
 		unlink(tmp);
-		st.stats_write_errors++;
+		stats_write_errors++;
 		return;
 	}
 	if (fclose(f) != 0 || rename(tmp, opt.stats_path) != 0) {
 		unlink(tmp);
-		st.stats_write_errors++;
+		stats_write_errors++;
 		return;
 	}
-	st.stats_writes++;
+	stats_writes++;
 }
 
 /* ------------------------------------------------------------------ */
-/* netlink                                                             */
+/* release side                                                        */
 
 /*
  * Verdicts are collected into one buffer of NFQNL_MSG_VERDICT_BATCH messages
@@ -503,14 +588,14 @@ static void verdict_flush(void)
 			continue;
 		if (errno == ENOBUFS || errno == EAGAIN) {
 			/* the kernel did not take it: try again shortly */
-			st.enobufs++;
+			CINC(tx.enobufs);
 			usleep(50);
 			continue;
 		}
-		st.verdict_errors++;
+		CINC(tx.verdict_errors);
 		break;
 	}
-	st.verdict_sends++;
+	CINC(tx.verdict_sends);
 	verdict_len = 0;
 }
 
@@ -523,7 +608,7 @@ static void verdict_add(uint32_t max_id, int verdict)
 	nlh = nfq_nlmsg_put(verdict_buf + verdict_len, NFQNL_MSG_VERDICT_BATCH, opt.queue);
 	nfq_nlmsg_verdict_put(nlh, (int)max_id, verdict);
 	verdict_len += NLMSG_ALIGN(nlh->nlmsg_len);
-	st.verdict_batches++;
+	CINC(tx.verdict_batches);
 }
 
 static inline int bucket_of(int64_t v)
@@ -539,29 +624,31 @@ static inline void record_lateness(int64_t late)
 {
 	if (late < 0)
 		late = 0;
-	st.buckets[bucket_of(late)]++;
-	st.late_count++;
-	st.late_sum_ns += (uint64_t)late;
-	if (late > st.late_max_ns)
-		st.late_max_ns = late;
+	CINC(tx.buckets[bucket_of(late)]);
+	CINC(tx.late_count);
+	CADD(tx.late_sum_ns, (uint64_t)late);
+	if (late > CGET(tx.late_max_ns))
+		CSET(tx.late_max_ns, late);
 	if (late > LATE_THRESHOLD_NS)
-		st.late_over_threshold++;
+		CINC(tx.late_over_threshold);
 }
 
 /*
- * Release every held packet whose due time has passed: one verdict for the
- * whole run.  With --max-late-us, packets that would leave later than that
- * are dropped instead (a safety valve: the element behaves like an overloaded
- * link and TCP backs off, instead of the delay growing without bound).
+ * Release every held packet whose due time has passed: one verdict per run
+ * of equal verdicts, one sendto for all.  With --max-late-us, packets that
+ * would leave later than that are dropped instead (a safety valve: the
+ * element then behaves like an overloaded link and TCP backs off, instead of
+ * the delay growing without bound).  Releaser thread only.
  */
 static void release_due(int64_t now)
 {
+	uint64_t h = ring_head;
+	uint64_t t = __atomic_load_n(&ring_tail, __ATOMIC_ACQUIRE);
 	int run_verdict = -1;
 	uint32_t run_last = 0;
-	bool any = false;
 
-	while (ring_head != ring_tail) {
-		struct entry *e = &ring[ring_head & ring_mask];
+	while (h != t) {
+		const struct entry *e = &ring[h & ring_mask];
 		int64_t late = now - e->due;
 		int v = NF_ACCEPT;
 
@@ -569,26 +656,26 @@ static void release_due(int64_t now)
 			break;
 		if (opt.max_late_ns > 0 && late > opt.max_late_ns) {
 			v = NF_DROP;
-			st.dropped_late++;
+			CINC(tx.dropped_late);
 		} else {
 			record_lateness(late);
-			st.released++;
+			CINC(tx.released);
 		}
 		if (v != run_verdict && run_verdict != -1)
 			verdict_add(run_last, run_verdict);
 		run_verdict = v;
 		run_last = e->id;
-		ring_head++;
-		any = true;
+		h++;
 	}
-	if (any) {
+	if (run_verdict != -1) {
 		verdict_add(run_last, run_verdict);
 		verdict_flush();
+		__atomic_store_n(&ring_head, h, __ATOMIC_RELEASE);
 		last_release = now;
 	}
 }
 
-/* Accept everything held, early (exit path). */
+/* Accept everything held, early (exit path, threads stopped). */
 static void release_all(void)
 {
 	uint64_t n = ring_tail - ring_head;
@@ -598,9 +685,28 @@ static void release_all(void)
 	verdict_add(ring[(ring_tail - 1) & ring_mask].id, NF_ACCEPT);
 	verdict_flush();
 	ring_head = ring_tail;
-	st.released += n;
-	st.released_on_exit += n;
+	CADD(tx.released, n);
+	CADD(tx.released_on_exit, n);
 }
+
+/* When the releaser should next run; INT64_MAX if nothing is held. */
+static int64_t next_due(void)
+{
+	uint64_t h = ring_head;
+	uint64_t t = __atomic_load_n(&ring_tail, __ATOMIC_ACQUIRE);
+	int64_t due;
+
+	if (h == t)
+		return INT64_MAX;
+	due = ring[h & ring_mask].due;
+	/* batch: no more than one release per quantum */
+	if (due < last_release + opt.slack_ns)
+		due = last_release + opt.slack_ns;
+	return due;
+}
+
+/* ------------------------------------------------------------------ */
+/* receive side                                                        */
 
 /* Returns the arrival time (CLOCK_MONOTONIC ns) for a packet. */
 static inline int64_t arrival_time(struct nlattr *tsattr, int64_t now_mono, int64_t now_real)
@@ -619,33 +725,60 @@ static inline int64_t arrival_time(struct nlattr *tsattr, int64_t now_mono, int6
 		/* NFQUEUE reports wall-clock receive stamps; a packet can also
 		 * carry a monotonic delivery time (EDT) from a local sender. */
 		if (d_real > -STAMP_PLAUSIBLE_FUTURE_NS && d_real < STAMP_PLAUSIBLE_PAST_NS) {
-			st.stamp_kernel_real++;
+			CINC(rx.stamp_kernel_real);
 			lag = d_real;
 			stamped = true;
 		} else if (d_mono > -STAMP_PLAUSIBLE_FUTURE_NS && d_mono < STAMP_PLAUSIBLE_PAST_NS) {
-			st.stamp_kernel_mono++;
+			CINC(rx.stamp_kernel_mono);
 			lag = d_mono;
 			stamped = true;
 		} else {
-			st.stamp_rejected++;
+			CINC(rx.stamp_rejected);
 		}
 	}
 	if (!stamped) {
-		st.stamp_receive++;
+		CINC(rx.stamp_receive);
 		last_stamp_receive = true;
 		return now_mono;
 	}
 	last_stamp_receive = false;
 	if (lag < 0)
 		lag = 0; /* stamped a hair "in the future": clock read order */
-	st.lag_count++;
-	st.lag_buckets[bucket_of(lag)]++;
+	CINC(rx.lag_count);
+	CINC(rx.lag_buckets[bucket_of(lag)]);
 	if (lag > opt.delay_ns)
-		st.overdue_on_receipt++;
-	st.lag_sum_ns += (uint64_t)lag;
-	if (lag > st.lag_max_ns)
-		st.lag_max_ns = lag;
+		CINC(rx.overdue_on_receipt);
+	CADD(rx.lag_sum_ns, (uint64_t)lag);
+	if (lag > CGET(rx.lag_max_ns))
+		CSET(rx.lag_max_ns, lag);
 	return now_mono - lag;
+}
+
+static void ring_push(uint32_t id, int64_t due)
+{
+	uint64_t t = ring_tail;
+	uint64_t h = __atomic_load_n(&ring_head, __ATOMIC_ACQUIRE);
+
+	/* The ring is larger than the kernel queue, and every entry is a
+	 * packet the kernel still holds, so this does not fill up; if it ever
+	 * did, wait for the releaser rather than forget a packet. */
+	while (t - h > ring_mask) {
+		if (opt.single_thread) {
+			verdict_add(ring[h & ring_mask].id, NF_ACCEPT);
+			verdict_flush();
+			CINC(tx.released);
+			record_lateness(0);
+			__atomic_store_n(&ring_head, h + 1, __ATOMIC_RELEASE);
+		} else {
+			usleep(20);
+		}
+		h = __atomic_load_n(&ring_head, __ATOMIC_ACQUIRE);
+	}
+	ring[t & ring_mask].id = id;
+	ring[t & ring_mask].due = due;
+	__atomic_store_n(&ring_tail, t + 1, __ATOMIC_RELEASE);
+	if (t + 1 - h > CGET(rx.max_held))
+		CSET(rx.max_held, t + 1 - h);
 }
 
 static int cfg_seq;
@@ -663,7 +796,7 @@ static void handle_msg(const struct nlmsghdr *nlh, int64_t now_mono, int64_t now
 			return;
 		}
 		if (err->error)
-			st.verdict_errors++;
+			CINC(rx.nl_errors);
 		return;
 	}
 	if (nlh->nlmsg_type != ((NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET))
@@ -677,37 +810,35 @@ static void handle_msg(const struct nlmsghdr *nlh, int64_t now_mono, int64_t now
 	uint32_t id = ntohl(ph->packet_id);
 
 	if (have_last_id && id != last_id_seen + 1)
-		st.id_gaps += (uint32_t)(id - last_id_seen - 1);
+		CADD(rx.id_gaps, (uint32_t)(id - last_id_seen - 1));
 	last_id_seen = id;
 	have_last_id = true;
-	st.received++;
+	CINC(rx.received);
 
-	int64_t arr = arrival_time(attr[NFQA_TIMESTAMP], now_mono, now_real);
-
-	if (ring_tail - ring_head > ring_mask) {
-		/* cannot happen while maxlen < ring size; never lose a packet:
-		 * release the oldest early rather than forget it */
-		verdict_add(ring[ring_head & ring_mask].id, NF_ACCEPT);
-		verdict_flush();
-		ring_head++;
-		st.released++;
-		record_lateness(0);
-	}
-	struct entry *e = &ring[ring_tail & ring_mask];
-	e->id = id;
-	e->due = arr + opt.delay_ns;
-	ring_tail++;
-	if (ring_tail - ring_head > st.max_held)
-		st.max_held = ring_tail - ring_head;
+	ring_push(id, arrival_time(attr[NFQA_TIMESTAMP], now_mono, now_real) + opt.delay_ns);
 }
 
 static char *rx_bufs;
 static struct mmsghdr rx_msgs[RX_BATCH];
 static struct iovec rx_iov[RX_BATCH];
 
+static void notify_releaser(void)
+{
+	static const uint64_t one = 1;
+
+	if (opt.single_thread)
+		return;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&releaser_idle, __ATOMIC_RELAXED)) {
+		if (write(wake_fd, &one, sizeof(one)) < 0) {
+			/* eventfd counter full cannot happen; nothing to do */
+		}
+	}
+}
+
 /* Read what is pending (non-blocking, at most max_batches recvmmsg calls).
  * Returns the number of datagrams read. */
-static int drain_socket(int64_t *now_mono_out, int max_batches)
+static int drain_socket(int max_batches)
 {
 	int total = 0;
 
@@ -718,7 +849,7 @@ static int drain_socket(int64_t *now_mono_out, int max_batches)
 			if (errno == EINTR)
 				continue;
 			if (errno == ENOBUFS) {
-				st.enobufs++;
+				CINC(rx.enobufs);
 				continue;
 			}
 			break; /* EAGAIN */
@@ -731,7 +862,7 @@ static int drain_socket(int64_t *now_mono_out, int max_batches)
 			const struct nlmsghdr *nlh = (const struct nlmsghdr *)rx_iov[i].iov_base;
 
 			if (rx_msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
-				st.truncated++;
+				CINC(rx.truncated);
 			while (mnl_nlmsg_ok(nlh, len)) {
 				handle_msg(nlh, now_mono, now_real);
 				nlh = mnl_nlmsg_next(nlh, &len);
@@ -739,12 +870,14 @@ static int drain_socket(int64_t *now_mono_out, int max_batches)
 			rx_msgs[i].msg_hdr.msg_flags = 0;
 		}
 		total += n;
-		if (now_mono_out)
-			*now_mono_out = now_mono;
+		if (n > 0)
+			notify_releaser();
 		if (n < RX_BATCH)
 			break;
-		/* keep the due ones moving while a large backlog is read */
-		release_due(now_mono);
+		/* single thread: keep the due ones moving while a large backlog
+		 * is read */
+		if (opt.single_thread)
+			release_due(now_mono);
 	}
 	return total;
 }
@@ -763,6 +896,9 @@ static void setup_rx(void)
 	}
 }
 
+/* ------------------------------------------------------------------ */
+/* netlink set-up                                                      */
+
 static void send_config(struct nlmsghdr *nlh, const char *what)
 {
 	int64_t deadline = clock_ns(CLOCK_MONOTONIC) + 2 * NSEC_PER_SEC;
@@ -779,7 +915,7 @@ static void send_config(struct nlmsghdr *nlh, const char *what)
 		if (left <= 0)
 			die("cannot %s NFQUEUE %u: no answer from the kernel", what, opt.queue);
 		poll(&p, 1, (int)(left / NSEC_PER_MSEC) + 1);
-		drain_socket(NULL, 1);
+		drain_socket(1);
 	}
 	if (cfg_err < 0) {
 		int e = -cfg_err;
@@ -794,9 +930,6 @@ static void send_config(struct nlmsghdr *nlh, const char *what)
 		}
 		if (e == EPERM)
 			die("cannot %s NFQUEUE %u: %s (needs root/CAP_NET_ADMIN in this namespace)",
-			    what, opt.queue, strerror(e));
-		if (e == EBUSY)
-			die("cannot %s NFQUEUE %u: %s (another program is bound to this queue)",
 			    what, opt.queue, strerror(e));
 		die("cannot %s NFQUEUE %u: %s", what, opt.queue, strerror(e));
 	}
@@ -823,7 +956,6 @@ static void setup_netlink(void)
 	 * kernel drops (and counts) such packets */
 	setsockopt(nl_fd, SOL_NETLINK, NETLINK_NO_ENOBUFS, &one, sizeof(one));
 
-	/* bind, copy mode, queue length and flags in one config message */
 	nlh = nfq_nlmsg_put(buf, NFQNL_MSG_CONFIG, opt.queue);
 	nfq_nlmsg_cfg_put_cmd(nlh, AF_INET, NFQNL_CFG_CMD_BIND);
 	send_config(nlh, "bind");
@@ -863,27 +995,197 @@ static void enable_kernel_timestamps(void)
 		close(fd);
 }
 
-static void setup_sched(void)
+/* CPU pinning and SCHED_FIFO for the calling thread.  The releaser gets
+ * --rt-prio, the reader one less (it has the whole delay as slack and must
+ * not hold up a release when both share a CPU). */
+static void setup_thread_sched(int cpu, int prio)
 {
-	if (opt.cpu >= 0) {
+	if (cpu >= 0) {
 		cpu_set_t set;
 
 		CPU_ZERO(&set);
-		CPU_SET(opt.cpu, &set);
+		CPU_SET(cpu, &set);
 		if (sched_setaffinity(0, sizeof(set), &set) < 0)
-			die("cannot pin to CPU %d: %s", opt.cpu, strerror(errno));
-		cpu_applied = opt.cpu;
+			die("cannot pin to CPU %d: %s", cpu, strerror(errno));
 	}
 	if (opt.rt_prio > 0) {
-		struct sched_param sp = { .sched_priority = opt.rt_prio };
+		struct sched_param sp = { .sched_priority = prio > 0 ? prio : 1 };
 
 		if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0)
-			die("cannot set SCHED_FIFO priority %d: %s", opt.rt_prio, strerror(errno));
+			die("cannot set SCHED_FIFO priority %d: %s", sp.sched_priority,
+			    strerror(errno));
 		rt_prio_applied = opt.rt_prio;
-		mlockall(MCL_CURRENT | MCL_FUTURE);
 	}
 	/* precise wakeups: batching is done explicitly (--slack-us) */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* threads                                                             */
+
+static bool stop_requested(void)
+{
+	return __atomic_load_n(&stopping, __ATOMIC_RELAXED) != 0;
+}
+
+static void *reader_main(void *arg)
+{
+	(void)arg;
+	prctl(PR_SET_NAME, "ccdelay-rx", 0, 0, 0);
+	setup_thread_sched(opt.cpu_reader, opt.rt_prio - 1);
+	while (!stop_requested()) {
+		struct pollfd p[2] = { { .fd = nl_fd, .events = POLLIN },
+				       { .fd = stop_fd, .events = POLLIN } };
+		int n = drain_socket(DRAIN_BATCHES);
+
+		if (n >= DRAIN_BATCHES * RX_BATCH)
+			continue;
+		if (ppoll(p, 2, NULL, NULL) > 0)
+			CINC(rx.wakeups);
+		if (p[1].revents)
+			break;
+		/* let a few more arrive: one wakeup per quantum, not per packet
+		 * (arrival times come from the kernel, so reading later is
+		 * harmless as long as it is well before the due time) */
+		if (opt.read_quantum_ns > 0 && opt.stamp == STAMP_KERNEL && !last_stamp_receive) {
+			struct timespec q = ns_to_ts(opt.read_quantum_ns);
+
+			clock_nanosleep(CLOCK_MONOTONIC, 0, &q, NULL);
+		}
+	}
+	return NULL;
+}
+
+static void *releaser_main(void *arg)
+{
+	uint64_t junk;
+
+	(void)arg;
+	prctl(PR_SET_NAME, "ccdelay-tx", 0, 0, 0);
+	setup_thread_sched(opt.cpu_releaser, opt.rt_prio);
+	while (!stop_requested()) {
+		int64_t now = clock_ns(CLOCK_MONOTONIC);
+		struct pollfd p[2] = { { .fd = wake_fd, .events = POLLIN },
+				       { .fd = stop_fd, .events = POLLIN } };
+		int64_t due;
+		int r;
+
+		release_due(now);
+		due = next_due();
+		if (due == INT64_MAX) {
+			/* nothing held: announce idleness, re-check, sleep */
+			__atomic_store_n(&releaser_idle, 1, __ATOMIC_RELAXED);
+			__atomic_thread_fence(__ATOMIC_SEQ_CST);
+			if (__atomic_load_n(&ring_tail, __ATOMIC_ACQUIRE) != ring_head) {
+				__atomic_store_n(&releaser_idle, 0, __ATOMIC_RELAXED);
+				continue;
+			}
+			r = ppoll(p, 2, NULL, NULL);
+			__atomic_store_n(&releaser_idle, 0, __ATOMIC_RELAXED);
+		} else {
+			now = clock_ns(CLOCK_MONOTONIC);
+			if (due <= now)
+				continue;
+			struct timespec ts = ns_to_ts(due - now);
+
+			r = ppoll(p, 2, &ts, NULL);
+		}
+		CINC(tx.wakeups);
+		if (r > 0 && (p[0].revents & POLLIN)) {
+			if (read(wake_fd, &junk, sizeof(junk)) < 0) {
+				/* EAGAIN: already cleared */
+			}
+		}
+	}
+	return NULL;
+}
+
+static void run_threads(void)
+{
+	pthread_t rd, rl;
+	sigset_t set;
+	int64_t next_stats = clock_ns(CLOCK_MONOTONIC) + opt.stats_interval_ns;
+	static const uint64_t one = 1;
+	int err;
+
+	wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (wake_fd < 0 || stop_fd < 0)
+		die("cannot create eventfd: %s", strerror(errno));
+	/* signals stay blocked everywhere; the main thread takes them */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGUSR1);
+	if ((err = pthread_create(&rd, NULL, reader_main, NULL)) != 0 ||
+	    (err = pthread_create(&rl, NULL, releaser_main, NULL)) != 0)
+		die("cannot start threads: %s", strerror(err));
+
+	for (;;) {
+		int64_t now = clock_ns(CLOCK_MONOTONIC);
+		struct timespec ts;
+		int sig;
+
+		if (now >= next_stats) {
+			write_stats(false);
+			next_stats = now + opt.stats_interval_ns;
+		}
+		ts = ns_to_ts(next_stats - now);
+		sig = sigtimedwait(&set, NULL, &ts);
+		if (sig == SIGTERM || sig == SIGINT)
+			break;
+		if (sig == SIGUSR1)
+			write_stats(false);
+	}
+	__atomic_store_n(&stopping, 1, __ATOMIC_RELAXED);
+	if (write(stop_fd, &one, sizeof(one)) < 0)
+		die("cannot stop threads: %s", strerror(errno));
+	pthread_join(rd, NULL);
+	pthread_join(rl, NULL);
+}
+
+static void run_single(const sigset_t *waitmask)
+{
+	int64_t next_stats = clock_ns(CLOCK_MONOTONIC) + opt.stats_interval_ns;
+
+	setup_thread_sched(opt.cpu_reader, opt.rt_prio);
+	while (!sig_stop) {
+		int n = drain_socket(DRAIN_BATCHES);
+		int64_t now = clock_ns(CLOCK_MONOTONIC);
+
+		release_due(now);
+		if (sig_dump) {
+			sig_dump = 0;
+			write_stats(false);
+		}
+		if (now >= next_stats) {
+			write_stats(false);
+			next_stats = now + opt.stats_interval_ns;
+		}
+
+		/*
+		 * Sleep.  While packets are held and stamped by the kernel, their
+		 * arrival times do not depend on when we read them, so we sleep
+		 * until the head is due and read the backlog then.  With nothing
+		 * held, or when stamping on receipt, wake on the first packet.
+		 */
+		int64_t wake = next_due();
+		bool held = wake != INT64_MAX;
+		bool lazy = held && opt.stamp == STAMP_KERNEL && !last_stamp_receive;
+		struct pollfd p = { .fd = nl_fd, .events = lazy ? 0 : POLLIN };
+
+		if (wake > next_stats)
+			wake = next_stats;
+		now = clock_ns(CLOCK_MONOTONIC);
+		/* more backlog than one drain took: do not sleep, but still let
+		 * pending signals in (they are blocked outside ppoll) */
+		if (n >= DRAIN_BATCHES * RX_BATCH || wake < now)
+			wake = now;
+		struct timespec ts = ns_to_ts(wake - now);
+
+		if (ppoll(&p, 1, &ts, waitmask) >= 0 && wake > now)
+			CINC(tx.wakeups);
+	}
 }
 
 int main(int argc, char **argv)
@@ -891,7 +1193,6 @@ int main(int argc, char **argv)
 	struct sigaction sa;
 	sigset_t block, waitmask;
 	uint32_t size = 1;
-	int64_t next_stats;
 
 	parse_args(argc, argv);
 
@@ -935,64 +1236,18 @@ int main(int argc, char **argv)
 	if (opt.stamp == STAMP_KERNEL)
 		enable_kernel_timestamps();
 	setup_netlink();
-	setup_sched();
+	if (opt.rt_prio > 0)
+		mlockall(MCL_CURRENT | MCL_FUTURE);
 	write_stats(false);
-	next_stats = clock_ns(CLOCK_MONOTONIC) + opt.stats_interval_ns;
 
-	while (!sig_stop) {
-		int64_t now = clock_ns(CLOCK_MONOTONIC);
-		int n = drain_socket(&now, 32);
-
-		if (n == 0)
-			now = clock_ns(CLOCK_MONOTONIC);
-		release_due(now);
-
-		if (sig_dump) {
-			sig_dump = 0;
-			write_stats(false);
-		}
-		if (now >= next_stats) {
-			write_stats(false);
-			next_stats = now + opt.stats_interval_ns;
-		}
-
-		/*
-		 * Sleep.  While packets are held and stamped by the kernel, their
-		 * arrival times do not depend on when we read them, so we sleep
-		 * until the head is due and read the backlog then (one wakeup per
-		 * release instead of one per packet).  With nothing held, or when
-		 * stamping on receipt, wake on the first new packet.
-		 */
-		int64_t wake = next_stats;
-		bool held = ring_head != ring_tail;
-		bool lazy = held && !opt.eager && opt.stamp == STAMP_KERNEL && !last_stamp_receive;
-		struct pollfd p = { .fd = nl_fd, .events = lazy ? 0 : POLLIN };
-
-		if (held) {
-			int64_t due = ring[ring_head & ring_mask].due;
-
-			/* batch: no more than one release per quantum */
-			if (due < last_release + opt.slack_ns)
-				due = last_release + opt.slack_ns;
-			if (due < wake)
-				wake = due;
-		}
-		now = clock_ns(CLOCK_MONOTONIC);
-		/* more backlog than one drain took: do not sleep, but still let
-		 * pending signals in (they are blocked outside ppoll) */
-		if (n >= 32 * RX_BATCH || wake < now)
-			wake = now;
-		int64_t left = wake - now;
-		struct timespec ts = { .tv_sec = left / NSEC_PER_SEC, .tv_nsec = left % NSEC_PER_SEC };
-
-		ppoll(&p, 1, &ts, &waitmask);
-		if (left > 0)
-			st.wakeups++;
-	}
+	if (opt.single_thread)
+		run_single(&waitmask);
+	else
+		run_threads();
 
 	/* exit: accept everything still held, then unbind */
 	for (int round = 0; round < 3; round++) {
-		drain_socket(NULL, 256);
+		drain_socket(256);
 		release_all();
 	}
 	unbind_queue();

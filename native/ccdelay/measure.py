@@ -3,7 +3,7 @@
 
     sudo python3 native/ccdelay/measure.py                # 100M/500M/1G x cubic/reno/bbr
     sudo python3 native/ccdelay/measure.py --rates 1gbit --ccs bbr --duration 20 \
-        --ccdelay-arg=--rt-prio=10
+        --rt-prio 0 --ccdelay-arg=--single-thread          # compare variants
 
 Testbed (all names start with ``ccdt-``; torn down on exit, even on failure):
 
@@ -223,11 +223,18 @@ class Testbed:
 
 
 def ping_rtt_ms(count: int = 10, interval: float = 0.1) -> dict:
-    p = nsx(NS_S, "ping", "-n", "-q", "-c", str(count), "-i", str(interval), R_ADDR,
+    """Ping ccdt-r from ccdt-s: min/avg/median/max RTT in ms and the samples."""
+    p = nsx(NS_S, "ping", "-n", "-c", str(count), "-i", str(interval), R_ADDR,
             timeout=count * interval + 10)
-    line = [ln for ln in p.stdout.splitlines() if "min/avg/max" in ln][0]
-    mn, avg, mx, mdev = (float(x) for x in line.split("=")[1].split()[0].split("/"))
-    return {"min": mn, "avg": avg, "max": mx, "mdev": mdev}
+    samples = [float(tok.split("=")[1]) for ln in p.stdout.splitlines()
+               for tok in ln.split() if tok.startswith("time=")]
+    if not samples:
+        raise RuntimeError(f"ping got no replies:\n{p.stdout}{p.stderr}")
+    srt = sorted(samples)
+    mid = len(srt) // 2
+    median = srt[mid] if len(srt) % 2 else (srt[mid - 1] + srt[mid]) / 2
+    return {"min": srt[0], "avg": sum(srt) / len(srt), "median": median, "max": srt[-1],
+            "samples": samples}
 
 
 def proc_cpu_ticks(pid: int) -> int:
@@ -331,7 +338,9 @@ def main() -> int:
     ap.add_argument("--delay-us", type=int, default=20000, help="one-way delay (default 20000)")
     ap.add_argument("--fifo-limit", type=int, default=1000, help="bottleneck pfifo packets")
     ap.add_argument("--ccdelay-arg", action="append", default=[],
-                    help="extra ccdelay argument (repeatable), e.g. --ccdelay-arg=--rt-prio=10")
+                    help="extra ccdelay argument (repeatable), e.g. --ccdelay-arg=--single-thread")
+    ap.add_argument("--rt-prio", type=int, default=10,
+                    help="ccdelay --rt-prio (default 10; 0 = normal scheduling)")
     ap.add_argument("--json", help="also write all results to this file")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -346,14 +355,17 @@ def main() -> int:
             return 2
 
     rows = []
-    bed = Testbed(fifo_limit=args.fifo_limit, delay_us=args.delay_us,
-                  ccdelay_args=args.ccdelay_arg)
+    cargs = list(args.ccdelay_arg)
+    if args.rt_prio > 0:
+        cargs += ["--rt-prio", str(args.rt_prio)]
+    bed = Testbed(fifo_limit=args.fifo_limit, delay_us=args.delay_us, ccdelay_args=cargs)
     with bed:
         bed.start_ccdelay()
         pid = bed.ccdelay_proc.pid
+        ping_rtt_ms(1, 0.2)  # neighbour resolution
         idle = ping_rtt_ms(20, 0.05)
-        print(f"idle ping RTT through ccdelay: avg {idle['avg']:.3f} ms "
-              f"(min {idle['min']:.3f}, max {idle['max']:.3f}); "
+        print(f"idle ping RTT through ccdelay: median {idle['median']:.3f} ms, "
+              f"avg {idle['avg']:.3f} (min {idle['min']:.3f}, max {idle['max']:.3f}); "
               f"configured {2 * args.delay_us / 1000:.3f} ms", flush=True)
         hdr = (f"{'rate':>8} {'cc':>6} {'Mbit/s':>8} {'util%':>6} {'meanRTT':>8} {'maxRTT':>8} "
                f"{'retr':>6} {'>5ms%':>7} {'maxlate':>8} {'ccdCPU%':>8} {'allCPU%':>8} "

@@ -169,6 +169,7 @@ def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
                 delta = _delta(base, grp, col) if var != baseline else None
                 row[f"{col}_delta_pct"] = delta.mean_pct if delta else math.nan
                 row[f"{col}_delta_ci95_pct"] = delta.half_width_pct if delta else math.nan
+                row[f"{col}_delta_paired"] = delta.paired if delta else None
             fl = flows[(flows["run_id"].isin(grp["run_id"]))]
             for k, g in fl.groupby("flow"):
                 ci = metrics.mean_ci(g["throughput_mbps"].dropna().tolist())
