@@ -63,11 +63,14 @@ def evaluate(summary: pd.DataFrame, expectations: list[dict[str, Any]]) -> pd.Da
 
 def failed_gates(verdicts: pd.DataFrame) -> list[str]:
     bad = verdicts[verdicts["gate"] & ~verdicts["passed"].astype(bool)]
-    return [
-        f"{r.expectation}: {r.scenario}/{r.variant}: {r.check} failed "
-        f"(measured {_fmt(r.measured)}){' - ' + r.note if r.note else ''}"
-        for r in bad.itertuples()
-    ]
+    out = []
+    for r in bad.itertuples():
+        note = r.note if isinstance(r.note, str) and r.note else ""  # CSV: empty -> NaN
+        out.append(
+            f"{r.expectation}: {r.scenario}/{r.variant}: {r.check} failed "
+            f"(measured {_fmt(float(r.measured))}){' - ' + note if note else ''}"
+        )
+    return out
 
 
 def _fmt(x: float) -> str:

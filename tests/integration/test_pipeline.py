@@ -40,7 +40,9 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copy(REPO / ".test" / "config" / "config.yaml", cfg)
     cp = snakemake(work, cfg)
     assert cp.returncode == 0, cp.stderr[-3000:]
-    assert namespaces("ccb-") == []  # testbeds are taken down at the end
+    m = json.loads((work / "results-test" / "matrix.json").read_text())
+    for tb in m["testbeds"]:  # taken down at the end
+        assert namespaces(f"ccb-{tb}-") == []
     return work
 
 
@@ -108,4 +110,5 @@ def test_report_rebuilds_from_cached_raw_and_gate_fails_loudly(pipeline: Path) -
     # No run was repeated: only tables, report and gate were rebuilt from raw data.
     assert "rule run:" not in cp.stdout + cp.stderr
     assert (pipeline / "reports" / "pipeline-test.pdf").exists()
-    assert namespaces("ccb-") == []
+    m = json.loads((pipeline / "results-test" / "matrix.json").read_text())
+    assert all(namespaces(f"ccb-{tb}-") == [] for tb in m["testbeds"])
