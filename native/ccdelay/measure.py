@@ -243,9 +243,14 @@ def proc_cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime + stime
 
 
-def machine_busy() -> tuple[int, int]:
+def cpu_times() -> list[int]:
+    """Aggregate /proc/stat cpu line: user nice system idle iowait irq softirq steal ..."""
     with open("/proc/stat") as f:
-        vals = [int(x) for x in f.readline().split()[1:]]
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def machine_busy() -> tuple[int, int]:
+    vals = cpu_times()
     idle = vals[3] + vals[4]
     return sum(vals) - idle, sum(vals)
 
@@ -275,11 +280,13 @@ def run_iperf(cc: str, duration: float = 10, port: int = IPERF_PORT,
         t0 = time.monotonic()
         c0 = proc_cpu_ticks(ccdelay_pid) if ccdelay_pid else 0
         b0, a0 = machine_busy()
+        v0 = cpu_times()
         p = nsx(NS_S, "iperf3", "-c", R_ADDR, "-p", str(port), "-C", cc, "-t", str(duration),
                 "-J", check=False, timeout=duration + 30)
         t1 = time.monotonic()
         c1 = proc_cpu_ticks(ccdelay_pid) if ccdelay_pid else 0
         b1, a1 = machine_busy()
+        v1 = cpu_times()
         try:
             res = json.loads(p.stdout)
         except json.JSONDecodeError as e:
@@ -289,6 +296,8 @@ def run_iperf(cc: str, duration: float = 10, port: int = IPERF_PORT,
         res["_cpu"] = {
             "ccdelay_pct": 100.0 * (c1 - c0) / hz / (t1 - t0),
             "machine_pct": 100.0 * (b1 - b0) / max(a1 - a0, 1),
+            # time the hypervisor ran something else on our vCPUs
+            "steal_pct": 100.0 * (v1[7] - v0[7]) / max(a1 - a0, 1),
         }
         return res
     finally:
@@ -310,6 +319,7 @@ def summarize(res: dict) -> dict:
         "retrans": end["sum_sent"].get("retransmits", 0),
         "ccdelay_cpu_pct": res["_cpu"]["ccdelay_pct"],
         "machine_cpu_pct": res["_cpu"]["machine_pct"],
+        "steal_pct": res["_cpu"]["steal_pct"],
     }
 
 
@@ -371,7 +381,7 @@ def main() -> int:
               f"configured {2 * args.delay_us / 1000:.3f} ms", flush=True)
         hdr = (f"{'rate':>8} {'cc':>6} {'Mbit/s':>8} {'util%':>6} {'meanRTT':>8} {'maxRTT':>8} "
                f"{'retr':>6} {'>5ms%':>7} {'maxlate':>8} {'ccdCPU%':>8} {'allCPU%':>8} "
-               f"{'drops':>6} {'lateRx%':>7} {'bgCPU%':>6}")
+               f"{'drops':>6} {'lateRx%':>7} {'bgCPU%':>6} {'steal%':>6}")
         print(hdr)
         for rate in args.rates.split(","):
             bed.set_rate(rate)
@@ -398,7 +408,8 @@ def main() -> int:
                       f"{row['mean_rtt_ms']:8.2f} {row['max_rtt_ms']:8.2f} {row['retrans']:6d} "
                       f"{100 * row['late_share']:7.3f} {row['max_late_ms']:8.2f} "
                       f"{row['ccdelay_cpu_pct']:8.1f} {row['machine_cpu_pct']:8.1f} "
-                      f"{row['drops']:6d} {100 * row['overdue_rx']:7.3f} {bg:6.1f}", flush=True)
+                      f"{row['drops']:6d} {100 * row['overdue_rx']:7.3f} {bg:6.1f} "
+                      f"{row['steal_pct']:6.1f}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"idle_ping": idle, "rows": rows}, indent=1))
     return 0

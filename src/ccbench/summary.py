@@ -185,12 +185,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     bneck = _bottleneck(raw)
     probe = _probe(raw)
     return {
-        "schema": "ccbench.summary/1",
-        "run_id": spec.run_id,
-        "scenario": spec.scenario,
-        "variant": spec.variant,
-        "repetition": spec.repetition,
-        "spec": spec.to_dict(),
+        **_header(spec),
         "started_unix": meta.get("started_unix"),
         "flows": flows,
         "throughput_sum_bps": total,
@@ -211,7 +206,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     }
 
 
-def _skipped(spec: RunSpec, reason: str) -> dict[str, Any]:
+def _header(spec: RunSpec) -> dict[str, Any]:
     return {
         "schema": "ccbench.summary/1",
         "run_id": spec.run_id,
@@ -219,6 +214,12 @@ def _skipped(spec: RunSpec, reason: str) -> dict[str, Any]:
         "variant": spec.variant,
         "repetition": spec.repetition,
         "spec": spec.to_dict(),
+    }
+
+
+def _skipped(spec: RunSpec, reason: str) -> dict[str, Any]:
+    return {
+        **_header(spec),
         "started_unix": None,
         "flows": [
             {
