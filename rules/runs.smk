@@ -4,7 +4,9 @@
 rule run:
     input:
         # ancient(): a rebuilt testbed must not make finished runs look stale.
-        cal=ancient(lambda wc: f"{RESULTS}/testbeds/{testbed_of(wc.run)}/calibration.json"),
+        cal=ancient(
+            lambda wc: f"{RESULTS}/testbeds/{testbed_of(wc.run)}/calibration.json"
+        ),
         prev=previous_run,
     output:
         f"{RESULTS}/runs/{{run}}/attempts.json",
