@@ -454,6 +454,9 @@ static const char *clock_source(void)
 	return "mixed";
 }
 
+static long long kq_at_exit[5];
+static bool kq_at_exit_valid;
+
 static void write_stats(bool final)
 {
 	char tmp[PATH_MAX];
@@ -474,7 +477,10 @@ static void write_stats(bool final)
 		stats_write_errors++;
 		return;
 	}
-	read_kernel_queue(kq);
+	if (final && kq_at_exit_valid)
+		memcpy(kq, kq_at_exit, sizeof(kq)); /* the queue is unbound by now */
+	else
+		read_kernel_queue(kq);
 	getrusage(RUSAGE_SELF, &ru);
 	late_mean_ms = late_count ? (double)CGET(tx.late_sum_ns) / late_count / 1e6 : 0.0;
 	lag_mean_ms = lag_count ? (double)CGET(rx.lag_sum_ns) / lag_count / 1e6 : 0.0;
@@ -1250,6 +1256,8 @@ int main(int argc, char **argv)
 		drain_socket(256);
 		release_all();
 	}
+	read_kernel_queue(kq_at_exit);
+	kq_at_exit_valid = true;
 	unbind_queue();
 	write_stats(true);
 	return 0;

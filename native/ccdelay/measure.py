@@ -335,6 +335,7 @@ def lateness_delta(a: dict, b: dict) -> dict:
         "buckets": [y - x for x, y in zip(la["bucket_counts"], lb["bucket_counts"])],
         "overdue_rx": (b["receive_lag"]["overdue_on_receipt"]
                        - a["receive_lag"]["overdue_on_receipt"]) / n if n else 0.0,
+        "dropped_late": b["packets_dropped_late"] - a["packets_dropped_late"],
         "drops": (b["kernel_queue"]["queue_full_drops"] - a["kernel_queue"]["queue_full_drops"])
         + (b["kernel_queue"]["user_drops"] - a["kernel_queue"]["user_drops"]),
     }
@@ -381,7 +382,7 @@ def main() -> int:
               f"configured {2 * args.delay_us / 1000:.3f} ms", flush=True)
         hdr = (f"{'rate':>8} {'cc':>6} {'Mbit/s':>8} {'util%':>6} {'meanRTT':>8} {'maxRTT':>8} "
                f"{'retr':>6} {'>5ms%':>7} {'maxlate':>8} {'ccdCPU%':>8} {'allCPU%':>8} "
-               f"{'drops':>6} {'lateRx%':>7} {'bgCPU%':>6} {'steal%':>6}")
+               f"{'drops':>6} {'lateRx%':>7} {'bgCPU%':>6} {'steal%':>6} {'valve%':>6}")
         print(hdr)
         for rate in args.rates.split(","):
             bed.set_rate(rate)
@@ -402,6 +403,8 @@ def main() -> int:
                        "max_late_ms": s1["lateness"]["max_ms"],
                        "clock_source": s1["clock_source"]}
                 row["bg_cpu_pct"] = bg
+                row["dropped_late_pct"] = 100 * row["dropped_late"] / max(
+                    row["packets"] + row["dropped_late"], 1)
                 row["util_pct"] = 100 * row["mbps"] / (parse_rate_bps(rate) / 1e6)
                 rows.append(row)
                 print(f"{rate:>8} {row['cc']:>6} {row['mbps']:8.1f} {row['util_pct']:6.1f} "
@@ -409,7 +412,7 @@ def main() -> int:
                       f"{100 * row['late_share']:7.3f} {row['max_late_ms']:8.2f} "
                       f"{row['ccdelay_cpu_pct']:8.1f} {row['machine_cpu_pct']:8.1f} "
                       f"{row['drops']:6d} {100 * row['overdue_rx']:7.3f} {bg:6.1f} "
-                      f"{row['steal_pct']:6.1f}", flush=True)
+                      f"{row['steal_pct']:6.1f} {row['dropped_late_pct']:6.2f}", flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"idle_ping": idle, "rows": rows}, indent=1))
     return 0

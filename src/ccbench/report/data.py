@@ -3,6 +3,7 @@ conditions of each scenario (from the matrix, i.e. what was asked for)."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,7 +11,36 @@ from typing import Any
 
 import pandas as pd
 
+from ccbench import metrics
+from ccbench.parse.ping import parse_ping
 from ccbench.report.fmt import fmt
+
+# Columns of the runs table a results set made before they existed lacks: read as
+# "not measured" (NaN) or "not skipped", so an older results set still renders.
+RUN_COLUMNS: dict[str, Any] = {
+    "skipped": False,
+    "probe_rtt_p50_ms": math.nan,
+    "probe_rtt_p95_ms": math.nan,
+    "probe_rtt_p99_ms": math.nan,
+    "convergence_s": math.nan,
+    "loss_rate": math.nan,
+    "mathis_mbps_per_flow": math.nan,
+    "mathis_ratio": math.nan,
+}
+SUMMARY_METRICS = ["probe_rtt_p50_ms", "probe_rtt_p95_ms", "convergence_s", "mathis_ratio"]
+VERDICT_COLUMNS = [
+    "expectation",
+    "scenario",
+    "variant",
+    "metric",
+    "check",
+    "measured",
+    "target",
+    "passed",
+    "gate",
+    "note",
+]
+SKIP_PREFIX = "skipped: "
 
 
 @dataclass(frozen=True)
@@ -18,21 +48,85 @@ class Tables:
     runs: pd.DataFrame
     flows: pd.DataFrame
     summary: pd.DataFrame
+    verdicts: pd.DataFrame  # no rows: no expectations configured (or no verdicts.csv)
+
+
+def _bool(x: object) -> bool:
+    # CSV reads booleans as True/False, "True"/"False" or NaN (empty cell).
+    if isinstance(x, str):
+        return x.strip().lower() == "true"
+    return bool(x) if x is not None and x == x else False
 
 
 def read_table(tables_dir: Path, name: str) -> pd.DataFrame:
     # Parquet keeps dtypes (bools, empty strings); CSV is the fallback.
     pq = tables_dir / f"{name}.parquet"
     df = pd.read_parquet(pq) if pq.exists() else pd.read_csv(tables_dir / f"{name}.csv")
-    if "valid" in df.columns:
-        df["valid"] = df["valid"].astype(bool)
+    for col in ("valid", "skipped"):
+        if col in df.columns:
+            df[col] = df[col].map(_bool).astype(bool)
     if "reasons" in df.columns:
         df["reasons"] = df["reasons"].fillna("").astype(str)
     return df
 
 
+def read_verdicts(tables_dir: Path) -> pd.DataFrame:
+    """tables_dir/verdicts.csv (rule `verdicts`); absent or empty -> no rows."""
+    p = tables_dir / "verdicts.csv"
+    try:
+        df = pd.read_csv(p)
+    except (FileNotFoundError, pd.errors.EmptyDataError):
+        df = pd.DataFrame(columns=VERDICT_COLUMNS)
+    for col in VERDICT_COLUMNS:
+        if col not in df.columns:
+            df[col] = math.nan
+    for col in ("passed", "gate"):
+        df[col] = df[col].map(_bool).astype(bool)
+    for col in ("expectation", "scenario", "variant", "metric", "check", "note"):
+        df[col] = df[col].fillna("").astype(str)
+    return df
+
+
 def load_tables(tables_dir: Path) -> Tables:
-    return Tables(*(read_table(tables_dir, n) for n in ("runs", "flows", "summary")))
+    runs, flows, summary = (read_table(tables_dir, n) for n in ("runs", "flows", "summary"))
+    for col, default in RUN_COLUMNS.items():
+        if col not in runs.columns:
+            runs[col] = default
+    for m in SUMMARY_METRICS:
+        for suffix in ("mean", "ci95", "delta_pct", "delta_ci95_pct", "delta_paired"):
+            if f"{m}_{suffix}" not in summary.columns:
+                summary[f"{m}_{suffix}"] = None if suffix == "delta_paired" else math.nan
+    return Tables(runs, flows, summary, read_verdicts(tables_dir))
+
+
+def is_invalid(runs: pd.DataFrame) -> pd.Series:
+    """Runs that ran and failed a validity check (a skipped run never ran)."""
+    return ~runs["valid"] & ~runs["skipped"]
+
+
+def skip_reasons(runs: pd.DataFrame) -> list[str]:
+    """The distinct reasons of the skipped runs, without the "skipped: " prefix. A
+    skipped run has one reason, which may itself contain "; "."""
+    out: list[str] = []
+    for r in runs.loc[runs["skipped"], "reasons"].astype(str):
+        r = r[len(SKIP_PREFIX) :] if r.startswith(SKIP_PREFIX) else r
+        r = r or "(no reason recorded)"
+        if r not in out:
+            out.append(r)
+    return out
+
+
+def delta_unpaired(x: object) -> bool:
+    """True when a summary `{metric}_delta_paired` cell says the delta is unpaired
+    (False); None/NaN/empty (no delta) is not "unpaired"."""
+    if x is None:
+        return False
+    if isinstance(x, str):
+        return x.strip().lower() == "false"
+    try:
+        return float(x) == 0.0  # type: ignore[arg-type]  # False, np.False_; NaN is not
+    except (TypeError, ValueError):
+        return False
 
 
 def scenario_names(matrix: dict[str, Any], runs: pd.DataFrame) -> list[str]:
@@ -60,6 +154,17 @@ class Conditions:
     flows: tuple[dict[str, Any], ...]
     testbed_id: str
     traffic_s: float
+    interval_s: float = math.nan
+    probe_interval_s: float = math.nan
+
+    @property
+    def mss(self) -> int:
+        """MSS of the Mathis model, as aggregate computes it: IPv4 + TCP with timestamps."""
+        return self.mtu - 52
+
+    @property
+    def has_loss(self) -> bool:
+        return self.loss_mode != "none" and self.loss_rate > 0
 
     @property
     def n_flows(self) -> int:
@@ -121,6 +226,8 @@ def conditions(matrix: dict[str, Any], scenario: str) -> Conditions | None:
             flows=tuple(spec.get("flows", [])),
             testbed_id=str(r.get("testbed_id", "")),
             traffic_s=float(r.get("traffic_s", math.nan)),
+            interval_s=float(spec.get("interval_s", math.nan)),
+            probe_interval_s=float(spec.get("probe_interval_s") or math.nan),
         )
     return None
 
@@ -146,3 +253,77 @@ def group(df: pd.DataFrame, scenario: str, variant: str | None = None) -> pd.Dat
     if variant is not None:
         m &= df["variant"] == variant
     return df[m]
+
+
+def run_flows(matrix: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
+    return list(
+        matrix.get("runs", {}).get(run_id, {}).get("spec", {}).get("run", {}).get("flows", [])
+    )
+
+
+def probe_rtts_ms(runs_dir: Path, run_id: str) -> list[float]:
+    """Every RTT-under-load sample of a run (raw/probe-ping.txt, replies in order), ms."""
+    p = runs_dir / run_id / "raw" / "probe-ping.txt"
+    if not p.exists():
+        return []
+    try:
+        return [x / 1e3 for x in parse_ping(p.read_text()).rtts_us]
+    except ValueError:
+        return []
+
+
+def probe_tools(runs_dir: Path, run_ids: list[str]) -> list[str]:
+    """The probe tools the runs' summary.json name (`probe.tool`), in first-seen order."""
+    out: list[str] = []
+    for rid in run_ids:
+        try:
+            s = json.loads((runs_dir / rid / "summary.json").read_text())
+        except (OSError, ValueError):
+            continue
+        tool = (s.get("probe") or {}).get("tool")
+        if tool and tool not in out:
+            out.append(str(tool))
+    return out
+
+
+def jain_series(
+    ts: pd.DataFrame, flows: list[dict[str, Any]], interval_s: float
+) -> tuple[list[float], list[float]]:
+    """Jain's index per iperf3 interval, as aggregate computes convergence_s: intervals
+    after the last flow start until the first flow ends, binned to the interval grid,
+    times in seconds since the last flow started. ([], []) with fewer than 2 flows."""
+    ts = ts[ts["source"] == "iperf3"]
+    if ts.empty or len(flows) < 2 or not interval_s > 0:
+        return [], []
+    last_start = max(float(f.get("start_s", 0)) for f in flows)
+    end = min(float(f.get("start_s", 0)) + float(f.get("duration_s", 0)) for f in flows)
+    ts = ts[(ts["t_s"] > last_start) & (ts["t_s"] <= end + 1e-6)]
+    ts = ts.assign(bin=((ts["t_s"] - last_start) / interval_s).round().astype(int))
+    wide = ts.pivot_table(index="bin", columns="flow", values="throughput_bps", aggfunc="mean")
+    wide = wide.dropna()
+    if wide.empty or wide.shape[1] < 2:
+        return [], []
+    jains = metrics.jain_over_time({str(c): wide[c].tolist() for c in wide.columns})
+    return [float(b) * interval_s for b in wide.index], jains
+
+
+def loss_groups(matrix: dict[str, Any], runs: pd.DataFrame) -> list[list[Conditions]]:
+    """Scenarios that differ only in their loss (same rate, RTT, MTU, queue and flows),
+    at least two of them and one with loss, ordered by loss rate: each such group is
+    one throughput-vs-loss figure. Scenarios whose runs were all skipped are left out."""
+    groups: dict[tuple[Any, ...], list[Conditions]] = {}
+    for scen in scenario_names(matrix, runs):
+        g = group(runs, scen)
+        if g.empty or g["skipped"].all():
+            continue
+        c = conditions(matrix, scen)
+        if c is None:
+            continue
+        starts = tuple(float(f.get("start_s", 0)) for f in c.flows)
+        key = (c.rate_mbit, c.rtt_ms, c.mtu, c.queue_kind, c.queue_limit_pkts, starts)
+        groups.setdefault(key, []).append(c)
+    out = []
+    for cs in groups.values():
+        if len(cs) >= 2 and any(c.has_loss for c in cs):
+            out.append(sorted(cs, key=lambda c: (c.loss_rate if c.has_loss else 0.0, c.loss_mode)))
+    return out

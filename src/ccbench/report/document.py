@@ -41,7 +41,13 @@ def _figures(figures_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _conditions_row(c: data.Conditions, runs_valid: int, runs_total: int) -> dict[str, str]:
+def _runs_text(n_valid: int, n_ran: int, n_skip: int) -> str:
+    if n_skip and not n_ran:
+        return "skipped"
+    return f"{n_valid}/{n_ran}" + (f" ({n_skip} skipped)" if n_skip else "")
+
+
+def _conditions_row(c: data.Conditions, runs_text: str) -> dict[str, str]:
     return {
         "scenario": c.scenario,
         "anchor": _anchor(c.scenario),
@@ -52,7 +58,7 @@ def _conditions_row(c: data.Conditions, runs_valid: int, runs_total: int) -> dic
         "queue": c.queue_text(),
         "loss": c.loss_text(),
         "testbed": c.testbed_id,
-        "runs": f"{runs_valid}/{runs_total}",
+        "runs": runs_text,
     }
 
 
@@ -67,23 +73,51 @@ def context(
     for scen in data.scenario_names(matrix, t.runs):
         runs = data.group(t.runs, scen)
         cond = data.conditions(matrix, scen)
-        n_valid, n_total = tables.scenario_counts(t.runs, scen)
-        row = _conditions_row(cond, n_valid, n_total) if cond else {"scenario": scen}
+        counts = tables.scenario_counts(t.runs, scen)
+        row = _conditions_row(cond, _runs_text(*counts)) if cond else {"scenario": scen}
         overview.append(row)
         summ = data.group(t.summary, scen)
         sf = [f for f in figs if f["scenario"] == scen]
+        skipped_all = bool(len(runs)) and bool(runs["skipped"].all())
+        load = tables.load_table(summ, runs, cond, colours) if cond and not skipped_all else None
         scenarios.append(
             {
                 **row,
-                "results": tables.results_table(summ, matrix, colours),
+                "skipped_all": skipped_all,
+                "skip_reasons": data.skip_reasons(runs),
+                "n_skipped": counts[2],
+                "skipped": tables.skipped_rows(runs),
+                "results": tables.results_table(summ, matrix, colours, runs),
                 "deltas": tables.delta_table(summ, colours),
                 "sentence": tables.largest_delta_sentence(summ, baseline) if len(summ) > 1 else "",
+                "load": load,
                 "invalid": tables.invalid_rows(runs),
-                "n_invalid": int((~runs["valid"]).sum()),
+                "n_invalid": int(data.is_invalid(runs).sum()),
+                "unpaired": any(
+                    data.delta_unpaired(x)
+                    for c in summ.columns
+                    if c.endswith("_delta_paired")
+                    for x in summ[c]
+                ),
                 "pair_figs": [f for f in sf if f["kind"] in ("bars", "scatter")],
                 "metric_figs": [f for f in sf if f["kind"] == "metrics"],
+                "load_figs": [f for f in sf if f["kind"] in ("probe", "jain_time")],
                 "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
                 "per_run": tables.per_run_table(runs, t.flows, colours),
+                "per_run_load": (
+                    tables.per_run_load_table(runs, cond, colours) if load and cond else None
+                ),
+            }
+        )
+    loss = []
+    for i, group in enumerate(data.loss_groups(matrix, t.runs), 1):
+        loss.append(
+            {
+                "scenarios": ", ".join(c.scenario for c in group),
+                "table": tables.loss_table(group, t.summary, t.runs, matrix, colours),
+                "figs": [
+                    f for f in figs if f["kind"] == "loss" and f["file"].endswith(f"-{i}.png")
+                ],
             }
         )
     order = provenance.run_order(matrix, t.runs, runs_dir)
@@ -100,11 +134,16 @@ def context(
         "sha256": provenance.matrix_sha256(matrix),
         "counts": {
             "planned": len(matrix.get("order", [])),
-            "executed": len(t.runs),
+            "executed": int((~t.runs["skipped"]).sum()),
             "valid": int(t.runs["valid"].sum()),
-            "invalid": int((~t.runs["valid"]).sum()),
+            "invalid": int(data.is_invalid(t.runs).sum()),
+            "skipped": int(t.runs["skipped"].sum()),
             "missing": sum(r["status"] == "missing" for r in order),
         },
+        "verdicts": tables.verdict_rows(t.verdicts, matrix),
+        "verdict_summary": tables.verdict_summary(t.verdicts),
+        "verdict_failed_gates": int((t.verdicts["gate"] & ~t.verdicts["passed"]).sum()),
+        "loss": loss,
         "variants": [
             {
                 **v,
@@ -125,7 +164,7 @@ def context(
         "facts": provenance.facts(t.runs, runs_dir),
         "run_order": order,
         "order_same": [r["run_id"] for r in order if r["executed"] != "-"]
-        == list(t.runs.sort_values("order")["run_id"]),
+        == list(t.runs[~t.runs["skipped"]].sort_values("order")["run_id"]),
     }
 
 

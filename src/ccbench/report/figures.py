@@ -21,7 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from ccbench.report import data, plots, style, tsplot  # noqa: E402
+from ccbench.aggregate import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
+from ccbench.report import behaviour, data, plots, style, tsplot  # noqa: E402
 from ccbench.report.fmt import fmt  # noqa: E402
 
 # Printed sizes (inches) on an A4 landscape page with 14 mm margins (10.5 in wide).
@@ -29,8 +30,17 @@ PAGE_W = 10.4
 TS_H = 5.6
 TS_PER_ROW = 3
 PAIR_SIZE = (5.1, 3.45)
+LOSS_SIZE = (7.4, 4.2)
 # Runs-table columns shown as small multiples (the bars and scatter show the rest).
-OTHER_METRICS = ["srtt_mean_ms", "srtt_p95_ms", "retransmits", "drops_pkts", "jain"]
+OTHER_METRICS = [
+    "srtt_mean_ms",
+    "srtt_p95_ms",
+    "probe_rtt_p95_ms",
+    "retransmits",
+    "drops_pkts",
+    "jain",
+]
+SRTT_TOOLS = "ss on Linux, siftr on FreeBSD, iperf3 TCP_INFO"
 
 
 def ts_size(n_variants: int) -> tuple[float, float]:
@@ -43,11 +53,13 @@ def _slug(s: str) -> str:
 
 
 def _invalid_note(runs: pd.DataFrame) -> str:
-    bad = runs[~runs["valid"]]
+    bad = runs[data.is_invalid(runs)]
+    n_skip = int(runs["skipped"].sum())
+    skip = f" {n_skip} skipped run(s) (never ran)." if n_skip else ""
     if bad.empty:
-        return "No invalid runs."
+        return "No invalid runs." + skip
     per = ", ".join(f"{v} {n}" for v, n in bad.groupby("variant", sort=False).size().items())
-    return f"Not plotted: {len(bad)} invalid run(s) ({per}); see the invalid-runs table."
+    return f"Not plotted: {len(bad)} invalid run(s) ({per}); see the invalid-runs table." + skip
 
 
 def _stats(
@@ -68,9 +80,10 @@ def _stats(
             colour=colours.get(v, style.PALETTE[-1]),
             baseline=v == matrix.get("baseline"),
             n_valid=len(valid),
-            n_total=len(runs),
+            n_total=int((~runs["skipped"]).sum()),
             tputs=valid["throughput_sum_mbps"].dropna().tolist(),
             srtts=valid["srtt_mean_ms"].dropna().tolist(),
+            skipped=bool(len(runs)) and bool(runs["skipped"].all()),
         )
         for key in OTHER_METRICS:
             vals = valid[key].dropna().tolist()
@@ -142,11 +155,14 @@ def _timeseries(
             runs[runs["valid"] & runs["run_id"].isin([s.run_id for s in series])]
         )
         if rep is None:
-            fig = plots.placeholder_figure(
-                f"{scen} · {v}{tag}\n\nno valid run with a time series\n({len(runs)} run(s), "
-                f"{int((~runs['valid']).sum())} invalid)",
-                size,
-            )
+            if len(runs) and runs["skipped"].all():
+                why = "skipped: " + "; ".join(data.skip_reasons(runs))
+            else:
+                why = (
+                    f"no valid run with a time series\n({len(runs)} run(s), "
+                    f"{int(data.is_invalid(runs).sum())} invalid)"
+                )
+            fig = plots.placeholder_figure(f"{scen} · {v}{tag}\n\n{why}", size)
             cap = f"{v}{tag} in {scen}: nothing to plot. {_invalid_note(runs)}"
             w.save(fig, name, scenario=scen, kind="timeseries", variant=v, caption=cap)
             continue
@@ -180,6 +196,116 @@ def _panels(cond: data.Conditions) -> list[plots.Panel]:
     return panels
 
 
+def _probe_panel(cond: data.Conditions) -> plots.Panel:
+    return plots.Panel(
+        "probe_rtt_p95_ms",
+        "RTT under load p95 (ping, ms)",
+        cond.rtt_ms,
+        f"base RTT {fmt(cond.rtt_ms)} ms",
+    )
+
+
+def _probe_what(tools: list[str], cond: data.Conditions) -> str:
+    """Which tool measured RTT under load, and how, for captions."""
+    tool = ", ".join(tools) or "ping"
+    how = f"{tool} (ICMP echo)" if tools in ([], ["ping"]) else tool
+    hz = 1 / cond.probe_interval_s if cond.probe_interval_s > 0 else math.nan
+    rate = f", {fmt(hz, None)} Hz" if math.isfinite(hz) else ""
+    return f"{how} from s1 to r1{rate}, through the same bottleneck queue as the flows"
+
+
+def _probe(
+    w: _Writer,
+    tables: data.Tables,
+    runs_dir: Path,
+    scen: str,
+    cond: data.Conditions,
+    variants: list[str],
+    colours: dict[str, str],
+    baseline: str,
+) -> None:
+    runs = data.group(tables.runs, scen)
+    if not runs["probe_rtt_p50_ms"].notna().any():
+        return  # a results set from before the probe existed
+    samples = []
+    for v in variants:
+        valid = data.group(tables.runs, scen, v)
+        valid = valid[valid["valid"]]
+        rtts: list[float] = []
+        for rid in valid["run_id"]:
+            rtts += data.probe_rtts_ms(runs_dir, str(rid))
+        samples.append(
+            behaviour.ProbeSamples(
+                v, colours.get(v, style.PALETTE[-1]), v == baseline, len(valid), rtts
+            )
+        )
+    tools = data.probe_tools(runs_dir, [str(r) for r in runs["run_id"]])
+    title = f"{scen}: RTT under load (ping), all samples\nCDF per variant over its valid runs"
+    w.save(
+        behaviour.probe_cdf_figure(samples, cond, title, PAIR_SIZE),
+        f"{_slug(scen)}-probe.png",
+        scenario=scen,
+        kind="probe",
+        variant=None,
+        caption=f"{scen}: RTT under load: {_probe_what(tools, cond)}; the CDF of every "
+        f"reply of each variant's valid runs pooled (raw/probe-ping.txt); dashed: the base "
+        f"RTT and the RTT with a full queue. srtt in the other figures is the TCP sender's "
+        f"own estimate ({SRTT_TOOLS}). {_invalid_note(runs)}",
+    )
+
+
+def _jain_time(
+    w: _Writer,
+    tables: data.Tables,
+    runs_dir: Path,
+    matrix: dict[str, Any],
+    scen: str,
+    cond: data.Conditions,
+    variants: list[str],
+    colours: dict[str, str],
+    baseline: str,
+) -> None:
+    runs = data.group(tables.runs, scen)
+    series = []
+    for v in variants:
+        g = data.group(tables.runs, scen, v)
+        rep = data.representative(g[g["valid"]])
+        if rep is None:
+            continue
+        r = g[g["run_id"] == rep].iloc[0]
+        ts = data.load_timeseries(runs_dir, rep)
+        if ts is None:
+            continue
+        t, j = data.jain_series(ts, data.run_flows(matrix, rep), cond.interval_s)
+        series.append(
+            behaviour.JainRun(
+                v,
+                colours.get(v, style.PALETTE[-1]),
+                v == baseline,
+                int(r["repetition"]),
+                t,
+                j,
+                float(r["convergence_s"]),
+            )
+        )
+    title = f"{scen}: fairness over time\nJain's index per iperf3 interval, representative runs"
+    w.save(
+        behaviour.jain_time_figure(
+            series, cond.n_flows, JAIN_CONVERGED, JAIN_WINDOW_S, title, PAIR_SIZE
+        ),
+        f"{_slug(scen)}-jain-time.png",
+        scenario=scen,
+        kind="jain_time",
+        variant=None,
+        caption=f"{scen}: Jain's fairness index over the flows' receiver-side iperf3 "
+        f"throughput per {fmt(cond.interval_s, None)} s interval, from the last flow start "
+        f"until the first flow ends, of each variant's representative run (the valid run "
+        f"closest to the median throughput sum). Dot: convergence, the first interval from "
+        f"which the index stays ≥ {fmt(JAIN_CONVERGED, None)} for {fmt(JAIN_WINDOW_S, None)} s "
+        f"(the convergence column of the tables). {_invalid_note(runs)}",
+    )
+
+
 def _scenario(
     w: _Writer,
     tables: data.Tables,
@@ -192,9 +318,14 @@ def _scenario(
     if cond is None:
         raise ValueError(f"scenario {scen!r} is in the tables but not in the matrix")
     runs = data.group(tables.runs, scen)
+    if runs["skipped"].all():
+        return  # nothing ran: the report shows the reason instead of empty figures
     variants = [v for v in data.variant_labels(matrix) if v in set(runs["variant"])]
     baseline = str(matrix.get("baseline", ""))
     _timeseries(w, tables, runs_dir, scen, cond, variants, colours, baseline)
+    _probe(w, tables, runs_dir, scen, cond, variants, colours, baseline)
+    if cond.n_flows > 1:
+        _jain_time(w, tables, runs_dir, matrix, scen, cond, variants, colours, baseline)
     stats = _stats(tables, scen, variants, matrix, colours)
     note = _invalid_note(runs)
     w.save(
@@ -218,6 +349,8 @@ def _scenario(
         f"variant means with 95 % CI whiskers on both axes. {note}",
     )
     panels = _panels(cond)
+    if runs["probe_rtt_p95_ms"].notna().any():
+        panels.insert(2, _probe_panel(cond))
     w.save(
         plots.metrics_figure(stats, panels, scen, PAGE_W),
         f"{_slug(scen)}-metrics.png",
@@ -240,4 +373,60 @@ def make_all(tables_dir: Path, runs_dir: Path, matrix: dict[str, Any], out_dir: 
         for scen in data.scenario_names(matrix, tables.runs):
             if not data.group(tables.runs, scen).empty:
                 _scenario(w, tables, runs_dir, matrix, scen, colours)
+        for i, group in enumerate(data.loss_groups(matrix, tables.runs), 1):
+            _loss(w, tables, matrix, group, colours, i)
     (out_dir / "figures.json").write_text(json.dumps(w.entries, indent=1) + "\n")
+
+
+def _loss(
+    w: _Writer,
+    tables: data.Tables,
+    matrix: dict[str, Any],
+    group: list[data.Conditions],
+    colours: dict[str, str],
+    i: int,
+) -> None:
+    """Throughput vs loss rate across the scenarios of one loss group, with Mathis."""
+    baseline = str(matrix.get("baseline", ""))
+    series = []
+    for v in data.variant_labels(matrix):
+        pts = []
+        for c in group:
+            g = data.group(tables.runs, c.scenario, v)
+            if g.empty:
+                continue
+            s = data.group(tables.summary, c.scenario, v)
+            valid = g[g["valid"]]
+            pts.append(
+                behaviour.LossPoint(
+                    c.scenario,
+                    c.loss_rate if c.has_loss else 0.0,
+                    c.loss_mode if c.has_loss else "none",
+                    float(s["throughput_sum_mbps_mean"].iloc[0]) if len(s) else math.nan,
+                    float(s["throughput_sum_mbps_ci95"].iloc[0]) if len(s) else math.nan,
+                    valid["throughput_sum_mbps"].dropna().tolist(),
+                )
+            )
+        if pts:
+            series.append(
+                behaviour.LossSeries(v, colours.get(v, style.PALETTE[-1]), v == baseline, pts)
+            )
+    cond = next(c for c in group if c.has_loss)
+    runs = tables.runs[tables.runs["scenario"].isin([c.scenario for c in group])]
+    scen_text = ", ".join(f"{c.scenario} ({c.loss_text()})" for c in group)
+    n = cond.n_flows
+    w.save(
+        behaviour.loss_figure(series, cond, LOSS_SIZE),
+        f"loss-resilience-{i}.png",
+        scenario=None,
+        kind="loss",
+        variant=None,
+        scenarios=[c.scenario for c in group],
+        group=i,
+        caption=f"Throughput sum vs packet loss rate across the scenarios {scen_text}: "
+        f"markers: mean of each variant's valid runs with 95 % CI whiskers (Student t), "
+        f"dots: the valid runs; loss-free scenario left of the axis break. Dashed: the "
+        f"Mathis et al. prediction {f'{n} × ' if n > 1 else ''}MSS/RTT·√(3/2)/√p with MSS = "
+        f"MTU − 52 = {cond.mss} B and the configured RTT {fmt(cond.rtt_ms)} ms. "
+        f"{_invalid_note(runs)}",
+    )

@@ -11,7 +11,7 @@ import math
 NA = "n/a"
 
 # Decimals per kind of quantity: the report's only rounding rules.
-DIGITS = {"mbps": 1, "pct": 1, "jain": 3, "ms": 1, "count": 0}
+DIGITS = {"mbps": 1, "pct": 1, "jain": 3, "ms": 1, "count": 0, "s": 1, "ratio": 2}
 
 
 def fmt(x: object, digits: int | None = 1, *, sign: bool = False) -> str:

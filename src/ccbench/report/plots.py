@@ -32,7 +32,7 @@ class VariantStats:
     colour: str
     baseline: bool
     n_valid: int
-    n_total: int
+    n_total: int  # runs that ran (valid or not); skipped runs never ran
     tput_mean: float = math.nan
     tput_ci: float = math.nan
     srtt_mean: float = math.nan
@@ -41,6 +41,11 @@ class VariantStats:
     srtts: list[float] = field(default_factory=list)
     # runs-table column -> (mean, ci95, values of the valid runs)
     metrics: dict[str, tuple[float, float, list[float]]] = field(default_factory=dict)
+    skipped: bool = False  # every run of this variant was skipped
+
+    @property
+    def empty_text(self) -> str:
+        return "skipped" if self.skipped else "no valid runs"
 
 
 @dataclass(frozen=True)
@@ -78,7 +83,8 @@ def placeholder_figure(text: str, size: tuple[float, float]) -> Figure:
 
 
 def _tick_label(v: VariantStats) -> str:
-    lines = [_wrap(v.label, 14), "(baseline)" if v.baseline else "", f"n = {v.n_valid}/{v.n_total}"]
+    n = "skipped" if v.skipped else f"n = {v.n_valid}/{v.n_total}"
+    lines = [_wrap(v.label, 14), "(baseline)" if v.baseline else "", n]
     return "\n".join(x for x in lines if x)
 
 
@@ -96,7 +102,7 @@ def bars_figure(
             ax.text(
                 i,
                 cond.rate_mbit * 0.05,
-                "no valid runs",
+                v.empty_text,
                 rotation=90,
                 ha="center",
                 va="bottom",
@@ -249,7 +255,7 @@ def metrics_figure(
         for i, v in enumerate(stats):
             if v.n_valid == 0:
                 ax.annotate(
-                    "no valid runs",
+                    v.empty_text,
                     (0.5, i),
                     xycoords=("axes fraction", "data"),
                     ha="center",

@@ -241,11 +241,13 @@ def run_order(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> lis
         }
         if rid in done.index:
             r = done.loc[rid]
+            skipped = bool(r.get("skipped", False))
+            status = "skipped" if skipped else "valid" if r["valid"] else "invalid"
             row.update(
-                executed=str(r["order"]),
+                executed="-" if skipped else str(r["order"]),
                 started=utc(r["started_unix"]),
                 attempt=str(r["attempt"]),
-                status="valid" if r["valid"] else "invalid",
+                status=status,
                 scenario=str(r["scenario"]),
                 variant=str(r["variant"]),
             )

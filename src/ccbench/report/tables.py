@@ -6,13 +6,15 @@ HTML and a test that recomputes a value all agree on the exact string.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from ccbench.aggregate import METRICS as METRIC_LABELS
 from ccbench.report import data
-from ccbench.report.fmt import DIGITS, fmt, fmt_ci, significant
+from ccbench.report.fmt import DIGITS, NA, fmt, fmt_ci, significant
 
 
 @dataclass(frozen=True)
@@ -33,9 +35,47 @@ METRICS = [
     Metric("retransmits", "retrans.", "segs", DIGITS["count"]),
     Metric("drops_pkts", "drops", "pkts", DIGITS["count"]),
 ]
+# RTT under load: the concurrent ping's percentiles (per run), then mean ± CI.
+LOAD_METRICS = [
+    Metric("probe_rtt_p50_ms", "RTT under load p50 (ping)", "ms", DIGITS["ms"]),
+    Metric("probe_rtt_p95_ms", "RTT under load p95 (ping)", "ms", DIGITS["ms"]),
+]
+LOAD_METRICS_PER_RUN = ["probe_rtt_p50_ms", "probe_rtt_p95_ms", "probe_rtt_p99_ms"]
+CONVERGENCE = Metric("convergence_s", "convergence", "s", DIGITS["s"])
+MATHIS_RATIO = Metric("mathis_ratio", "sum / (n × Mathis)", "", DIGITS["ratio"])
 # Utilization is the throughput sum over a fixed rate: its delta would repeat it.
-DELTA_METRICS = [m for m in METRICS if m.key != "utilization_pct"]
-BY_KEY = {m.key: m for m in METRICS}
+DELTA_METRICS = [m for m in METRICS if m.key != "utilization_pct"] + LOAD_METRICS
+BY_KEY = {m.key: m for m in [*METRICS, *LOAD_METRICS, CONVERGENCE, MATHIS_RATIO]}
+UNPAIRED = "†"  # marks a delta computed unpaired (see the table notes)
+
+
+def digits_for(metric: str) -> int:
+    """Decimals of a runs/summary metric (3 for one the report does not know)."""
+    if metric in BY_KEY:
+        return BY_KEY[metric].digits
+    if metric.startswith("flow") and metric.endswith("_mbps"):
+        return DIGITS["mbps"]
+    return 3
+
+
+def _delta_text(r: pd.Series, key: str) -> tuple[str, bool]:
+    """ "+d ± ci %" of a summary row, with the unpaired mark; and whether CI excludes 0."""
+    d, c = r.get(f"{key}_delta_pct"), r.get(f"{key}_delta_ci95_pct")
+    text = fmt_ci(d, c, DIGITS["pct"], sign=True)
+    if text != NA and data.delta_unpaired(r.get(f"{key}_delta_paired")):
+        text += f" {UNPAIRED}"
+    return text, significant(d, c)
+
+
+def _n_text(r: pd.Series, runs: pd.DataFrame | None) -> str:
+    """valid/runs that ran, and the skipped ones apart (they never ran)."""
+    n_valid, n_invalid = int(r["n_valid"]), int(r["n_invalid"])
+    if runs is None:
+        return f"{n_valid}/{n_valid + n_invalid}"
+    g = runs[(runs["scenario"] == r["scenario"]) & (runs["variant"] == r["variant"])]
+    n_skip = int(g["skipped"].sum())
+    text = f"{n_valid}/{n_valid + n_invalid - n_skip}"
+    return text + f" ({n_skip} skipped)" if n_skip else text
 
 
 def _flow_count(df: pd.DataFrame) -> int:
@@ -58,9 +98,13 @@ def variant_detail(v: dict[str, Any]) -> str:
 
 
 def results_table(
-    summary: pd.DataFrame, matrix: dict[str, Any], colours: dict[str, str]
+    summary: pd.DataFrame,
+    matrix: dict[str, Any],
+    colours: dict[str, str],
+    runs: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
-    """Seed-style table of one scenario: rows = variants, each mean as "mean ± ci95"."""
+    """Seed-style table of one scenario: rows = variants, each mean as "mean ± ci95".
+    With `runs`, the n column counts skipped runs apart from the ones that ran."""
     n_flows = _flow_count(summary)
     heads = [(f"flow {k}", "Mbit/s") for k in range(1, n_flows + 1)]
     heads += [("sum", "Mbit/s"), ("Δ sum", "%")]
@@ -78,19 +122,12 @@ def results_table(
         ]
         m0 = METRICS[0]
         cells.append(fmt_ci(r[f"{m0.key}_mean"], r[f"{m0.key}_ci95"], m0.digits))
-        cells.append(
-            "baseline"
-            if r["baseline"]
-            else fmt_ci(
-                r[f"{m0.key}_delta_pct"], r[f"{m0.key}_delta_ci95_pct"], DIGITS["pct"], sign=True
-            )
-        )
+        delta, sig = _delta_text(r, m0.key)
+        cells.append("baseline" if r["baseline"] else delta)
         cells += [fmt_ci(r[f"{m.key}_mean"], r[f"{m.key}_ci95"], m.digits) for m in METRICS[1:]]
-        n_total = int(r["n_valid"]) + int(r["n_invalid"])
-        cells.append(f"{int(r['n_valid'])}/{n_total}")
+        cells.append(_n_text(r, runs))
         label = str(r["variant"])
         sig_at = n_flows + 1  # the delta column
-        sig = significant(r[f"{m0.key}_delta_pct"], r[f"{m0.key}_delta_ci95_pct"])
         rows.append(
             {
                 "label": label,
@@ -110,8 +147,8 @@ def delta_table(summary: pd.DataFrame, colours: dict[str, str]) -> dict[str, Any
     for _, r in summary[~summary["baseline"].astype(bool)].iterrows():
         cells = []
         for m in DELTA_METRICS:
-            d, c = r[f"{m.key}_delta_pct"], r[f"{m.key}_delta_ci95_pct"]
-            cells.append({"text": fmt_ci(d, c, DIGITS["pct"], sign=True), "sig": significant(d, c)})
+            text, sig = _delta_text(r, m.key)
+            cells.append({"text": text, "sig": sig})
         label = str(r["variant"])
         rows.append({"label": label, "colour": colours.get(label, "#999999"), "cells": cells})
     return {"heads": [(m.header, "%") for m in DELTA_METRICS], "rows": rows}
@@ -145,7 +182,8 @@ def largest_delta_sentence(summary: pd.DataFrame, baseline: str) -> str:
 
 
 def invalid_rows(runs: pd.DataFrame) -> list[dict[str, str]]:
-    bad = runs[~runs["valid"]]
+    """Runs that ran and failed a validity check (skipped runs are listed apart)."""
+    bad = runs[data.is_invalid(runs)]
     return [
         {
             "run_id": str(r["run_id"]),
@@ -175,7 +213,7 @@ def per_run_table(
             str(r["run_id"]),
             str(r["variant"]),
             str(r["repetition"]),
-            "yes" if r["valid"] else "NO",
+            _status(r),
         ]
         cells += [fmt(fl.get(k), DIGITS["mbps"]) for k in range(1, n_flows + 1)]
         cells += [fmt(r[m.key], m.digits) for m in METRICS]
@@ -190,6 +228,219 @@ def per_run_table(
     return {"heads": heads, "rows": rows}
 
 
-def scenario_counts(runs: pd.DataFrame, scenario: str) -> tuple[int, int]:
+def _status(r: pd.Series) -> str:
+    return "skipped" if r["skipped"] else "yes" if r["valid"] else "NO"
+
+
+def scenario_counts(runs: pd.DataFrame, scenario: str) -> tuple[int, int, int]:
+    """(valid, ran, skipped) runs of a scenario."""
     g = data.group(runs, scenario)
-    return int(g["valid"].sum()), len(g)
+    n_skip = int(g["skipped"].sum())
+    return int(g["valid"].sum()), len(g) - n_skip, n_skip
+
+
+def skipped_rows(runs: pd.DataFrame) -> list[dict[str, str]]:
+    """Per variant and reason: how many runs were skipped (never ran)."""
+    sk = runs[runs["skipped"]]
+    out = []
+    for (var, _reasons), g in sk.groupby(["variant", "reasons"], sort=False):
+        out.append(
+            {
+                "variant": str(var),
+                "n": str(len(g)),
+                "reason": data.skip_reasons(g)[0],
+                "run_ids": ", ".join(map(str, g["run_id"])),
+            }
+        )
+    return out
+
+
+def load_table(
+    summary: pd.DataFrame,
+    runs: pd.DataFrame,
+    cond: data.Conditions,
+    colours: dict[str, str],
+) -> dict[str, Any] | None:
+    """Second table of a scenario: RTT under load (ping) p50/p95 and the p95 delta; for
+    several flows the convergence time; with loss the Mathis prediction and the ratio.
+    None when the scenario has none of these (an old results set without a probe)."""
+    has_probe = bool(runs["probe_rtt_p50_ms"].notna().any())
+    multi = cond.n_flows > 1
+    loss = cond.has_loss
+    if not (has_probe or multi or loss):
+        return None
+    heads: list[tuple[str, str]] = []
+    if has_probe:
+        heads += [(m.header, m.unit) for m in LOAD_METRICS] + [("Δ p95 (ping)", "%")]
+    if multi:
+        heads += [("convergence", "s"), ("converged", "runs")]
+    mathis = runs["mathis_mbps_per_flow"].dropna()
+    if loss:
+        heads += [("loss", "configured"), ("Mathis", "Mbit/s per flow")]
+        heads += [("Mathis × n", "Mbit/s")] if multi else []
+        heads += [(MATHIS_RATIO.header, "")]
+    rows = []
+    for _, r in summary.iterrows():
+        label = str(r["variant"])
+        cells: list[dict[str, Any]] = []
+        if has_probe:
+            for m in LOAD_METRICS:
+                cells.append({"text": fmt_ci(r[f"{m.key}_mean"], r[f"{m.key}_ci95"], m.digits)})
+            text, sig = _delta_text(r, "probe_rtt_p95_ms")
+            cells.append({"text": "baseline" if r["baseline"] else text, "sig": sig})
+        if multi:
+            g = data.group(runs, cond.scenario, label)
+            g = g[g["valid"]]
+            m = CONVERGENCE
+            cells.append({"text": fmt_ci(r[f"{m.key}_mean"], r[f"{m.key}_ci95"], m.digits)})
+            cells.append({"text": f"{int(g[m.key].notna().sum())}/{len(g)}"})
+        if loss:
+            per_flow = float(mathis.iloc[0]) if len(mathis) else float("nan")
+            m = MATHIS_RATIO
+            cells += [{"text": cond.loss_text()}, {"text": fmt(per_flow, DIGITS["mbps"])}]
+            if multi:
+                cells.append({"text": fmt(per_flow * cond.n_flows, DIGITS["mbps"])})
+            cells.append({"text": fmt_ci(r[f"{m.key}_mean"], r[f"{m.key}_ci95"], m.digits)})
+        for c in cells:
+            c.setdefault("sig", False)
+        rows.append(
+            {
+                "label": label,
+                "baseline": bool(r["baseline"]),
+                "colour": colours.get(label, "#999999"),
+                "cells": cells,
+            }
+        )
+    return {"heads": heads, "rows": rows, "probe": has_probe, "multi": multi, "loss": loss}
+
+
+def per_run_load_table(
+    runs: pd.DataFrame, cond: data.Conditions, colours: dict[str, str]
+) -> dict[str, Any]:
+    """Per run: the ping percentiles of RTT under load, the convergence time (several
+    flows) and the Mathis ratio (loss)."""
+    heads = [("#", ""), ("run id", ""), ("variant", ""), ("rep", ""), ("valid", "")]
+    heads += [
+        ("RTT under load p50", "ms"),
+        ("p95", "ms"),
+        ("p99", "ms"),
+    ]
+    if cond.n_flows > 1:
+        heads.append(("convergence", "s"))
+    if cond.has_loss:
+        heads.append((MATHIS_RATIO.header, ""))
+    rows = []
+    for _, r in runs.sort_values("order").iterrows():
+        cells = [str(r["order"]), str(r["run_id"]), str(r["variant"]), str(r["repetition"])]
+        cells.append(_status(r))
+        cells += [fmt(r[k], DIGITS["ms"]) for k in LOAD_METRICS_PER_RUN]
+        if cond.n_flows > 1:
+            conv = r["convergence_s"]
+            never = not r["skipped"] and pd.isna(conv) and pd.notna(r["jain"])
+            cells.append("never" if never else fmt(conv, CONVERGENCE.digits))
+        if cond.has_loss:
+            cells.append(fmt(r["mathis_ratio"], MATHIS_RATIO.digits))
+        rows.append(
+            {
+                "cells": cells,
+                "valid": bool(r["valid"]),
+                "colour": colours.get(str(r["variant"]), "#999999"),
+            }
+        )
+    return {"heads": heads, "rows": rows}
+
+
+def _expectation(matrix: dict[str, Any], name: str) -> dict[str, Any]:
+    for i, e in enumerate(matrix.get("expectations", []) or []):
+        if (e.get("name") or f"#{i + 1}") == name:
+            return dict(e)
+    return {}
+
+
+def _check_parts(check: str) -> tuple[str, str, str]:
+    """(metric, op, target text) from verdicts.csv's `check` ("metric op target")."""
+    m = re.match(r"^(\S+) (>=|<=|>|<) (.*)$", check)
+    return (m.group(1), m.group(2), m.group(3)) if m else (check, "", "")
+
+
+def verdict_rows(verdicts: pd.DataFrame, matrix: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per verdict: the check rebuilt from the config's expectation (so every
+    number goes through fmt), the measured mean, PASS/FAIL and whether it gates."""
+    rows = []
+    for _, v in verdicts.iterrows():
+        e = _expectation(matrix, v["expectation"])
+        metric, op, target_text = _check_parts(v["check"])
+        metric = str(e.get("metric", v["metric"] or metric))
+        op = str(e.get("op", op))
+        d = digits_for(metric)
+        if e.get("than") is not None:
+            target = f"{e['than']} ({fmt(v['target'], d)})"
+        elif e.get("value") is not None:
+            target = fmt(e["value"], None)
+        else:
+            target = target_text
+        rows.append(
+            {
+                "expectation": v["expectation"],
+                "scenario": v["scenario"],
+                "variant": v["variant"],
+                "metric": metric,
+                "metric_label": METRIC_LABELS.get(metric, ""),
+                "op": op,
+                "target": target,
+                "measured": fmt(v["measured"], d),
+                "passed": bool(v["passed"]),
+                "gate": bool(v["gate"]),
+                "note": v["note"],
+            }
+        )
+    return rows
+
+
+def verdict_summary(verdicts: pd.DataFrame) -> str:
+    """One line for the title page, e.g. "3 expectations: 2 passed, 1 failed (1 gated)"."""
+    if verdicts.empty:
+        return "No expectations configured."
+    n = len(verdicts)
+    n_exp = verdicts["expectation"].nunique()
+    passed = int(verdicts["passed"].sum())
+    failed = n - passed
+    gated = int((verdicts["gate"] & ~verdicts["passed"]).sum())
+    what = f"{n} expectations" if n == n_exp else f"{n} checks of {n_exp} expectations"
+    s = f"{what}: {passed} passed, {failed} failed"
+    return s + (f" ({gated} gated)." if gated else ".")
+
+
+def loss_table(
+    group: list[data.Conditions],
+    summary: pd.DataFrame,
+    runs: pd.DataFrame,
+    matrix: dict[str, Any],
+    colours: dict[str, str],
+) -> dict[str, Any]:
+    """The loss-resilience section's table: per scenario of a loss group, the Mathis
+    prediction and each variant's throughput sum and its ratio to the prediction."""
+    scens = [c.scenario for c in group]
+    present = set(runs.loc[runs["scenario"].isin(scens), "variant"])
+    variants = [v for v in data.variant_labels(matrix) if v in present]
+    n = group[0].n_flows
+    heads = [("loss", "configured"), ("Mathis" + (f" × {n}" if n > 1 else ""), "Mbit/s")]
+    for v in variants:
+        heads += [(f"{v}: sum", "Mbit/s"), (f"{v}: {MATHIS_RATIO.header}", "")]
+    rows = []
+    for c in group:
+        per_flow = data.group(runs, c.scenario)["mathis_mbps_per_flow"].dropna()
+        model = fmt(float(per_flow.iloc[0]) * n, DIGITS["mbps"]) if len(per_flow) else NA
+        cells = [c.loss_text(), model if c.has_loss else "no limit (p = 0)"]
+        for v in variants:
+            s = data.group(summary, c.scenario, v)
+            if s.empty:
+                cells += [NA, NA]
+                continue
+            r = s.iloc[0]
+            m = MATHIS_RATIO
+            cells.append(fmt_ci(r["throughput_sum_mbps_mean"], r["throughput_sum_mbps_ci95"], 1))
+            cells.append(fmt_ci(r[f"{m.key}_mean"], r[f"{m.key}_ci95"], m.digits))
+        rows.append({"scenario": c.scenario, "cells": cells})
+    swatches = [{"label": v, "colour": colours.get(v, "#999999")} for v in variants]
+    return {"heads": heads, "rows": rows, "variants": swatches}
