@@ -96,6 +96,9 @@ def _delay(raw: Path) -> dict[str, Any] | None:
         "queue_full_drops": max(
             0, (kq_a.get("queue_full_drops") or 0) - (kq_b.get("queue_full_drops") or 0)
         ),
+        # Packets the element never saw (netlink socket overflow) or chose to drop.
+        "lost": max(0, (after.get("id_gaps") or 0) - (b.get("id_gaps") or 0))
+        + max(0, (after.get("packets_dropped_late") or 0) - (b.get("packets_dropped_late") or 0)),
         "cpu_s": (cpu_a.get("user_s", 0) + cpu_a.get("system_s", 0))
         - (cpu_b.get("user_s", 0) + cpu_b.get("system_s", 0)),
         "clock_source": after.get("clock_source"),

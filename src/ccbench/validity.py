@@ -73,6 +73,8 @@ def check_delay(delay: dict[str, Any] | None, method: str | None) -> list[str]:
             f"delay element late: {late * 100:.2f}% of packets > 5 ms late "
             f"(limit {LATE_SHARE_MAX * 100:g}%)"
         )
+    if delay.get("lost", 0) > 0:
+        reasons.append(f"delay element: {delay['lost']} packets lost inside it")
     if delay.get("queue_full_drops", 0) > 0:
         reasons.append(f"delay element: kernel queue overflowed ({delay['queue_full_drops']})")
     return reasons

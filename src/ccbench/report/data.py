@@ -41,6 +41,8 @@ VERDICT_COLUMNS = [
     "note",
 ]
 SKIP_PREFIX = "skipped: "
+# Where srtt comes from (the TCP sender's own estimate), for captions and notes.
+SRTT_TOOLS = "ss on Linux, siftr on FreeBSD, iperf3 TCP_INFO"
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class Tables:
     flows: pd.DataFrame
     summary: pd.DataFrame
     verdicts: pd.DataFrame  # no rows: no expectations configured (or no verdicts.csv)
+    absent: frozenset[str] = frozenset()  # RUN_COLUMNS the results set predates
 
 
 def _bool(x: object) -> bool:
@@ -83,20 +86,20 @@ def read_verdicts(tables_dir: Path) -> pd.DataFrame:
     for col in ("passed", "gate"):
         df[col] = df[col].map(_bool).astype(bool)
     for col in ("expectation", "scenario", "variant", "metric", "check", "note"):
-        df[col] = df[col].fillna("").astype(str)
+        df[col] = df[col].map(lambda x: "" if pd.isna(x) else str(x))
     return df
 
 
 def load_tables(tables_dir: Path) -> Tables:
     runs, flows, summary = (read_table(tables_dir, n) for n in ("runs", "flows", "summary"))
-    for col, default in RUN_COLUMNS.items():
-        if col not in runs.columns:
-            runs[col] = default
+    absent = frozenset(c for c in RUN_COLUMNS if c not in runs.columns)
+    for col in absent:
+        runs[col] = RUN_COLUMNS[col]
     for m in SUMMARY_METRICS:
         for suffix in ("mean", "ci95", "delta_pct", "delta_ci95_pct", "delta_paired"):
             if f"{m}_{suffix}" not in summary.columns:
                 summary[f"{m}_{suffix}"] = None if suffix == "delta_paired" else math.nan
-    return Tables(runs, flows, summary, read_verdicts(tables_dir))
+    return Tables(runs, flows, summary, read_verdicts(tables_dir), absent)
 
 
 def is_invalid(runs: pd.DataFrame) -> pd.Series:
@@ -284,6 +287,15 @@ def probe_tools(runs_dir: Path, run_ids: list[str]) -> list[str]:
         if tool and tool not in out:
             out.append(str(tool))
     return out
+
+
+def probe_what(tools: list[str], cond: Conditions) -> str:
+    """Which tool measured RTT under load, and how (for captions and notes)."""
+    tool = ", ".join(tools) or "ping"
+    how = f"{tool} (ICMP echo)" if tools in ([], ["ping"]) else tool
+    hz = 1 / cond.probe_interval_s if cond.probe_interval_s > 0 else math.nan
+    rate = f", {fmt(hz, None)} Hz" if math.isfinite(hz) else ""
+    return f"{how} from s1 to r1{rate}, through the same bottleneck queue as the flows"
 
 
 def jain_series(

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from ccbench.aggregate import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.report import data, provenance, style, tables
 from ccbench.report.fmt import fmt
 
@@ -45,6 +46,20 @@ def _runs_text(n_valid: int, n_ran: int, n_skip: int) -> str:
     if n_skip and not n_ran:
         return "skipped"
     return f"{n_valid}/{n_ran}" + (f" ({n_skip} skipped)" if n_skip else "")
+
+
+def _load_figs_title(figs: list[dict[str, Any]]) -> str:
+    kinds = {f["kind"] for f in figs}
+    parts = [("probe", "RTT under load"), ("jain_time", "fairness over time")]
+    title = " and ".join(text for kind, text in parts if kind in kinds)
+    return title[:1].upper() + title[1:]
+
+
+def _runs_sentence(n_valid: int, n_ran: int, n_skip: int) -> str:
+    if n_skip and not n_ran:
+        return "all runs skipped"
+    s = f"{n_valid}/{n_ran} runs valid"
+    return s + (f", {n_skip} skipped (never ran)" if n_skip else "")
 
 
 def _conditions_row(c: data.Conditions, runs_text: str) -> dict[str, str]:
@@ -79,11 +94,16 @@ def context(
         summ = data.group(t.summary, scen)
         sf = [f for f in figs if f["scenario"] == scen]
         skipped_all = bool(len(runs)) and bool(runs["skipped"].all())
-        load = tables.load_table(summ, runs, cond, colours) if cond and not skipped_all else None
+        load = (
+            tables.load_table(summ, runs, cond, colours, t.absent)
+            if cond and not skipped_all
+            else None
+        )
         scenarios.append(
             {
                 **row,
                 "skipped_all": skipped_all,
+                "runs_sentence": _runs_sentence(*counts),
                 "skip_reasons": data.skip_reasons(runs),
                 "n_skipped": counts[2],
                 "skipped": tables.skipped_rows(runs),
@@ -91,6 +111,13 @@ def context(
                 "deltas": tables.delta_table(summ, colours),
                 "sentence": tables.largest_delta_sentence(summ, baseline) if len(summ) > 1 else "",
                 "load": load,
+                "probe_what": (
+                    data.probe_what(
+                        data.probe_tools(runs_dir, list(map(str, runs["run_id"]))), cond
+                    )
+                    if cond
+                    else ""
+                ),
                 "invalid": tables.invalid_rows(runs),
                 "n_invalid": int(data.is_invalid(runs).sum()),
                 "unpaired": any(
@@ -102,10 +129,13 @@ def context(
                 "pair_figs": [f for f in sf if f["kind"] in ("bars", "scatter")],
                 "metric_figs": [f for f in sf if f["kind"] == "metrics"],
                 "load_figs": [f for f in sf if f["kind"] in ("probe", "jain_time")],
+                "load_figs_title": _load_figs_title(sf),
                 "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
                 "per_run": tables.per_run_table(runs, t.flows, colours),
                 "per_run_load": (
-                    tables.per_run_load_table(runs, cond, colours) if load and cond else None
+                    tables.per_run_load_table(runs, cond, colours, t.absent)
+                    if load and cond
+                    else None
                 ),
             }
         )
@@ -144,6 +174,9 @@ def context(
         "verdict_summary": tables.verdict_summary(t.verdicts),
         "verdict_failed_gates": int((t.verdicts["gate"] & ~t.verdicts["passed"]).sum()),
         "loss": loss,
+        "jain_converged": fmt(JAIN_CONVERGED, None),
+        "jain_window": fmt(JAIN_WINDOW_S, None),
+        "srtt_tools": data.SRTT_TOOLS,
         "variants": [
             {
                 **v,

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from ccbench import metrics  # noqa: E402
 from ccbench.aggregate import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
 from ccbench.report import behaviour, data, plots, style, tsplot  # noqa: E402
 from ccbench.report.fmt import fmt  # noqa: E402
@@ -40,7 +41,6 @@ OTHER_METRICS = [
     "drops_pkts",
     "jain",
 ]
-SRTT_TOOLS = "ss on Linux, siftr on FreeBSD, iperf3 TCP_INFO"
 
 
 def ts_size(n_variants: int) -> tuple[float, float]:
@@ -205,15 +205,6 @@ def _probe_panel(cond: data.Conditions) -> plots.Panel:
     )
 
 
-def _probe_what(tools: list[str], cond: data.Conditions) -> str:
-    """Which tool measured RTT under load, and how, for captions."""
-    tool = ", ".join(tools) or "ping"
-    how = f"{tool} (ICMP echo)" if tools in ([], ["ping"]) else tool
-    hz = 1 / cond.probe_interval_s if cond.probe_interval_s > 0 else math.nan
-    rate = f", {fmt(hz, None)} Hz" if math.isfinite(hz) else ""
-    return f"{how} from s1 to r1{rate}, through the same bottleneck queue as the flows"
-
-
 def _probe(
     w: _Writer,
     tables: data.Tables,
@@ -247,10 +238,10 @@ def _probe(
         scenario=scen,
         kind="probe",
         variant=None,
-        caption=f"{scen}: RTT under load: {_probe_what(tools, cond)}; the CDF of every "
+        caption=f"{scen}: RTT under load: {data.probe_what(tools, cond)}; the CDF of every "
         f"reply of each variant's valid runs pooled (raw/probe-ping.txt); dashed: the base "
         f"RTT and the RTT with a full queue. srtt in the other figures is the TCP sender's "
-        f"own estimate ({SRTT_TOOLS}). {_invalid_note(runs)}",
+        f"own estimate ({data.SRTT_TOOLS}). {_invalid_note(runs)}",
     )
 
 
@@ -277,6 +268,9 @@ def _jain_time(
         if ts is None:
             continue
         t, j = data.jain_series(ts, data.run_flows(matrix, rep), cond.interval_s)
+        # From the series itself, as aggregate computes convergence_s (also for results
+        # sets made before that column existed).
+        conv = metrics.convergence_time_s(t, j, JAIN_CONVERGED, JAIN_WINDOW_S)
         series.append(
             behaviour.JainRun(
                 v,
@@ -285,7 +279,7 @@ def _jain_time(
                 int(r["repetition"]),
                 t,
                 j,
-                float(r["convergence_s"]),
+                math.nan if conv is None else conv,
             )
         )
     title = f"{scen}: fairness over time\nJain's index per iperf3 interval, representative runs"
@@ -302,7 +296,7 @@ def _jain_time(
         f"until the first flow ends, of each variant's representative run (the valid run "
         f"closest to the median throughput sum). Dot: convergence, the first interval from "
         f"which the index stays ≥ {fmt(JAIN_CONVERGED, None)} for {fmt(JAIN_WINDOW_S, None)} s "
-        f"(the convergence column of the tables). {_invalid_note(runs)}",
+        f"(as the convergence column of the tables is computed). {_invalid_note(runs)}",
     )
 
 

@@ -246,7 +246,7 @@ def run_order(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> lis
             row.update(
                 executed="-" if skipped else str(r["order"]),
                 started=utc(r["started_unix"]),
-                attempt=str(r["attempt"]),
+                attempt="-" if skipped else str(r["attempt"]),
                 status=status,
                 scenario=str(r["scenario"]),
                 variant=str(r["variant"]),

@@ -255,23 +255,32 @@ def skipped_rows(runs: pd.DataFrame) -> list[dict[str, str]]:
     return out
 
 
+def _shown(runs: pd.DataFrame, cond: data.Conditions, absent: frozenset[str]) -> tuple[bool, ...]:
+    """(probe, convergence, Mathis): what the second tables of a scenario show; nothing a
+    results set predates (its NaNs would read as "never converged")."""
+    return (
+        bool(runs["probe_rtt_p50_ms"].notna().any()),
+        cond.n_flows > 1 and "convergence_s" not in absent,
+        cond.has_loss and "mathis_ratio" not in absent,
+    )
+
+
 def load_table(
     summary: pd.DataFrame,
     runs: pd.DataFrame,
     cond: data.Conditions,
     colours: dict[str, str],
+    absent: frozenset[str] = frozenset(),
 ) -> dict[str, Any] | None:
     """Second table of a scenario: RTT under load (ping) p50/p95 and the p95 delta; for
     several flows the convergence time; with loss the Mathis prediction and the ratio.
     None when the scenario has none of these (an old results set without a probe)."""
-    has_probe = bool(runs["probe_rtt_p50_ms"].notna().any())
-    multi = cond.n_flows > 1
-    loss = cond.has_loss
+    has_probe, multi, loss = _shown(runs, cond, absent)
     if not (has_probe or multi or loss):
         return None
     heads: list[tuple[str, str]] = []
     if has_probe:
-        heads += [(m.header, m.unit) for m in LOAD_METRICS] + [("Δ p95 (ping)", "%")]
+        heads += [(m.header, m.unit) for m in LOAD_METRICS]  # their Δ: in the delta table
     if multi:
         heads += [("convergence", "s"), ("converged", "runs")]
     mathis = runs["mathis_mbps_per_flow"].dropna()
@@ -286,8 +295,6 @@ def load_table(
         if has_probe:
             for m in LOAD_METRICS:
                 cells.append({"text": fmt_ci(r[f"{m.key}_mean"], r[f"{m.key}_ci95"], m.digits)})
-            text, sig = _delta_text(r, "probe_rtt_p95_ms")
-            cells.append({"text": "baseline" if r["baseline"] else text, "sig": sig})
         if multi:
             g = data.group(runs, cond.scenario, label)
             g = g[g["valid"]]
@@ -311,34 +318,47 @@ def load_table(
                 "cells": cells,
             }
         )
-    return {"heads": heads, "rows": rows, "probe": has_probe, "multi": multi, "loss": loss}
+    parts = (["RTT under load (ping)"] if has_probe else []) + (["convergence"] if multi else [])
+    parts += ["the Mathis model"] if loss else []
+    what = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
+    title = f"{what[0].upper()}{what[1:]} (mean ± 95 % CI over valid runs)"
+    return {
+        "heads": heads,
+        "rows": rows,
+        "probe": has_probe,
+        "multi": multi,
+        "loss": loss,
+        "title": title,
+    }
 
 
 def per_run_load_table(
-    runs: pd.DataFrame, cond: data.Conditions, colours: dict[str, str]
+    runs: pd.DataFrame,
+    cond: data.Conditions,
+    colours: dict[str, str],
+    absent: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
     """Per run: the ping percentiles of RTT under load, the convergence time (several
     flows) and the Mathis ratio (loss)."""
+    has_probe, multi, loss = _shown(runs, cond, absent)
     heads = [("#", ""), ("run id", ""), ("variant", ""), ("rep", ""), ("valid", "")]
-    heads += [
-        ("RTT under load p50", "ms"),
-        ("p95", "ms"),
-        ("p99", "ms"),
-    ]
-    if cond.n_flows > 1:
+    if has_probe:
+        heads += [("RTT under load p50", "ms"), ("p95", "ms"), ("p99", "ms")]
+    if multi:
         heads.append(("convergence", "s"))
-    if cond.has_loss:
+    if loss:
         heads.append((MATHIS_RATIO.header, ""))
     rows = []
     for _, r in runs.sort_values("order").iterrows():
         cells = [str(r["order"]), str(r["run_id"]), str(r["variant"]), str(r["repetition"])]
         cells.append(_status(r))
-        cells += [fmt(r[k], DIGITS["ms"]) for k in LOAD_METRICS_PER_RUN]
-        if cond.n_flows > 1:
+        if has_probe:
+            cells += [fmt(r[k], DIGITS["ms"]) for k in LOAD_METRICS_PER_RUN]
+        if multi:
             conv = r["convergence_s"]
             never = not r["skipped"] and pd.isna(conv) and pd.notna(r["jain"])
             cells.append("never" if never else fmt(conv, CONVERGENCE.digits))
-        if cond.has_loss:
+        if loss:
             cells.append(fmt(r["mathis_ratio"], MATHIS_RATIO.digits))
         rows.append(
             {
@@ -406,7 +426,8 @@ def verdict_summary(verdicts: pd.DataFrame) -> str:
     passed = int(verdicts["passed"].sum())
     failed = n - passed
     gated = int((verdicts["gate"] & ~verdicts["passed"]).sum())
-    what = f"{n} expectations" if n == n_exp else f"{n} checks of {n_exp} expectations"
+    exps = f"{n_exp} expectation{'s' if n_exp != 1 else ''}"
+    what = exps if n == n_exp else f"{n} checks of {exps}"
     s = f"{what}: {passed} passed, {failed} failed"
     return s + (f" ({gated} gated)." if gated else ".")
 

@@ -291,8 +291,10 @@ class LocalTestbed:
         stats = self.state_dir / "ccdelay-stats.json"
         # The element is the project's own binary on the host, never a container tool.
         proc = NetnsExecutor(self.ns("dl")).spawn(
+            # Real-time priority keeps releases on time when iperf3 loads both cores
+            # (native/ccdelay/README.md, Fidelity).
             [binary, "--queue", "0", "--delay-us", str(round(one_way * 1000)), "--stats",
-             str(stats)],
+             str(stats), "--rt-prio", "10"],
             stderr=self.state_dir / "ccdelay.log",
         )  # fmt: skip
         # The element must be bound to the queue before packets are sent to it.
