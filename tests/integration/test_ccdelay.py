@@ -5,9 +5,17 @@ toolchain with libnetfilter-queue-dev + libmnl-dev.  Builds the ccdt-* test bed
 from native/ccdelay/measure.py (ccdt-s -> ccdt-d [ccdelay, tbf 1gbit] -> ccdt-r),
 and always tears it down.  About 25 s of traffic.
 
+CPU layout: the bed keeps one CPU free of receive processing for ccdelay's
+releaser thread (rps_cpus = the other CPUs on every veth, ccdelay --cpu 0,LAST,
+--rt-prio 10).  The releaser's verdict sendto runs the forwarding of every
+released packet; when RPS also lands receive work on its CPU, 1 Gbit bbr/cubic
+flows tip into a state where the element lags 20-50 ms (measured: 0.1-77 % of
+packets > 5 ms late with rps_cpus = all CPUs, 0.00 % in 6 of 6 runs with the spare
+CPU).  RPS to a fixed CPU set still keeps each device's packets in order.
+
 The 1 Gbit flow tests need the machine's CPU (2 cores carry iperf3 sender,
 receiver, the forwarding path and the element): when other work already keeps the
-machine busier than CCDT_MAX_BG_CPU percent (default 30) before the flow starts,
+machine busier than CCDT_MAX_BG_CPU percent (default 60) before the flow starts,
 they are skipped with that reason rather than reporting an overloaded machine as
 an element failure.
 """
@@ -34,7 +42,7 @@ BIN = CCDIR / "ccdelay"
 DELAY_US = 20000  # one way; 40 ms RTT
 RATE = "1gbit"
 RT_PRIO = "10"
-MAX_BG_CPU = float(os.environ.get("CCDT_MAX_BG_CPU", "30"))
+MAX_BG_CPU = float(os.environ.get("CCDT_MAX_BG_CPU", "60"))
 TOOLS = ("ip", "iptables", "tc", "ethtool", "iperf3", "ping", "make", "pkg-config")
 
 
@@ -256,7 +264,9 @@ def test_sigterm_releases_held_packets_and_writes_stats(bed):
         bed.ccdelay_proc = None
         final = json.loads(bed.stats_path.read_text())
         assert final["final"] is True
-        assert final["packets_released_on_exit"] == 3, final
+        # the 3 held requests; their echo replies may come back while the exit
+        # path is still draining and are then released too
+        assert final["packets_released_on_exit"] >= 3, json.dumps(final)
         assert final["packets_received"] == final["packets_released"], final
         assert final["packets_held"] == 0
         time.sleep(0.2)

@@ -50,3 +50,53 @@ def test_nth_loss_drops_every_nth_data_packet(tmp_path: Path) -> None:
     segs = f["bytes_received"] / 1448
     # every 50th packet dropped at the receiver -> about 2 % of segments resent
     assert 0.01 <= f["retransmits"] / segs <= 0.04
+
+
+def test_parallel_streams_run_as_one_flow(tmp_path: Path) -> None:
+    """Seed 003's `-P k`: one iperf3 flow with 2 parallel streams."""
+    cfg = {
+        "testbed": {"id": "itpar"},
+        "topology": {"pairs": 1, "rate_mbit": 50, "rtt_ms": 20, "queue": {"limit_pkts": 48}},
+        "run": {"duration_s": 3, "interval_s": 0.5, "flows": [{"cc": "cubic", "streams": 2}]},
+    }
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))
+    ccbench("run", "--config", str(tmp_path / "p.yaml"), "--out", str(tmp_path / "out"))
+    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert s["valid"], s["reasons"]
+    doc = json.loads((tmp_path / "out" / "raw" / "iperf3-1.json").read_text())
+    assert doc["start"]["test_start"]["num_streams"] == 2
+    assert len(doc["end"]["streams"]) == 2
+    assert s["flows"][0]["throughput_bps"] == doc["end"]["sum_received"]["bits_per_second"]
+
+
+def test_missing_aqm_becomes_a_skipped_run_in_the_workflow(tmp_path: Path) -> None:
+    """What the workflow does for an AQM this kernel lacks: a recorded skip, not a crash."""
+    spec = {
+        "testbed": {"id": "itskip", "kind": "local"},
+        "topology": {"pairs": 1, "queue": {"kind": "red", "limit_pkts": 100}},
+    }
+    cal = tmp_path / "cal.json"
+    cp = ccbench("testbed", "up", "--skip-unavailable", "--spec-json", json.dumps(spec),
+                 "--calibration-out", str(cal), check=False)  # fmt: skip
+    if cp.returncode == 0 and "skipped" not in json.loads(cal.read_text()):
+        ccbench("testbed", "down", "--id", "itskip")
+        pytest.skip("this kernel has sch_red: nothing to skip")
+    assert cp.returncode == 0, cp.stderr
+    reason = json.loads(cal.read_text())["skipped"]
+    assert "queue kind 'red' is not available in this kernel" in reason
+    assert namespaces("ccb-itskip-") == []
+    run = {
+        "testbed": spec["testbed"],
+        "run": {"topology": {"pairs": 1, "rate_mbit": 100.0, "rtt_ms": 40.0,
+                             "queue_kind": "red", "queue_limit_pkts": 100, "loss_mode": "none",
+                             "loss_rate": 0.0, "mtu": 1500},
+                "flows": [{"pair": 1, "cc": "cubic", "duration_s": 3}]},
+    }  # fmt: skip
+    out = tmp_path / "run"
+    ccbench("run", "--spec-json", json.dumps(run), "--out", str(out), "--raw-only",
+            "--calibration", str(cal))  # fmt: skip
+    ccbench("parse", str(out))
+    s = json.loads((out / "summary.json").read_text())
+    assert s["skipped"] and not s["valid"]
+    assert s["reasons"] == [f"skipped: {reason}"]
+    assert not (out / "raw" / "iperf3-1.json").exists()  # nothing pretends it ran
