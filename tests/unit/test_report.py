@@ -1,7 +1,10 @@
-"""The report from a small real results set (tests/fixtures/results-small, see its README).
+"""The report from two small real results sets (tests/fixtures/results-small and
+results-loss, see their READMEs).
 
 The numbers in the PDF are checked against values recomputed here: the table cells
-from the aggregated tables, the per-run flow throughputs from the raw iperf3 JSON.
+from the aggregated tables, the per-run flow throughputs from the raw iperf3 JSON, the
+RTT-under-load percentiles from the raw ping output, the Mathis prediction from the
+configured conditions.
 """
 
 from __future__ import annotations
@@ -11,16 +14,20 @@ import json
 import math
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from ccbench import metrics
+from ccbench.parse.ping import parse_ping
 from ccbench.report import data, document, figures, provenance, tables
 from ccbench.report.fmt import DIGITS, fmt, fmt_ci, significant
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "results-small"
+FIX_LOSS = FIX.parent / "results-loss"
 
 
 @dataclass(frozen=True)
@@ -30,27 +37,24 @@ class Built:
     text: str  # pdftotext, whitespace collapsed
     layout_lines: list[str]  # pdftotext -layout, one table row per line, collapsed
     html: str
+    seconds: float  # figures + document
 
 
-def _collapse(s: str) -> str:
-    return " ".join(s.split())
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+def _build(fix: Path, out: Path) -> Built:
     if shutil.which("pdftotext") is None:
         pytest.skip("pdftotext (poppler-utils) is not installed")
-    out = tmp_path_factory.mktemp("report")
-    matrix = json.loads((FIX / "matrix.json").read_text())
-    figures.make_all(FIX / "tables", FIX / "runs", matrix, out / "figures")
+    matrix = json.loads((fix / "matrix.json").read_text())
+    t0 = time.monotonic()
+    figures.make_all(fix / "tables", fix / "runs", matrix, out / "figures")
     document.build(
-        FIX / "tables",
+        fix / "tables",
         out / "figures",
         matrix,
-        FIX / "runs",
+        fix / "runs",
         out / "report.pdf",
         out / "report.html",
     )
+    seconds = time.monotonic() - t0
     pdf = str(out / "report.pdf")
     text = subprocess.run(["pdftotext", pdf, "-"], capture_output=True, text=True, check=True)
     lay = subprocess.run(
@@ -62,11 +66,51 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
         text=_collapse(text.stdout),
         layout_lines=[_collapse(ln) for ln in lay.stdout.splitlines()],
         html=(out / "report.html").read_text(),
+        seconds=seconds,
     )
 
 
-def _summary() -> pd.DataFrame:
-    return pd.read_csv(FIX / "tables" / "summary.csv")
+def _collapse(s: str) -> str:
+    return " ".join(s.split())
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return _build(FIX, tmp_path_factory.mktemp("report"))
+
+
+@pytest.fixture(scope="module")
+def built_loss(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    return _build(FIX_LOSS, tmp_path_factory.mktemp("report-loss"))
+
+
+def _in_a_line(b: Built, *parts: str) -> bool:
+    """All parts, adjacent and in this order, on one line of the -layout text (one table
+    row)."""
+    return any(" ".join(parts) in ln for ln in b.layout_lines)
+
+
+def _in_order(b: Built, *parts: str) -> bool:
+    """All parts in this order (other cells between them allowed) on one line."""
+
+    def ok(ln: str) -> bool:
+        i = 0
+        for p in parts:
+            i = ln.find(p, i)
+            if i < 0:
+                return False
+            i += len(p)
+        return True
+
+    return any(ok(ln) for ln in b.layout_lines)
+
+
+def _summary(fix: Path = FIX) -> pd.DataFrame:
+    return pd.read_csv(fix / "tables" / "summary.csv")
+
+
+def _runs(fix: Path = FIX) -> pd.DataFrame:
+    return pd.read_csv(fix / "tables" / "runs.csv")
 
 
 def test_pdf_and_html_exist(built: Built) -> None:
@@ -91,16 +135,15 @@ def test_results_table_rows_match_the_tables(built: Built) -> None:
             for k in (1, 2)
         ]
         cells.append(fmt_ci(r["throughput_sum_mbps_mean"], r["throughput_sum_mbps_ci95"], 1))
-        cells.append(
-            "baseline"
-            if r["baseline"]
-            else fmt_ci(
-                r["throughput_sum_mbps_delta_pct"],
-                r["throughput_sum_mbps_delta_ci95_pct"],
-                1,
-                sign=True,
-            )
+        delta = fmt_ci(
+            r["throughput_sum_mbps_delta_pct"],
+            r["throughput_sum_mbps_delta_ci95_pct"],
+            1,
+            sign=True,
         )
+        if _unpaired(r["throughput_sum_mbps_delta_paired"]):
+            delta += " †"
+        cells.append("baseline" if r["baseline"] else delta)
         for key, d in (
             ("utilization_pct", 1),
             ("jain", 3),
@@ -121,6 +164,26 @@ def test_results_table_rows_match_the_tables(built: Built) -> None:
             assert f"{r['throughput_sum_mbps_mean']:.1f} ± " in built.text
 
 
+def _unpaired(x: object) -> bool:
+    return x is False or str(x) == "False"
+
+
+def test_delta_table_rows_with_unpaired_marks(built: Built) -> None:
+    """Every non-baseline variant's Δ row: each metric incl. RTT under load, † when the
+    summary says the delta is unpaired."""
+    keys = ["throughput_sum_mbps", "jain", "srtt_mean_ms", "srtt_p95_ms", "srtt_max_ms"]
+    keys += ["retransmits", "drops_pkts", "probe_rtt_p50_ms", "probe_rtt_p95_ms"]
+    summ = _summary()
+    assert (~summ["baseline"]).any()
+    for _, r in summ[~summ["baseline"]].iterrows():
+        cells = []
+        for k in keys:
+            c = fmt_ci(r[f"{k}_delta_pct"], r[f"{k}_delta_ci95_pct"], DIGITS["pct"], sign=True)
+            cells.append(c + " †" if c != "n/a" and _unpaired(r[f"{k}_delta_paired"]) else c)
+        assert _in_a_line(built, r["variant"], *cells), cells
+    assert "Δ vs baseline" in built.text
+
+
 def test_per_run_flow_throughput_traces_to_raw_iperf3(built: Built) -> None:
     runs = pd.read_csv(FIX / "tables" / "runs.csv")
     for _, r in runs.iterrows():
@@ -137,14 +200,15 @@ def test_per_run_flow_throughput_traces_to_raw_iperf3(built: Built) -> None:
 
 
 def test_invalid_runs_listed_with_reasons(built: Built) -> None:
-    runs = pd.read_csv(FIX / "tables" / "runs.csv")
+    runs = _runs()
     bad = runs[~runs["valid"]]
-    assert len(bad) == 2  # the fixture's two bbr runs (see its README)
+    assert len(bad) >= 1  # the fixture has invalid runs on purpose (see its README)
     for _, r in bad.iterrows():
         assert r["run_id"] in built.text
         assert r["reasons"] in built.text
         assert html.escape(r["reasons"]) in built.html
-    assert "Not plotted: 2 invalid run(s) (bbr 2)" in built.text
+    per = ", ".join(f"{v} {n}" for v, n in bad.groupby("variant", sort=False).size().items())
+    assert f"Not plotted: {len(bad)} invalid run(s) ({per})" in built.text
 
 
 def test_provenance_appendix(built: Built) -> None:
@@ -165,6 +229,8 @@ def test_figures_manifest(built: Built) -> None:
         assert (scen, "bars", None) in kinds
         assert (scen, "scatter", None) in kinds
         assert (scen, "metrics", None) in kinds
+        assert (scen, "probe", None) in kinds
+        assert (scen, "jain_time", None) in kinds  # two flows
         for v in built.matrix["variants"]:
             assert (scen, "timeseries", v["label"]) in kinds
     for e in manifest:
@@ -175,7 +241,176 @@ def test_figures_manifest(built: Built) -> None:
     assert 'src="http' not in built.html and "<link" not in built.html
 
 
+def test_build_time(built: Built, built_loss: Built) -> None:
+    # Generous: the fixtures build in ~5-10 s here, also on a busy 2-CPU machine.
+    assert built.seconds < 60 and built_loss.seconds < 60, (built.seconds, built_loss.seconds)
+
+
+# Verdicts
+
+
+def test_verdict_rows_with_pass_fail_and_gate(built: Built) -> None:
+    v = pd.read_csv(FIX / "tables" / "verdicts.csv")
+    assert v["passed"].any() and not v["passed"].all()  # the fixture has both
+    assert v["gate"].any()
+    for _, r in v.iterrows():
+        mark = "✓ PASS" if r["passed"] else "✗ FAIL"
+        measured = fmt(r["measured"], tables.digits_for(r["metric"]))
+        assert _in_a_line(built, mark, r["expectation"], r["scenario"], r["variant"]), r.to_dict()
+        line = next(
+            ln
+            for ln in built.layout_lines
+            if f"{mark} {r['expectation']} {r['scenario']} {r['variant']}" in ln
+        )
+        assert f" {measured}" in line
+        assert line.endswith(" gate") == bool(r["gate"]), line
+    # Colour and words: the classes carry the colour, the text survives grey printing.
+    assert built.html.count('class="verdict pass"') == int(v["passed"].sum())
+    assert built.html.count('class="verdict fail"') == int((~v["passed"]).sum())
+
+
+def test_verdict_summary_on_title_page(built: Built) -> None:
+    v = pd.read_csv(FIX / "tables" / "verdicts.csv")
+    n, k = len(v), v["expectation"].nunique()
+    p = int(v["passed"].sum())
+    g = int((v["gate"] & ~v["passed"]).sum())
+    line = f"{n} checks of {k} expectations: {p} passed, {n - p} failed"
+    line += f" ({g} gated)." if g else "."
+    assert f"Verdicts: {line}" in built.text
+    assert built.text.index(f"Verdicts: {line}") < built.text.index("Conditions")
+
+
+def test_no_expectations(built: Built, tmp_path: Path) -> None:
+    tdir = tmp_path / "tables"
+    shutil.copytree(FIX / "tables", tdir)
+    (tdir / "verdicts.csv").unlink()
+    out = document.render_html(tdir, built.out / "figures", built.matrix, FIX / "runs")
+    assert "No expectations configured" in out
+    (tdir / "verdicts.csv").write_text("")  # an empty file: the same
+    assert data.read_verdicts(tdir).empty
+    assert tables.verdict_summary(data.read_verdicts(tdir)) == "No expectations configured."
+
+
+# Latency under load (ping), convergence
+
+
+def _ping_p(rtts_us: list[float], q: float) -> float:
+    # summary.py's percentile: the sample at int(q/100 * n) of the sorted replies.
+    xs = sorted(rtts_us)
+    return xs[min(len(xs) - 1, int(q / 100 * len(xs)))]
+
+
+def test_probe_percentiles_trace_to_raw_ping(built: Built) -> None:
+    runs = _runs()
+    assert runs["probe_rtt_p95_ms"].notna().all()
+    for _, r in runs.iterrows():
+        ping = parse_ping((FIX / "runs" / r["run_id"] / "raw" / "probe-ping.txt").read_text())
+        ps = [fmt(_ping_p(ping.rtts_us, q) / 1e3, DIGITS["ms"]) for q in (50, 95, 99)]
+        assert ps[1] == fmt(r["probe_rtt_p95_ms"], DIGITS["ms"])
+        valid = "yes" if r["valid"] else "NO"
+        assert _in_a_line(built, r["run_id"], r["variant"], str(r["repetition"]), valid, *ps), ps
+    summ = json.loads((FIX / "runs" / runs["run_id"][0] / "summary.json").read_text())
+    assert summ["probe"]["tool"] == "ping"
+    assert "RTT under load: ping (ICMP echo) from s1 to r1, 10 Hz" in built.text
+
+
+def test_probe_means_in_scenario_table(built: Built) -> None:
+    for _, r in _summary().iterrows():
+        p50 = fmt_ci(r["probe_rtt_p50_ms_mean"], r["probe_rtt_p50_ms_ci95"], DIGITS["ms"])
+        p95 = fmt_ci(r["probe_rtt_p95_ms_mean"], r["probe_rtt_p95_ms_ci95"], DIGITS["ms"])
+        assert _in_a_line(built, r["variant"], *(["baseline"] if r["baseline"] else []), p50, p95)
+        assert p95 in built.html
+
+
+def test_convergence_matches_the_runs_table(built: Built) -> None:
+    """The Jain-over-time panel recomputes the series convergence_s was computed from."""
+    runs = _runs()
+    for _, r in runs.iterrows():
+        ts = data.load_timeseries(FIX / "runs", r["run_id"])
+        assert ts is not None
+        cond = data.conditions(built.matrix, r["scenario"])
+        assert cond is not None
+        t, j = data.jain_series(ts, data.run_flows(built.matrix, r["run_id"]), cond.interval_s)
+        c = metrics.convergence_time_s(t, j, 0.95, 2.0)
+        if math.isnan(r["convergence_s"]):
+            assert c is None
+        else:
+            assert c == pytest.approx(r["convergence_s"])
+    for _, r in _summary().iterrows():
+        g = runs[(runs["variant"] == r["variant"]) & runs["valid"]]
+        conv = fmt_ci(r["convergence_s_mean"], r["convergence_s_ci95"], DIGITS["s"])
+        assert _in_a_line(built, conv, f"{g['convergence_s'].notna().sum()}/{len(g)}")
+
+
+# Loss, Mathis, skipped scenarios (results-loss)
+
+
+def test_mathis_ratio_for_loss_scenarios(built_loss: Built) -> None:
+    runs = _runs(FIX_LOSS)
+    summ = _summary(FIX_LOSS)
+    lossy = runs[runs["loss_rate"] > 0]
+    assert len(lossy) >= 2
+    for _, r in lossy.iterrows():
+        spec = built_loss.matrix["runs"][r["run_id"]]["spec"]["run"]["topology"]
+        model = metrics.mathis_bps(spec["mtu"] - 52, spec["rtt_ms"] / 1e3, spec["loss_rate"]) / 1e6
+        assert fmt(model, 1) == fmt(r["mathis_mbps_per_flow"], 1)
+        s = summ[(summ["scenario"] == r["scenario"]) & (summ["variant"] == r["variant"])].iloc[0]
+        ratio = fmt_ci(s["mathis_ratio_mean"], s["mathis_ratio_ci95"], DIGITS["ratio"])
+        loss = f"{spec['loss_mode']} {fmt(spec['loss_rate'], None)}"
+        # The scenario's second table and the loss-resilience table.
+        p95 = fmt_ci(s["probe_rtt_p95_ms_mean"], s["probe_rtt_p95_ms_ci95"], DIGITS["ms"])
+        assert _in_order(built_loss, r["variant"], "baseline", p95, loss, fmt(model, 1), ratio)
+        assert _in_a_line(built_loss, r["scenario"], loss, fmt(model, 1))
+        assert fmt(r["mathis_ratio"], DIGITS["ratio"]) in built_loss.text
+    assert "Loss resilience" in built_loss.text
+    manifest = json.loads((built_loss.out / "figures" / "figures.json").read_text())
+    loss_figs = [e for e in manifest if e["kind"] == "loss"]
+    assert len(loss_figs) == 1
+    assert set(loss_figs[0]["scenarios"]) == {"loss-0", *lossy["scenario"]}
+    assert "MSS = MTU − 52 = 1448 B" in built_loss.text
+
+
+def test_skipped_scenario_shows_its_reason(built_loss: Built) -> None:
+    runs = _runs(FIX_LOSS)
+    sk = runs[runs["skipped"]]
+    assert len(sk) == 1
+    reason = sk["reasons"].iloc[0]
+    assert reason.startswith("skipped: ")
+    assert f"Skipped: {reason.removeprefix('skipped: ')}" in built_loss.text
+    assert reason.removeprefix("skipped: ") in html.unescape(built_loss.html)
+    scen = sk["scenario"].iloc[0]
+    manifest = json.loads((built_loss.out / "figures" / "figures.json").read_text())
+    assert not [e for e in manifest if e["scenario"] == scen]  # no empty plots
+    # Counted apart from invalid runs; a skipped run is not in the invalid-runs table.
+    ran = len(runs) - len(sk)
+    assert f"{ran} executed: {int(runs['valid'].sum())} valid, 0 invalid; 1 skipped" in (
+        built_loss.text
+    )
+    assert f"Scenario {scen} (skipped)" in built_loss.text
+
+
 # Pure helpers, on hand-made inputs.
+
+
+def test_delta_unpaired() -> None:
+    import numpy as np
+
+    assert data.delta_unpaired(False) and data.delta_unpaired(np.False_)
+    assert data.delta_unpaired("False")
+    for x in (None, True, np.True_, float("nan"), "", "True"):
+        assert not data.delta_unpaired(x), x
+
+
+def test_verdict_summary() -> None:
+    v = pd.DataFrame(
+        {
+            "expectation": ["a", "b", "c"],
+            "passed": [True, True, False],
+            "gate": [False, True, True],
+        }
+    )
+    assert tables.verdict_summary(v) == "3 expectations: 2 passed, 1 failed (1 gated)."
+    assert tables.verdict_summary(v.iloc[:1]) == "1 expectation: 1 passed, 0 failed."
 
 
 def test_fmt() -> None:

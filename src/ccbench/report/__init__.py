@@ -5,8 +5,10 @@
 - data:       loading tables, time series and per-scenario conditions
 - plots:      summary figures (bars, throughput vs delay, other metrics) and helpers
 - tsplot:     the per-variant time-series figure (throughput, cwnd, srtt)
+- behaviour:  RTT-under-load CDF (ping), Jain's index over time, throughput vs loss
+              rate with the Mathis model
 - figures:    make_all(): every figure of a results set + figures.json manifest
-- tables:     formatted rows of the per-scenario and per-run tables
+- tables:     formatted rows of the verdicts, per-scenario, loss and per-run tables
 - provenance: testbed calibration, host facts, run order, hashes (the appendix)
 - document:   build(): one Jinja2 template -> self-contained HTML -> WeasyPrint PDF
 """

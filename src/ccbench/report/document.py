@@ -211,6 +211,7 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["fmt"] = fmt
+    env.filters["anchor"] = _anchor
     return env
 
 

@@ -1,8 +1,11 @@
 """Every figure of a results set, plus figures.json (the manifest the document reads).
 
 Per scenario: one time-series figure per variant (throughput, cwnd, srtt), a bar chart
-of the throughput sum and a throughput-vs-delay scatter. Only valid runs are plotted;
-captions count the invalid ones so nothing disappears silently.
+of the throughput sum, a throughput-vs-delay scatter, the other metrics, the CDF of RTT
+under load (ping) and, with several flows, Jain's index over time. Across scenarios
+that differ only in their loss: throughput vs loss rate with the Mathis model. Only
+valid runs are plotted; captions count the invalid (and skipped) ones so nothing
+disappears silently. A scenario whose runs were all skipped has no figures.
 """
 
 from __future__ import annotations
