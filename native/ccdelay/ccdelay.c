@@ -184,7 +184,6 @@ static bool have_last_id;
 static bool last_stamp_receive;
 static bool timestamping_enabled;
 static int64_t started_real_ns;
-static int rt_prio_applied;
 
 static int wake_fd = -1;  /* reader -> idle releaser: "ring not empty" */
 static int stop_fd = -1;  /* main -> threads: stop */
@@ -405,6 +404,9 @@ static void parse_args(int argc, char **argv)
 		usage_error("unexpected argument '%s'", argv[optind]);
 	if (opt.delay_ns < 0)
 		usage_error("--delay-us is required");
+	long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	if (ncpu > 0 && (opt.cpu_reader >= ncpu || opt.cpu_releaser >= ncpu))
+		usage_error("invalid --cpu: this machine has CPUs 0-%ld", ncpu - 1);
 	/* reading later than a quarter of the delay would eat into it */
 	if (opt.read_quantum_ns > opt.delay_ns / 4)
 		opt.read_quantum_ns = opt.delay_ns / 4;
@@ -506,7 +508,7 @@ static void write_stats(bool final)
 		opt.queue, (int64_t)(opt.delay_ns / NSEC_PER_USEC), opt.maxlen, opt.rcvbuf,
 		(int64_t)(opt.slack_ns / NSEC_PER_USEC),
 		(int64_t)(opt.read_quantum_ns / NSEC_PER_USEC),
-		(int64_t)(opt.max_late_ns / NSEC_PER_USEC), rt_prio_applied, opt.cpu_reader,
+		(int64_t)(opt.max_late_ns / NSEC_PER_USEC), opt.rt_prio, opt.cpu_reader,
 		opt.cpu_releaser, opt.single_thread ? 1 : 2,
 		opt.stamp == STAMP_KERNEL ? "kernel" : "receive");
 	fprintf(f, "  \"clock_source\": \"%s\",\n", clock_source());
@@ -1020,7 +1022,6 @@ static void setup_thread_sched(int cpu, int prio)
 		if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0)
 			die("cannot set SCHED_FIFO priority %d: %s", sp.sched_priority,
 			    strerror(errno));
-		rt_prio_applied = opt.rt_prio;
 	}
 	/* precise wakeups: batching is done explicitly (--slack-us) */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);

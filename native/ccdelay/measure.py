@@ -11,10 +11,15 @@ Testbed (all names start with ``ccdt-``; torn down on exit, even on failure):
     tbf toward ccdt-r) --veth-- ccdt-r (198.18.250.6)
 
 Every forwarded packet passes an ``iptables -j NFQUEUE`` rule in ccdt-d, so each
-direction gets the configured one-way delay.  Offloads are off on every veth end
-and rps_cpus covers all CPUs.  For each case the script prints throughput, iperf3's
-mean RTT, the share of packets ccdelay released more than 5 ms late, the maximum
-lateness, ccdelay's own CPU use (one core = 100 %) and the whole machine's.
+direction gets the configured one-way delay.  Offloads are off on every veth end.
+CPU layout (--rps): "spare" (default) keeps the last CPU free of receive
+processing for ccdelay's releaser thread (rps_cpus = the other CPUs, ccdelay
+--cpu 0,LAST); "all" sets rps_cpus to every CPU and leaves ccdelay unpinned.
+
+For each case the script prints throughput, iperf3's mean RTT, the share of
+packets ccdelay released more than 5 ms late, the maximum lateness, ccdelay's own
+CPU use (one core = 100 %), the whole machine's, the CPU other work used just
+before the case (bgCPU) and the hypervisor's steal time during it.
 
 The module is also imported by tests/integration/test_ccdelay.py (Testbed,
 run_iperf, ping_rtt_ms).
@@ -23,6 +28,7 @@ run_iperf, ping_rtt_ms).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -74,6 +80,23 @@ def cpu_mask_all() -> str:
     return format((1 << n) - 1, "x")
 
 
+def cpu_layout(rps: str) -> tuple[str, list[str]]:
+    """rps_cpus mask for every veth and the ccdelay --cpu arguments.
+
+    "all":   RPS spreads receive processing over every CPU; ccdelay not pinned.
+    "spare": the last CPU is kept free of receive processing and given to
+             ccdelay's releaser alone (--cpu 0,LAST); RPS uses the others.
+             Receive processing for a device still happens on one CPU set, so
+             packets are not reordered.
+    """
+    n = os.cpu_count() or 1
+    if rps == "all" or n < 2:
+        return cpu_mask_all(), []
+    if rps == "spare":
+        return format((1 << (n - 1)) - 1, "x"), ["--cpu", f"0,{n - 1}"]
+    raise ValueError(f"rps must be 'all' or 'spare', not {rps!r}")
+
+
 def ns_pids(ns: str) -> list[int]:
     p = sh("ip", "netns", "pids", ns, check=False)
     return [int(x) for x in p.stdout.split()] if p.returncode == 0 else []
@@ -88,10 +111,8 @@ def teardown() -> None:
         for sig in (signal.SIGTERM, signal.SIGKILL):
             pids = ns_pids(ns)
             for pid in pids:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
-                except ProcessLookupError:
-                    pass
             deadline = time.monotonic() + 2
             while pids and time.monotonic() < deadline and ns_pids(ns):
                 time.sleep(0.05)
@@ -104,6 +125,7 @@ class Testbed:
     fifo_limit: int = 1000
     delay_us: int = 20000
     ccdelay_args: list[str] = field(default_factory=list)
+    rps: str = "spare"
     workdir: Path | None = None
     ccdelay_proc: subprocess.Popen | None = None
     stats_path: Path | None = None
@@ -118,15 +140,41 @@ class Testbed:
         for ns in NAMESPACES:
             sh("ip", "netns", "add", ns)
             sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "link", "add", "ccdt-s0", "netns", NS_S, "type", "veth",
-           "peer", "name", "ccdt-d0", "netns", NS_D)
-        sh("ip", "link", "add", "ccdt-d1", "netns", NS_D, "type", "veth",
-           "peer", "name", "ccdt-r0", "netns", NS_R)
+        sh(
+            "ip",
+            "link",
+            "add",
+            "ccdt-s0",
+            "netns",
+            NS_S,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "ccdt-d0",
+            "netns",
+            NS_D,
+        )
+        sh(
+            "ip",
+            "link",
+            "add",
+            "ccdt-d1",
+            "netns",
+            NS_D,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "ccdt-r0",
+            "netns",
+            NS_R,
+        )
         sh("ip", "-n", NS_S, "addr", "add", f"{S_ADDR}/30", "dev", "ccdt-s0")
         sh("ip", "-n", NS_D, "addr", "add", f"{D_ADDR_S}/30", "dev", "ccdt-d0")
         sh("ip", "-n", NS_D, "addr", "add", f"{D_ADDR_R}/30", "dev", "ccdt-d1")
         sh("ip", "-n", NS_R, "addr", "add", f"{R_ADDR}/30", "dev", "ccdt-r0")
-        mask = cpu_mask_all()
+        mask, _ = cpu_layout(self.rps)
         for ns, dev in VETHS:
             sh("ip", "-n", ns, "link", "set", dev, "up")
             nsx(ns, "ethtool", "-K", dev, "gso", "off", "tso", "off", "gro", "off")
@@ -149,25 +197,69 @@ class Testbed:
         nsx(ns, "tc", "qdisc", "del", "dev", dev, "root", check=False)
         bps = parse_rate_bps(rate)
         burst = max(bps // 8 // 1000, 15140)  # ~1 ms of rate, >= 10 full frames
-        nsx(ns, "tc", "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf",
-            "rate", rate, "burst", str(burst), "latency", "100ms")
-        nsx(ns, "tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:",
-            "pfifo", "limit", str(self.fifo_limit))
+        nsx(
+            ns,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            dev,
+            "root",
+            "handle",
+            "1:",
+            "tbf",
+            "rate",
+            rate,
+            "burst",
+            str(burst),
+            "latency",
+            "100ms",
+        )
+        nsx(
+            ns,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            dev,
+            "parent",
+            "1:1",
+            "handle",
+            "10:",
+            "pfifo",
+            "limit",
+            str(self.fifo_limit),
+        )
 
     def start_ccdelay(self, *extra: str) -> subprocess.Popen:
         assert self.workdir is not None
         self.stats_path = self.workdir / "ccdelay-stats.json"
         self.stats_path.unlink(missing_ok=True)
-        cmd = ["ip", "netns", "exec", NS_D, str(CCDELAY), "--queue", "0",
-               "--delay-us", str(self.delay_us), "--stats", str(self.stats_path),
-               *self.ccdelay_args, *extra]
+        cmd = [
+            "ip",
+            "netns",
+            "exec",
+            NS_D,
+            str(CCDELAY),
+            "--queue",
+            "0",
+            "--delay-us",
+            str(self.delay_us),
+            "--stats",
+            str(self.stats_path),
+            *cpu_layout(self.rps)[1],
+            *self.ccdelay_args,
+            *extra,
+        ]
         self.ccdelay_proc = subprocess.Popen(
             cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
         )
+        proc = self.ccdelay_proc
         deadline = time.monotonic() + 5
         while not self.stats_path.exists():
-            if self.ccdelay_proc.poll() is not None:
-                raise RuntimeError(f"ccdelay exited: {self.ccdelay_proc.stderr.read().strip()}")
+            if proc.poll() is not None:
+                err = proc.stderr.read().strip() if proc.stderr else ""
+                raise RuntimeError(f"ccdelay exited: {err}")
             if time.monotonic() > deadline:
                 raise RuntimeError("ccdelay wrote no stats within 5 s")
             time.sleep(0.02)
@@ -224,17 +316,35 @@ class Testbed:
 
 def ping_rtt_ms(count: int = 10, interval: float = 0.1) -> dict:
     """Ping ccdt-r from ccdt-s: min/avg/median/max RTT in ms and the samples."""
-    p = nsx(NS_S, "ping", "-n", "-c", str(count), "-i", str(interval), R_ADDR,
-            timeout=count * interval + 10)
-    samples = [float(tok.split("=")[1]) for ln in p.stdout.splitlines()
-               for tok in ln.split() if tok.startswith("time=")]
+    p = nsx(
+        NS_S,
+        "ping",
+        "-n",
+        "-c",
+        str(count),
+        "-i",
+        str(interval),
+        R_ADDR,
+        timeout=count * interval + 10,
+    )
+    samples = [
+        float(tok.split("=")[1])
+        for ln in p.stdout.splitlines()
+        for tok in ln.split()
+        if tok.startswith("time=")
+    ]
     if not samples:
         raise RuntimeError(f"ping got no replies:\n{p.stdout}{p.stderr}")
     srt = sorted(samples)
     mid = len(srt) // 2
     median = srt[mid] if len(srt) % 2 else (srt[mid - 1] + srt[mid]) / 2
-    return {"min": srt[0], "avg": sum(srt) / len(srt), "median": median, "max": srt[-1],
-            "samples": samples}
+    return {
+        "min": srt[0],
+        "avg": sum(srt) / len(srt),
+        "median": median,
+        "max": srt[-1],
+        "samples": samples,
+    }
 
 
 def proc_cpu_ticks(pid: int) -> int:
@@ -263,12 +373,14 @@ def background_cpu_pct(seconds: float = 1.0) -> float:
     return 100.0 * (b1 - b0) / max(a1 - a0, 1)
 
 
-def run_iperf(cc: str, duration: float = 10, port: int = IPERF_PORT,
-              ccdelay_pid: int | None = None) -> dict:
+def run_iperf(
+    cc: str, duration: float = 10, port: int = IPERF_PORT, ccdelay_pid: int | None = None
+) -> dict:
     """One iperf3 flow ccdt-s -> ccdt-r.  Returns the parsed JSON plus CPU figures."""
     server = subprocess.Popen(
         ["ip", "netns", "exec", NS_R, "iperf3", "-s", "-1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         deadline = time.monotonic() + 5
@@ -281,8 +393,21 @@ def run_iperf(cc: str, duration: float = 10, port: int = IPERF_PORT,
         c0 = proc_cpu_ticks(ccdelay_pid) if ccdelay_pid else 0
         b0, a0 = machine_busy()
         v0 = cpu_times()
-        p = nsx(NS_S, "iperf3", "-c", R_ADDR, "-p", str(port), "-C", cc, "-t", str(duration),
-                "-J", check=False, timeout=duration + 30)
+        p = nsx(
+            NS_S,
+            "iperf3",
+            "-c",
+            R_ADDR,
+            "-p",
+            str(port),
+            "-C",
+            cc,
+            "-t",
+            str(duration),
+            "-J",
+            check=False,
+            timeout=duration + 30,
+        )
         t1 = time.monotonic()
         c1 = proc_cpu_ticks(ccdelay_pid) if ccdelay_pid else 0
         b1, a1 = machine_busy()
@@ -332,9 +457,13 @@ def lateness_delta(a: dict, b: dict) -> dict:
         "packets": n,
         "late_share": over / n if n else 0.0,
         "late_over_5ms": over,
-        "buckets": [y - x for x, y in zip(la["bucket_counts"], lb["bucket_counts"])],
-        "overdue_rx": (b["receive_lag"]["overdue_on_receipt"]
-                       - a["receive_lag"]["overdue_on_receipt"]) / n if n else 0.0,
+        "buckets": [y - x for x, y in zip(la["bucket_counts"], lb["bucket_counts"], strict=True)],
+        "overdue_rx": (
+            b["receive_lag"]["overdue_on_receipt"] - a["receive_lag"]["overdue_on_receipt"]
+        )
+        / n
+        if n
+        else 0.0,
         "dropped_late": b["packets_dropped_late"] - a["packets_dropped_late"],
         "drops": (b["kernel_queue"]["queue_full_drops"] - a["kernel_queue"]["queue_full_drops"])
         + (b["kernel_queue"]["user_drops"] - a["kernel_queue"]["user_drops"]),
@@ -348,13 +477,34 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=10)
     ap.add_argument("--delay-us", type=int, default=20000, help="one-way delay (default 20000)")
     ap.add_argument("--fifo-limit", type=int, default=1000, help="bottleneck pfifo packets")
-    ap.add_argument("--ccdelay-arg", action="append", default=[],
-                    help="extra ccdelay argument (repeatable), e.g. --ccdelay-arg=--single-thread")
-    ap.add_argument("--rt-prio", type=int, default=10,
-                    help="ccdelay --rt-prio (default 10; 0 = normal scheduling)")
+    ap.add_argument(
+        "--ccdelay-arg",
+        action="append",
+        default=[],
+        help="extra ccdelay argument (repeatable), e.g. --ccdelay-arg=--single-thread",
+    )
+    ap.add_argument(
+        "--rps",
+        choices=("spare", "all"),
+        default="spare",
+        help="spare (default): one CPU only for ccdelay's releaser, receive "
+        "processing (rps_cpus) on the others; all: rps_cpus = every CPU, "
+        "ccdelay unpinned",
+    )
+    ap.add_argument(
+        "--rt-prio",
+        type=int,
+        default=10,
+        help="ccdelay --rt-prio (default 10; 0 = normal scheduling)",
+    )
     ap.add_argument("--json", help="also write all results to this file")
-    ap.add_argument("--wait-quiet", type=float, default=0, metavar="PCT",
-                    help="before each case wait (up to 10 min) until other work uses < PCT%% CPU")
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0,
+        metavar="PCT",
+        help="before each case wait (up to 10 min) until other work uses < PCT%% CPU",
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         print("measure.py: needs root (network namespaces)", file=sys.stderr)
@@ -371,18 +521,28 @@ def main() -> int:
     cargs = list(args.ccdelay_arg)
     if args.rt_prio > 0:
         cargs += ["--rt-prio", str(args.rt_prio)]
-    bed = Testbed(fifo_limit=args.fifo_limit, delay_us=args.delay_us, ccdelay_args=cargs)
+    bed = Testbed(
+        fifo_limit=args.fifo_limit, delay_us=args.delay_us, ccdelay_args=cargs, rps=args.rps
+    )
     with bed:
         bed.start_ccdelay()
-        pid = bed.ccdelay_proc.pid
         ping_rtt_ms(1, 0.2)  # neighbour resolution
         idle = ping_rtt_ms(20, 0.05)
-        print(f"idle ping RTT through ccdelay: median {idle['median']:.3f} ms, "
-              f"avg {idle['avg']:.3f} (min {idle['min']:.3f}, max {idle['max']:.3f}); "
-              f"configured {2 * args.delay_us / 1000:.3f} ms", flush=True)
-        hdr = (f"{'rate':>8} {'cc':>6} {'Mbit/s':>8} {'util%':>6} {'meanRTT':>8} {'maxRTT':>8} "
-               f"{'retr':>6} {'>5ms%':>7} {'maxlate':>8} {'ccdCPU%':>8} {'allCPU%':>8} "
-               f"{'drops':>6} {'lateRx%':>7} {'bgCPU%':>6} {'steal%':>6} {'valve%':>6}")
+        print(
+            f"cpu layout: rps={args.rps} rps_cpus={cpu_layout(args.rps)[0]} "
+            f"ccdelay {' '.join(cpu_layout(args.rps)[1] + cargs)}"
+        )
+        print(
+            f"idle ping RTT through ccdelay: median {idle['median']:.3f} ms, "
+            f"avg {idle['avg']:.3f} (min {idle['min']:.3f}, max {idle['max']:.3f}); "
+            f"configured {2 * args.delay_us / 1000:.3f} ms",
+            flush=True,
+        )
+        hdr = (
+            f"{'rate':>8} {'cc':>6} {'Mbit/s':>8} {'util%':>6} {'meanRTT':>8} {'maxRTT':>8} "
+            f"{'retr':>6} {'>5ms%':>7} {'maxlate':>8} {'ccdCPU%':>8} {'allCPU%':>8} "
+            f"{'drops':>6} {'lateRx%':>7} {'bgCPU%':>6} {'steal%':>6} {'valve%':>6}"
+        )
         print(hdr)
         for rate in args.rates.split(","):
             bed.set_rate(rate)
@@ -393,26 +553,33 @@ def main() -> int:
                     bg = background_cpu_pct(2.0)
                 # a fresh ccdelay per case, so max lateness is per case
                 bed.stop_ccdelay()
-                bed.start_ccdelay()
-                pid = bed.ccdelay_proc.pid
+                pid = bed.start_ccdelay().pid
                 s0 = bed.stats()
                 res = run_iperf(cc, args.duration, ccdelay_pid=pid)
                 time.sleep(0.1)
                 s1 = bed.stats()
-                row = {"rate": rate, **summarize(res), **lateness_delta(s0, s1),
-                       "max_late_ms": s1["lateness"]["max_ms"],
-                       "clock_source": s1["clock_source"]}
+                row = {
+                    "rate": rate,
+                    **summarize(res),
+                    **lateness_delta(s0, s1),
+                    "max_late_ms": s1["lateness"]["max_ms"],
+                    "clock_source": s1["clock_source"],
+                }
                 row["bg_cpu_pct"] = bg
-                row["dropped_late_pct"] = 100 * row["dropped_late"] / max(
-                    row["packets"] + row["dropped_late"], 1)
+                row["dropped_late_pct"] = (
+                    100 * row["dropped_late"] / max(row["packets"] + row["dropped_late"], 1)
+                )
                 row["util_pct"] = 100 * row["mbps"] / (parse_rate_bps(rate) / 1e6)
                 rows.append(row)
-                print(f"{rate:>8} {row['cc']:>6} {row['mbps']:8.1f} {row['util_pct']:6.1f} "
-                      f"{row['mean_rtt_ms']:8.2f} {row['max_rtt_ms']:8.2f} {row['retrans']:6d} "
-                      f"{100 * row['late_share']:7.3f} {row['max_late_ms']:8.2f} "
-                      f"{row['ccdelay_cpu_pct']:8.1f} {row['machine_cpu_pct']:8.1f} "
-                      f"{row['drops']:6d} {100 * row['overdue_rx']:7.3f} {bg:6.1f} "
-                      f"{row['steal_pct']:6.1f} {row['dropped_late_pct']:6.2f}", flush=True)
+                print(
+                    f"{rate:>8} {row['cc']:>6} {row['mbps']:8.1f} {row['util_pct']:6.1f} "
+                    f"{row['mean_rtt_ms']:8.2f} {row['max_rtt_ms']:8.2f} {row['retrans']:6d} "
+                    f"{100 * row['late_share']:7.3f} {row['max_late_ms']:8.2f} "
+                    f"{row['ccdelay_cpu_pct']:8.1f} {row['machine_cpu_pct']:8.1f} "
+                    f"{row['drops']:6d} {100 * row['overdue_rx']:7.3f} {bg:6.1f} "
+                    f"{row['steal_pct']:6.1f} {row['dropped_late_pct']:6.2f}",
+                    flush=True,
+                )
     if args.json:
         Path(args.json).write_text(json.dumps({"idle_ping": idle, "rows": rows}, indent=1))
     return 0

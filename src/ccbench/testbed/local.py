@@ -234,8 +234,10 @@ class LocalTestbed:
                 ex.run(["ip", "addr", "add", f"{addr}/{ln.prefix}", "dev", dev])
                 ex.run(["ip", "link", "set", dev, "mtu", str(self.topo.mtu)])
                 ex.run(self.host.offloads_off(dev))
-                # Spread receive processing over all cores (FACTS §2: stops reordering).
-                ex.write_file(f"/sys/class/net/{dev}/queues/rx-0/rps_cpus", _all_cpus_mask())
+                # Receive processing on every CPU but the last (FACTS §2: one RPS set per
+                # device stops reordering); the last CPU is the delay element's releaser's
+                # own: forwarding happens inside its verdicts (native/ccdelay/README.md).
+                ex.write_file(f"/sys/class/net/{dev}/queues/rx-0/rps_cpus", _rps_mask())
                 ex.run(["ip", "link", "set", dev, "up"])
         for node in tp.nodes(pairs):
             ex = self.ex(node)
@@ -294,7 +296,7 @@ class LocalTestbed:
             # Real-time priority keeps releases on time when iperf3 loads both cores
             # (native/ccdelay/README.md, Fidelity).
             [binary, "--queue", "0", "--delay-us", str(round(one_way * 1000)), "--stats",
-             str(stats), "--rt-prio", "10"],
+             str(stats), "--rt-prio", "10", "--cpu", f"0,{_last_cpu()}"],
             stderr=self.state_dir / "ccdelay.log",
         )  # fmt: skip
         # The element must be bound to the queue before packets are sent to it.
@@ -335,9 +337,13 @@ class LocalTestbed:
         return seen
 
 
-def _all_cpus_mask() -> str:
+def _rps_mask() -> str:
     n = os.cpu_count() or 1
-    return format((1 << n) - 1, "x")
+    return format((1 << max(1, n - 1)) - 1, "x")  # all CPUs but the last (CPU 0 if n <= 2)
+
+
+def _last_cpu() -> int:
+    return (os.cpu_count() or 1) - 1
 
 
 def _offload_state(ethtool_k: str) -> dict[str, str]:
