@@ -23,7 +23,7 @@ def snakemake(work: Path, config: Path) -> float:
     t0 = time.monotonic()
     cp = subprocess.run(
         [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-         "--directory", str(work), "--cores", "4", "--configfile", str(config), "all"],
+         "--directory", str(work), "--cores", "4", "all", "--configfile", str(config)],
         capture_output=True, text=True, cwd=REPO,
     )  # fmt: skip
     dt = time.monotonic() - t0
