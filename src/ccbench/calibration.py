@@ -24,17 +24,25 @@ def ping_argv(os_name: str, dst: str) -> list[str]:
 def idle_rtt(tb: Testbed, problems: list[str]) -> dict[str, Any]:
     rtts: dict[str, Any] = {}
     for i in range(1, tb.topo.pairs + 1):
-        out = tb.ex(f"s{i}").run(
-            ping_argv(tb.driver(f"s{i}").os, tb.address(f"r{i}")), check=False, timeout=30
-        )
-        p = parse_ping(out.stdout)
+        for attempt in (1, 2):
+            out = tb.ex(f"s{i}").run(
+                ping_argv(tb.driver(f"s{i}").os, tb.address(f"r{i}")), check=False, timeout=30
+            )
+            p = parse_ping(out.stdout)
+            if not p.received or not p.rtts_us:
+                break
+            # The median: one late reply on a busy 2-core machine must not fail `up`;
+            # a second series only when the first is off (a transient burst of load).
+            med_ms = statistics.median(p.rtts_us) / 1000
+            if abs(med_ms - tb.topo.rtt_ms) <= RTT_TOLERANCE_MS:
+                break
+            if attempt == 1:
+                time.sleep(0.5)
         if not p.received or not p.rtts_us:
             problems.append(f"pair {i}: no ping replies")
             continue
-        # The median: one late reply on a busy 2-core machine must not fail `up`.
-        med_ms = statistics.median(p.rtts_us) / 1000
         rtts[f"pair{i}"] = {"median_ms": med_ms, "min_ms": min(p.rtts_us) / 1000,
-                            "max_ms": max(p.rtts_us) / 1000,
+                            "max_ms": max(p.rtts_us) / 1000, "series": attempt,
                             "sent": p.sent, "received": p.received}  # fmt: skip
         if abs(med_ms - tb.topo.rtt_ms) > RTT_TOLERANCE_MS:
             problems.append(
