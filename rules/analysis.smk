@@ -9,6 +9,7 @@ rule matrix:
     benchmark:
         f"{RESULTS}/benchmarks/matrix.tsv"
     params:
+        # Rewritten when the config changes (params trigger); runs use it ancient().
         cfg=json.dumps(config, sort_keys=True),
     run:
         with open(output[0], "w") as fh:
@@ -31,18 +32,13 @@ rule aggregate:
         f"{RESULTS}/logs/aggregate.log",
     benchmark:
         f"{RESULTS}/benchmarks/aggregate.tsv"
-    run:
-        ccbench(
-            [
-                "aggregate",
-                "--matrix",
-                input.matrix,
-                "--out",
-                f"{RESULTS}/tables",
-                *input.summaries,
-            ],
-            log[0],
-        )
+    conda:
+        "../envs/ccbench.yaml"
+    params:
+        tables=lambda wc, output: os.path.dirname(output.runs),
+    shell:
+        "ccbench aggregate --matrix {input.matrix:q} --out {params.tables:q}"
+        " {input.summaries:q} > {log:q} 2>&1"
 
 
 rule figures:
@@ -55,21 +51,15 @@ rule figures:
         f"{RESULTS}/logs/figures.log",
     benchmark:
         f"{RESULTS}/benchmarks/figures.tsv"
-    run:
-        ccbench(
-            [
-                "figures",
-                "--matrix",
-                input.matrix,
-                "--tables",
-                f"{RESULTS}/tables",
-                "--runs",
-                f"{RESULTS}/runs",
-                "--out",
-                f"{RESULTS}/figures",
-            ],
-            log[0],
-        )
+    conda:
+        "../envs/ccbench.yaml"
+    params:
+        tables=lambda wc, input: os.path.dirname(input.tables[0]),
+        runs=lambda wc, input: os.path.join(results_of(input.matrix), "runs"),
+        out=lambda wc, output: os.path.dirname(output[0]),
+    shell:
+        "ccbench figures --matrix {input.matrix:q} --tables {params.tables:q}"
+        " --runs {params.runs:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule verdicts:
@@ -82,16 +72,10 @@ rule verdicts:
         f"{RESULTS}/logs/verdicts.log",
     benchmark:
         f"{RESULTS}/benchmarks/verdicts.tsv"
-    run:
-        ccbench(
-            [
-                "verdicts",
-                "--matrix",
-                input.matrix,
-                "--tables",
-                f"{RESULTS}/tables",
-                "--out",
-                output[0],
-            ],
-            log[0],
-        )
+    conda:
+        "../envs/ccbench.yaml"
+    params:
+        tables=lambda wc, input: os.path.dirname(input.summary),
+    shell:
+        "ccbench verdicts --matrix {input.matrix:q} --tables {params.tables:q}"
+        " --out {output:q} > {log:q} 2>&1"

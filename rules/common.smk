@@ -1,5 +1,6 @@
 # Validation, the run matrix and small helpers shared by every rule file.
 import json
+import os
 import subprocess
 import sys
 
@@ -37,15 +38,9 @@ wildcard_constraints:
     tb="[a-z0-9]+",
 
 
-def ccbench(args, log):
-    """Run the ccbench CLI with an argv list (never a shell string); output to the log."""
-    with open(log, "a") as fh:
-        fh.write("$ ccbench " + " ".join(args) + "\n")
-        fh.flush()
-        cp = subprocess.run(["ccbench", *args], stdout=fh, stderr=subprocess.STDOUT)
-    if cp.returncode != 0:
-        tail = open(log).read().strip().splitlines()[-1:]
-        raise RuntimeError(f"ccbench {args[0]} failed (see {log}): {' '.join(tail)}")
+# Rules call the `ccbench` CLI in `shell:` with nothing from the config in the command
+# line: only file paths and ids (wildcards constrained above), each quoted with `:q`;
+# `ccbench run`/`testbed up` read their specs from results/matrix.json by id.
 
 
 # Each run waits for the one before it in the seeded order of its testbed, so runs
@@ -60,6 +55,11 @@ for _tb in TESTBEDS:
 def previous_run(wc):
     prev = PREV[wc.run]
     return ancient(f"{RESULTS}/runs/{prev}/attempts.json") if prev else []
+
+
+def results_of(matrix_path):
+    """The results directory, from the path of its matrix.json."""
+    return os.path.dirname(matrix_path)
 
 
 def testbed_of(run_id):

@@ -14,25 +14,16 @@ rule report:
         f"{RESULTS}/logs/report.log",
     benchmark:
         f"{RESULTS}/benchmarks/report.tsv"
-    run:
-        ccbench(
-            [
-                "report",
-                "--matrix",
-                input.matrix,
-                "--tables",
-                f"{RESULTS}/tables",
-                "--figures",
-                f"{RESULTS}/figures",
-                "--runs",
-                f"{RESULTS}/runs",
-                "--pdf",
-                output.pdf,
-                "--html",
-                output.html,
-            ],
-            log[0],
-        )
+    conda:
+        "../envs/ccbench.yaml"
+    params:
+        tables=lambda wc, input: os.path.dirname(input.tables[0]),
+        figures=lambda wc, input: os.path.dirname(input.figures),
+        runs=lambda wc, input: os.path.join(results_of(input.matrix), "runs"),
+    shell:
+        "ccbench report --matrix {input.matrix:q} --tables {params.tables:q}"
+        " --figures {params.figures:q} --runs {params.runs:q}"
+        " --pdf {output.pdf:q} --html {output.html:q} > {log:q} 2>&1"
 
 
 rule gate:
@@ -46,5 +37,7 @@ rule gate:
         f"{RESULTS}/logs/gate.log",
     benchmark:
         f"{RESULTS}/benchmarks/gate.tsv"
-    run:
-        ccbench(["gate", "--verdicts", input.verdicts, "--ok", output[0]], log[0])
+    conda:
+        "../envs/ccbench.yaml"
+    shell:
+        "ccbench gate --verdicts {input.verdicts:q} --ok {output:q} > {log:q} 2>&1"

@@ -1,9 +1,11 @@
-# One job per run; runs on the same dumbbell are serialized by a resource.
+# One job per run, chained in the seeded order of its testbed (rules/common.smk).
 
 
 rule run:
     input:
-        # ancient(): a rebuilt testbed must not make finished runs look stale.
+        # ancient(): a rebuilt testbed or rewritten matrix must not make finished runs
+        # look stale; a run's id already changes with everything that affects it.
+        matrix=ancient(f"{RESULTS}/matrix.json"),
         cal=ancient(
             lambda wc: f"{RESULTS}/testbeds/{testbed_of(wc.run)}/calibration.json"
         ),
@@ -14,29 +16,19 @@ rule run:
         f"{RESULTS}/logs/run/{{run}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/run/{{run}}.tsv"
+    conda:
+        "../envs/ccbench.yaml"
     resources:
         dumbbell_1=lambda wc: int(dumbbell_of(wc.run) == 1),
         dumbbell_2=lambda wc: int(dumbbell_of(wc.run) == 2),
         dumbbell_3=lambda wc: int(dumbbell_of(wc.run) == 3),
         dumbbell_4=lambda wc: int(dumbbell_of(wc.run) == 4),
     params:
-        spec=lambda wc: json.dumps(MATRIX["runs"][wc.run]["spec"], sort_keys=True),
-        out=lambda wc: f"{RESULTS}/runs/{wc.run}",
-    run:
-        ccbench(
-            [
-                "run",
-                "--spec-json",
-                params.spec,
-                "--out",
-                params.out,
-                "--keep-testbed",
-                "--raw-only",
-                "--calibration",
-                input[0],
-            ],
-            log[0],
-        )
+        out=lambda wc, output: os.path.dirname(output[0]),
+    shell:
+        "ccbench run --matrix {input.matrix:q} --run-id {wildcards.run:q}"
+        " --out {params.out:q} --calibration {input.cal:q} --keep-testbed --raw-only"
+        " > {log:q} 2>&1"
 
 
 rule parse:
@@ -49,8 +41,10 @@ rule parse:
         f"{RESULTS}/logs/parse/{{run}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/parse/{{run}}.tsv"
+    conda:
+        "../envs/ccbench.yaml"
     params:
-        out=lambda wc: f"{RESULTS}/runs/{wc.run}",
-    run:
-        # Parsing overlaps the next run; at nice 19 it only gets CPU the run leaves idle.
-        ccbench(["parse", "--nice", params.out], log[0])
+        out=lambda wc, input: os.path.dirname(input[0]),
+    # Parsing overlaps the next run; at nice 19 it only gets CPU the run leaves idle.
+    shell:
+        "ccbench parse --nice {params.out:q} > {log:q} 2>&1"

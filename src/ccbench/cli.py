@@ -40,7 +40,7 @@ def cmd_testbed(a: argparse.Namespace) -> int:
         for tb_id in ids:
             print(f"testbed {tb_id}: {testbed.down(tb_id)}")
         return 0
-    if not a.config and not a.spec_json:
+    if not a.config and not a.spec_json and not a.matrix:
         if a.action == "status":
             for tb_id in local.all_ids():
                 st = local.STATE_ROOT / tb_id / "state.json"
@@ -49,10 +49,16 @@ def cmd_testbed(a: argparse.Namespace) -> int:
                 print(f"{tb_id}: {'up' if ok else 'incomplete/stale'}, {n} namespace(s)")
             return 0
         raise CcbenchError("--config FILE is needed")
-    if a.spec_json:
+    if a.spec_json or a.matrix:
         from ccbench.config import TestbedConfig, topology_from, validate
 
-        d = json.loads(a.spec_json)
+        if a.matrix:
+            tbs = json.loads(Path(a.matrix).read_text())["testbeds"]
+            if a.testbed not in tbs:
+                raise CcbenchError(f"{a.matrix}: no testbed '{a.testbed}' (--testbed ID)")
+            d = tbs[a.testbed]
+        else:
+            d = json.loads(a.spec_json)
         tbc = TestbedConfig.from_dict(d["testbed"])
         topo = topology_from(validate({"topology": d["topology"]}, "run", "spec")["topology"])
     else:
@@ -122,11 +128,17 @@ def cmd_run(a: argparse.Namespace) -> int:
     from ccbench.spec import RunSpec
     from ccbench.testbed.base import signals_deferred
 
-    if a.spec_json:
-        text = (
-            a.spec_json if a.spec_json.lstrip().startswith("{") else Path(a.spec_json).read_text()
-        )
-        d = json.loads(text)
+    if a.matrix or a.spec_json:
+        if a.matrix:
+            if not a.run_id:
+                raise CcbenchError("--matrix needs --run-id")
+            runs = json.loads(Path(a.matrix).read_text())["runs"]
+            if a.run_id not in runs:
+                raise CcbenchError(f"{a.matrix}: no run '{a.run_id}'")
+            d = runs[a.run_id]["spec"]
+        else:
+            text = a.spec_json
+            d = json.loads(text if text.lstrip().startswith("{") else Path(text).read_text())
         tbc = TestbedConfig.from_dict(d["testbed"])
         spec = RunSpec.from_dict(d["run"])
         attempts = int(d.get("attempts", 1))
@@ -197,7 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--config", help="YAML config (testbed + topology sections)")
     t.add_argument("--id", help="testbed id (overrides the config's)")
     t.add_argument("--all", action="store_true", help="with down: every ccbench testbed")
-    t.add_argument("--spec-json", help="testbed + topology as JSON (used by the workflow)")
+    t.add_argument("--spec-json", help="testbed + topology as JSON")
+    t.add_argument("--matrix", help="the workflow's matrix.json (with --testbed ID)")
+    t.add_argument("--testbed", help="with --matrix: which testbed")
     t.add_argument("--replace", action="store_true",
                    help="with up: first remove a testbed with the same id")  # fmt: skip
     t.add_argument("--calibration-out", help="with up: also write calibration JSON here")
@@ -209,8 +223,10 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="one run of N concurrent flows")
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="YAML config (testbed, topology, run)")
-    src.add_argument("--spec-json", help="run spec as JSON (a file, or inline as the workflow "
-                     "passes it)")  # fmt: skip
+    src.add_argument("--spec-json", help="run spec as JSON (a file, or inline)")
+    src.add_argument("--matrix", help="the workflow's matrix.json (with --run-id)")
+    r.add_argument("--run-id", help="with --matrix: which run")
+
     r.add_argument("--out", required=True, help="run directory (raw/ and summary.json)")
     r.add_argument("--attempts", type=int, help="retries for invalid runs (overrides config)")
     r.add_argument("--keep-testbed", action="store_true",
