@@ -112,3 +112,19 @@ def test_report_rebuilds_from_cached_raw_and_gate_fails_loudly(pipeline: Path) -
     assert (pipeline / "reports" / "pipeline-test.pdf").exists()
     m = json.loads((pipeline / "results-test" / "matrix.json").read_text())
     assert all(namespaces(f"ccb-{tb}-") == [] for tb in m["testbeds"])
+
+
+def test_changing_one_variant_reruns_only_its_runs(pipeline: Path) -> None:
+    cfg = yaml.safe_load((pipeline / "test.yaml").read_text())
+    cfg["variants"][1]["cc"] = "reno"  # the 'bbr' variant now runs reno
+    (pipeline / "changed.yaml").write_text(yaml.safe_dump(cfg))
+    cp = snakemake(pipeline, pipeline / "changed.yaml", "--dry-run", "--quiet", "rules")
+    assert cp.returncode == 0, cp.stderr[-2000:]
+    counts = {}
+    for line in cp.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    # Two repetitions of the changed variant; the baseline's runs are kept.
+    assert counts.get("run") == 2 and counts.get("parse") == 2
+    assert "testbed_up" not in counts
