@@ -43,17 +43,23 @@ wildcard_constraints:
 # `ccbench run`/`testbed up` read their specs from results/matrix.json by id.
 
 
-# Each run waits for the one before it in the seeded order of its testbed, so runs
-# execute in that order. The edge is ancient() and the profile leaves "input" out of
-# the rerun triggers: reordering after a config change never reruns finished runs.
+# Runs still to do wait for the one before them in the seeded order of their testbed,
+# so they execute in that order. Finished runs take no part in the chain (a chain
+# through them would make Snakemake redo them when a run before them is new), and the
+# profile leaves "input" out of the rerun triggers, so a changed order reruns nothing.
 PREV = {}
 for _tb in TESTBEDS:
-    _ids = [r for r in RUNS if MATRIX["runs"][r]["testbed_id"] == _tb]
-    PREV.update({rid: (_ids[i - 1] if i else None) for i, rid in enumerate(_ids)})
+    _todo = [
+        r
+        for r in RUNS
+        if MATRIX["runs"][r]["testbed_id"] == _tb
+        and not os.path.exists(f"{RESULTS}/runs/{r}/attempts.json")
+    ]
+    PREV.update({rid: (_todo[i - 1] if i else None) for i, rid in enumerate(_todo)})
 
 
 def previous_run(wc):
-    prev = PREV[wc.run]
+    prev = PREV.get(wc.run)
     return ancient(f"{RESULTS}/runs/{prev}/attempts.json") if prev else []
 
 
