@@ -37,7 +37,9 @@ def write_config(path: Path, tb_id: str, **topo: object) -> Path:
     cfg = {
         "testbed": {"id": tb_id},
         "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, **topo},
-        "run": {"duration_s": 5, "interval_s": 0.5, "flows": [{"cc": "cubic"}]},
+        # attempts: an invalid run (e.g. the VM stalled the delay element) is retried,
+        # as the tool does for users; a second invalid attempt fails the test.
+        "run": {"duration_s": 5, "interval_s": 0.5, "attempts": 2, "flows": [{"cc": "cubic"}]},
     }
     path.write_text(yaml.safe_dump(cfg))
     return path

@@ -43,6 +43,7 @@ DELAY_US = 20000  # one way; 40 ms RTT
 RATE = "1gbit"
 RT_PRIO = "10"
 MAX_BG_CPU = float(os.environ.get("CCDT_MAX_BG_CPU", "60"))
+MAX_STEAL_PCT = float(os.environ.get("CCDT_MAX_STEAL", "10"))
 TOOLS = ("ip", "iptables", "tc", "ethtool", "iperf3", "ping", "make", "pkg-config")
 
 
@@ -189,12 +190,23 @@ def test_1gbit_flow_is_delayed_faithfully(bed, cc):
             f"machine busy before the flow ({bg:.0f}% CPU > {MAX_BG_CPU:.0f}%); "
             "1 Gbit fidelity needs the CPU"
         )
-    s0 = bed.stats()
-    res = m.run_iperf(cc, duration=10, ccdelay_pid=bed.ccdelay_proc.pid)
-    time.sleep(0.5)  # everything still held becomes due and leaves
-    s1 = bed.stats()
-    summ = m.summarize(res)
-    late = m.lateness_delta(s0, s1)
+    # A hypervisor that takes the vCPU away (steal) delays any userspace element; such a
+    # measurement says nothing about ccdelay. Measure again once; skip, saying so, only
+    # if the VM was stolen from both times.
+    for attempt in (1, 2):
+        s0 = bed.stats()
+        res = m.run_iperf(cc, duration=10, ccdelay_pid=bed.ccdelay_proc.pid)
+        time.sleep(0.5)  # everything still held becomes due and leaves
+        s1 = bed.stats()
+        summ = m.summarize(res)
+        late = m.lateness_delta(s0, s1)
+        if late["late_share"] <= 0.01 or summ["steal_pct"] <= MAX_STEAL_PCT:
+            break
+        if attempt == 2:
+            pytest.skip(
+                f"hypervisor steal {summ['steal_pct']:.0f}% during both measurements "
+                f"(> {MAX_STEAL_PCT:.0f}%): 1 Gbit fidelity is not measurable on this VM now"
+            )
     report = json.dumps(
         {
             "iperf": summ,

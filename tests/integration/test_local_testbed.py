@@ -26,7 +26,7 @@ pytestmark = pytest.mark.netns
 def run_cfg(path: Path, tb_id: str, flows: list[dict], duration: float = 5, **topo: object) -> Path:
     write_config(path, tb_id, **topo)
     cfg = yaml.safe_load(path.read_text())
-    cfg["run"] = {"duration_s": duration, "interval_s": 0.5, "flows": flows}
+    cfg["run"] = {"duration_s": duration, "interval_s": 0.5, "attempts": 2, "flows": flows}
     path.write_text(yaml.safe_dump(cfg))
     return path
 

@@ -21,7 +21,7 @@ def test_random_loss_throughput_is_within_2x_of_mathis(tmp_path: Path) -> None:
         "testbed": {"id": "itloss"},
         "topology": {"pairs": 1, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_bdp": 1},
                      "loss": {"mode": "random", "rate": 0.01}},
-        "run": {"duration_s": 15, "interval_s": 1, "flows": [{"cc": "reno"}]},
+        "run": {"duration_s": 15, "interval_s": 1, "attempts": 2, "flows": [{"cc": "reno"}]},
     }  # fmt: skip
     (tmp_path / "loss.yaml").write_text(yaml.safe_dump(cfg))
     ccbench("run", "--config", str(tmp_path / "loss.yaml"), "--out", str(tmp_path / "out"))
@@ -40,7 +40,7 @@ def test_nth_loss_drops_every_nth_data_packet(tmp_path: Path) -> None:
         "testbed": {"id": "itnth"},
         "topology": {"pairs": 1, "rate_mbit": 50, "rtt_ms": 20, "queue": {"limit_bdp": 1},
                      "loss": {"mode": "nth", "rate": 0.02}},
-        "run": {"duration_s": 4, "interval_s": 1, "flows": [{"cc": "cubic"}]},
+        "run": {"duration_s": 4, "interval_s": 1, "attempts": 2, "flows": [{"cc": "cubic"}]},
     }  # fmt: skip
     (tmp_path / "nth.yaml").write_text(yaml.safe_dump(cfg))
     ccbench("run", "--config", str(tmp_path / "nth.yaml"), "--out", str(tmp_path / "out"))
@@ -57,7 +57,12 @@ def test_parallel_streams_run_as_one_flow(tmp_path: Path) -> None:
     cfg = {
         "testbed": {"id": "itpar"},
         "topology": {"pairs": 1, "rate_mbit": 50, "rtt_ms": 20, "queue": {"limit_pkts": 48}},
-        "run": {"duration_s": 3, "interval_s": 0.5, "flows": [{"cc": "cubic", "streams": 2}]},
+        "run": {
+            "duration_s": 3,
+            "interval_s": 0.5,
+            "attempts": 2,
+            "flows": [{"cc": "cubic", "streams": 2}],
+        },
     }
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))
     ccbench("run", "--config", str(tmp_path / "p.yaml"), "--out", str(tmp_path / "out"))
