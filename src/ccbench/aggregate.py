@@ -49,8 +49,8 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     srtt = metrics.SrttStats(math.nan, math.nan, math.nan)
     if ts_path.exists():
         ts = pd.read_parquet(ts_path)
-        # srtt statistics from the finest samples there are: ss if present, else iperf3.
-        src = "ss" if (ts["source"] == "ss").any() else "iperf3"
+        # srtt statistics from the finest samples there are: ss, siftr, else iperf3.
+        src = next((s for s in ("ss", "siftr") if (ts["source"] == s).any()), "iperf3")
         rtts = ts.loc[(ts["source"] == src) & ts["rtt_us"].notna(), "rtt_us"].tolist()
         srtt = metrics.srtt_stats(rtts)
     flows = s["flows"]

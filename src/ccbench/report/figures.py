@@ -116,8 +116,10 @@ class _Writer:
 
 
 def _cwnd_source(series: list[tsplot.RunSeries]) -> str:
-    has_ss = any((s.ts["source"] == "ss").any() for s in series)
-    return "ss samples" if has_ss else "iperf3 intervals"
+    for src, label in (("ss", "ss samples"), ("siftr", "siftr samples")):
+        if any((s.ts["source"] == src).any() for s in series):
+            return label
+    return "iperf3 intervals"
 
 
 def _timeseries(

@@ -44,10 +44,12 @@ class Limits:
 
 
 def _flow_series(ts: pd.DataFrame, flow: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(t, y) of one flow; cwnd and RTT from ss (finer) when the run has it."""
+    """(t, y) of one flow; cwnd and RTT from ss/siftr (finer) when the run has them."""
     col = {"tput": "throughput_bps", "cwnd": "cwnd_bytes", "rtt": "rtt_us"}[metric]
     f = ts[(ts["flow"] == flow) & ts[col].notna()]
-    src = "iperf3" if metric == "tput" or not (f["source"] == "ss").any() else "ss"
+    src = "iperf3"
+    if metric != "tput":  # the sender's own finer samples: ss (Linux) or siftr (FreeBSD)
+        src = next((s for s in ("ss", "siftr") if (f["source"] == s).any()), "iperf3")
     f = f[f["source"] == src].sort_values("t_s")
     return f["t_s"].to_numpy(float), f[col].to_numpy(float)
 
