@@ -43,7 +43,7 @@ DELAY_US = 20000  # one way; 40 ms RTT
 RATE = "1gbit"
 RT_PRIO = "10"
 MAX_BG_CPU = float(os.environ.get("CCDT_MAX_BG_CPU", "60"))
-MAX_STEAL_PCT = float(os.environ.get("CCDT_MAX_STEAL", "10"))
+MAX_STEAL_PCT = float(os.environ.get("CCDT_MAX_STEAL", "5"))
 TOOLS = ("ip", "iptables", "tc", "ethtool", "iperf3", "ping", "make", "pkg-config")
 
 

