@@ -175,7 +175,8 @@ def test_idle_ping_rtt_is_configured_rtt(bed):
     assert s["packets_received"] == s["packets_released"] + s["packets_held"]
     # releases are on time (a VM's vCPU can still stall for a few ms now and then)
     assert s["lateness"]["mean_ms"] < 0.5, s["lateness"]
-    assert s["lateness"]["over_threshold"] == 0, s["lateness"]
+    # at most one of ~42 packets > 5 ms late (a single vCPU stall), as in run validity
+    assert s["lateness"]["over_threshold"] <= 1, s["lateness"]
 
 
 # --------------------------------------------------------------------------- 1 Gbit flows
