@@ -198,7 +198,11 @@ class NetnsExecutor:
     ) -> LocalProc:
         # The gate runs inside the namespace, wrapped around the real command.
         inner = [*GATE, *argv] if gated else list(argv)
-        return LocalProc(self.wrap(inner), stdout, stderr, stdin_pipe=gated)
+        return LocalProc(self.wrap_spawned(inner, gated), stdout, stderr, stdin_pipe=gated)
+
+    def wrap_spawned(self, inner: list[str], interactive: bool) -> list[str]:
+        """The command line of a background process (subclasses run it elsewhere)."""
+        return self.wrap(inner)
 
     def put(self, local: Path, remote: str) -> None:
         shutil.copyfile(local, remote)

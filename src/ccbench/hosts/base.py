@@ -11,6 +11,17 @@ Argv = list[str]
 SOCKBUF_MAX = 10485760
 
 
+def iperf3_client_argv(
+    dst: str, port: int, cc_args: list[str], duration_s: float, interval_s: float, streams: int
+) -> Argv:
+    """The seeds' client: -l 1M, JSON, interval reports; `cc_args` is the OS's -C part."""
+    argv = ["iperf3", "-c", dst, "-p", str(port), *cc_args, "-l", "1M"]
+    argv += ["-t", f"{duration_s:g}", "-i", f"{interval_s:g}", "-J"]
+    if streams > 1:
+        argv += ["-P", str(streams)]
+    return argv
+
+
 class HostDriver(Protocol):
     os: str
 

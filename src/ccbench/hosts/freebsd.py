@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from ccbench.errors import CcbenchError
-from ccbench.hosts.base import SOCKBUF_MAX, Argv
+from ccbench.hosts.base import SOCKBUF_MAX, Argv, iperf3_client_argv
 
 # mod_cc(4) algorithms shipped with FreeBSD 13/14 (module cc_<name>); seed 004 used all.
 FREEBSD_CCS = ("newreno", "cubic", "htcp", "vegas", "cdg", "chd", "hd", "dctcp")
@@ -209,13 +209,8 @@ class FreeBSDHost:
         """Like Linux. -C names a mod_cc algorithm (FreeBSD iperf3 sets TCP_CONGESTION);
         for cc "bbr" there is none to name: the host-wide bbr stack is the CC. iperf3 has
         no per-socket stack option, the stack is whatever variant_plan() made default."""
-        argv = ["iperf3", "-c", dst, "-p", str(_port(port))]
-        if CC_ALIASES.get(cc, cc) != BBR:
-            argv += ["-C", cc_module_name(cc)]
-        argv += ["-l", "1M", "-t", _fmt_s(duration_s), "-i", _fmt_s(interval_s), "-J"]
-        if streams > 1:
-            argv += ["-P", str(streams)]
-        return argv
+        cc_args = [] if CC_ALIASES.get(cc, cc) == BBR else ["-C", cc_module_name(cc)]
+        return iperf3_client_argv(dst, _port(port), cc_args, duration_s, interval_s, streams)
 
     # --- loggers -------------------------------------------------------------
     def siftr_start(
@@ -375,7 +370,3 @@ def _port(port: int) -> int:
     if not 1 <= port <= 65535:
         raise CcbenchError(f"TCP port {port} is not in 1..65535")
     return port
-
-
-def _fmt_s(x: float) -> str:
-    return f"{x:g}"

@@ -5,14 +5,10 @@ from __future__ import annotations
 import math
 
 from ccbench.errors import CcbenchError
-from ccbench.hosts.base import SOCKBUF_MAX, Argv
+from ccbench.hosts.base import SOCKBUF_MAX, Argv, iperf3_client_argv
 from ccbench.spec import Topology
 
 OFFLOADS = ("tso", "gso", "gro")
-
-
-def _fmt_s(x: float) -> str:
-    return f"{x:g}"
 
 
 class LinuxHost:
@@ -67,12 +63,8 @@ class LinuxHost:
         interval_s: float,
         streams: int = 1,
     ) -> Argv:
-        # -l 1M as in the seeds; -C sets the CC per socket (root may use any built one).
-        argv = ["iperf3", "-c", dst, "-p", str(port), "-C", cc, "-l", "1M"]
-        argv += ["-t", _fmt_s(duration_s), "-i", _fmt_s(interval_s), "-J"]
-        if streams > 1:
-            argv += ["-P", str(streams)]
-        return argv
+        # -C sets the CC per socket (root may use any built one).
+        return iperf3_client_argv(dst, port, ["-C", cc], duration_s, interval_s, streams)
 
     # --- routers and links ---------------------------------------------------
     def forwarding(self) -> list[Argv]:

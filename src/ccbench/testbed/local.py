@@ -18,7 +18,6 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from ccbench import calibration
 from ccbench import topology as tp
 from ccbench.config import TestbedConfig
 from ccbench.errors import CcbenchError, Unavailable
-from ccbench.exec import GATE, CommandFailed, LocalProc, NetnsExecutor
+from ccbench.exec import CommandFailed, NetnsExecutor
 from ccbench.hosts.linux import OFFLOADS, LinuxHost
 from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
@@ -69,21 +68,12 @@ class ContainerNetnsExecutor(NetnsExecutor):
         super().__init__(netns)
         self.image = image
 
-    def spawn(
-        self,
-        argv: Sequence[str],
-        *,
-        stdout: Path | None = None,
-        stderr: Path | None = None,
-        gated: bool = False,
-    ) -> LocalProc:
+    def wrap_spawned(self, inner: list[str], interactive: bool) -> list[str]:
         from ccbench.container import container_argv
 
         assert self.netns is not None
         name = f"{self.netns}-{os.getpid()}-{next(_CONTAINER_SEQ)}"
-        inner = [*GATE, *argv] if gated else list(argv)
-        cmd = container_argv(self.netns, self.image, inner, name=name, interactive=gated)
-        return LocalProc(cmd, stdout, stderr, stdin_pipe=gated)
+        return container_argv(self.netns, self.image, inner, name=name, interactive=interactive)
 
 
 class LocalTestbed:
