@@ -110,6 +110,18 @@ if [ -n "$need" ]; then
 fi
 note "iperf3: $(iperf3 --version 2>&1 | head -n 1)"
 
+# --- latency-under-load probes (probe_tool irtt / flent): Ubuntu's universe and
+# multiverse carry them. Optional: a node without them still runs the ping probe, and a
+# run asking for a missing tool fails with the tool's error, so only warn here. ---
+optional=''
+for tool in irtt fping flent netperf; do
+    command -v "$tool" >/dev/null 2>&1 || optional="$optional $tool"
+done
+if [ -n "$optional" ]; then
+    # shellcheck disable=SC2086  # a list of package names
+    apt_install $optional || note "warning: could not install$optional (probe_tool ping still works)"
+fi
+
 # --- TCP sysctls (the seed's values) ---
 mkdir -p "$ROOT/etc/sysctl.d"
 cat >"$ROOT/etc/sysctl.d/90-ccbench.conf" <<'EOF'

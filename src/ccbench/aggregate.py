@@ -86,6 +86,8 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "retransmits": math.nan if None in retrans else float(sum(retrans)),
         "drops_pkts": _num((s.get("bottleneck") or {}).get("drops")),
         "delay_late_share": _num((s.get("delay_element") or {}).get("late_share")),
+        "router_busy_pct": _num((s.get("router_cpu") or {}).get("busy_pct")),
+        "router_steal_pct": _num((s.get("router_cpu") or {}).get("steal_pct")),
         "probe_rtt_p50_ms": _num(probe.get("rtt_p50_us")) / 1e3,
         "probe_rtt_p95_ms": _num(probe.get("rtt_p95_us")) / 1e3,
         "probe_rtt_p99_ms": _num(probe.get("rtt_p99_us")) / 1e3,

@@ -155,6 +155,8 @@ def load_run_config(path: str | Path) -> tuple[TestbedConfig, RunSpec, int]:
         interval_s=float(run["interval_s"]),
         ss_interval_s=float(run["ss_interval_s"]),
         probe_interval_s=float(run["probe_interval_s"]),
+        probe_tool=run["probe_tool"],
+        probe_flent_test=run["probe_flent_test"],
     )
     return TestbedConfig.from_dict(data["testbed"]), spec, int(run["attempts"])
 

@@ -56,6 +56,10 @@ def container_argv(
         "--network",
         f"ns:{NETNS_DIR}/{netns}",
         "--privileged",
+        # The testbed has no DNS: a resolver that fails at once, not after a 5 s timeout
+        # (flent looks names up before its first sample).
+        "--dns",
+        "127.0.0.1",
     ]
     if interactive:  # keep stdin open: the start gate reads its "go" line from it
         cmd.append("-i")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import copy
 import random
+import shutil
 from typing import Any
 
+from ccbench import probe
 from ccbench.config import topology_from, validate
 from ccbench.errors import CcbenchError
 from ccbench.spec import Flow, RunSpec, check_flows
@@ -23,6 +25,29 @@ TOPOLOGY_DEFAULTS: dict[str, Any] = {
     "queue": {"kind": "pfifo", "limit_pkts": 48},
     "loss": {"mode": "none", "rate": 0},
 }
+
+
+def _check_probe(
+    source: str, sname: str, tool: str, flent_test: str, tb_cfg: dict[str, Any],
+    variants: list[dict[str, Any]],
+) -> None:  # fmt: skip
+    """Probe choices that cannot work here fail before any run, naming the field."""
+    if tool == "ping":
+        return
+    for v in variants:
+        if v.get("os", "linux") != "linux":
+            raise CcbenchError(f"{source}: scenarios.{sname}: probe_tool {tool} needs Linux "
+                               f"senders (variant {v['label']} runs {v['os']})")  # fmt: skip
+    if (
+        probe.needs_netperf(tool, flent_test)
+        and tb_cfg["kind"] == "local"
+        and tb_cfg["tools"] == "host"
+        and shutil.which("netperf") is None
+    ):
+        raise CcbenchError(
+            f"{source}: scenarios.{sname}: probe_flent_test {flent_test} needs netperf with "
+            "demo mode, which this host lacks: set testbed.tools: container"
+        )
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -71,6 +96,9 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
         tdict = validate({"topology": tdict}, "run", f"{source}: scenarios.{sname}")["topology"]
         topo = topology_from(tdict)
         duration = float(sc.get("duration_s", cfg["duration_s"]))
+        probe_tool = sc.get("probe_tool", cfg["probe_tool"])
+        flent_test = sc.get("probe_flent_test", cfg["probe_flent_test"])
+        _check_probe(source, sname, probe_tool, flent_test, tb_cfg, variants)
         for v in variants:
             if v.get("os", "linux") != "linux" and tb_cfg["kind"] == "local":
                 raise CcbenchError(
@@ -105,6 +133,8 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
                     interval_s=float(cfg["interval_s"]),
                     ss_interval_s=float(cfg["ss_interval_s"]),
                     probe_interval_s=float(cfg["probe_interval_s"]),
+                    probe_tool=probe_tool,
+                    probe_flent_test=flent_test,
                     scenario=sname,
                     variant=v["label"],
                     repetition=rep,

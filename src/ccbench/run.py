@@ -12,12 +12,14 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ccbench import probe
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor, NetnsExecutor, Proc
 from ccbench.progress import console, info
@@ -26,16 +28,19 @@ from ccbench.testbed.base import Testbed, signals_deferred
 
 BASE_PORT = 5201
 CLIENT_GRACE_S = 20.0
+PROBE_GRACE_S = 30.0  # flent starts Python and its runners before the first sample
 
 
 @dataclass
 class RunProcs:
     servers: list[Proc] = field(default_factory=list)
     clients: list[Proc] = field(default_factory=list)
-    samplers: list[Proc] = field(default_factory=list)
+    samplers: list[Proc] = field(default_factory=list)  # stopped after the flows
+    probes: list[Proc] = field(default_factory=list)  # end by themselves (irtt, flent)
+    gated_probes: list[Proc] = field(default_factory=list)  # released with the first flow
 
     def all(self) -> list[Proc]:
-        return [*self.servers, *self.clients, *self.samplers]
+        return [*self.servers, *self.clients, *self.samplers, *self.probes]
 
     def stop_all(self) -> None:
         for p in self.all():
@@ -187,18 +192,19 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
         meta["client_argv"] = argvs
         siftr_nodes = _siftr_start(tb, senders)
         if spec.probe_interval_s > 0:
-            # Latency under load: ICMP through the same bottleneck queue as the flows.
-            first = spec.flows[0].pair
-            probe = ["ping", "-n", "-D", "-i", f"{spec.probe_interval_s:g}",
-                     tb.address(f"r{first}")]  # fmt: skip
-            procs.samplers.append(
-                tb.ex(f"s{first}").spawn(probe, stdout=raw / "probe-ping.txt",
-                                         stderr=raw / "probe-ping.err")
-            )  # fmt: skip
-            meta["probe_argv"] = probe
+            meta["probe_argv"] = _probe_start(tb, spec, procs, raw)
+        # The router's CPU over the traffic (locally: the whole machine), so a run that
+        # shared its CPU with a hypervisor's other guests (steal) says so.
+        _record(rt1, ["cat", "/proc/stat"], raw / "cpu-before.txt")
         _drive(spec, procs, meta, label)
+        _record(rt1, ["cat", "/proc/stat"], raw / "cpu-after.txt")
         for p in procs.samplers:
             p.stop(signal.SIGINT)  # ping prints its summary on SIGINT
+        for p in procs.probes:  # irtt and flent end after their length; wait for their data
+            try:
+                p.wait(timeout=PROBE_GRACE_S)
+            except subprocess.TimeoutExpired:
+                raise CcbenchError(f"{label}: the {spec.probe_tool} probe did not end") from None
         _siftr_collect(tb, siftr_nodes, raw)
         for p in procs.servers:
             with contextlib.suppress(Exception):
@@ -213,6 +219,32 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
     return meta
 
 
+def _probe_start(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list[str]:
+    """Start the latency-under-load probe s1 -> r1 (through the bottleneck queue the
+    flows share); it is released with the first flow."""
+    first = spec.flows[0].pair
+    snd, rcv = f"s{first}", f"r{first}"
+    try:
+        pl = probe.plan(spec.probe_tool, tb.address(rcv), spec.probe_interval_s,
+                        spec.traffic_s, spec.probe_flent_test,
+                        tb.driver(snd).os)  # fmt: skip
+    except ValueError as e:
+        raise CcbenchError(str(e)) from None
+    for k, argv in enumerate(pl.servers, start=1):
+        procs.servers.append(
+            tb.ex(rcv).spawn(argv, stdout=raw / f"probe-server-{k}.txt",
+                             stderr=raw / f"probe-server-{k}.err")
+        )  # fmt: skip
+    if pl.servers:
+        tb.wait_listening(rcv, probe.IRTT_PORT, proto="udp")
+    if probe.needs_netperf(spec.probe_tool, spec.probe_flent_test):
+        tb.wait_listening(rcv, probe.NETSERVER_PORT)
+    proc = tb.ex(snd).spawn(pl.client, stdout=raw / pl.out, stderr=raw / "probe.err", gated=True)
+    (procs.samplers if not pl.ends_by_itself else procs.probes).append(proc)
+    procs.gated_probes.append(proc)
+    return pl.client
+
+
 def _drive(spec: RunSpec, procs: RunProcs, meta: dict[str, Any], label: str) -> None:
     """Release each gated client at its offset; show progress; wait for all to end."""
     pending = sorted(range(len(spec.flows)), key=lambda i: spec.flows[i].start_s)
@@ -222,6 +254,8 @@ def _drive(spec: RunSpec, procs: RunProcs, meta: dict[str, Any], label: str) -> 
         info(f"{label}: {len(spec.flows)} flow(s), {total:g}s of traffic")
     t0 = time.monotonic()
     meta["started_unix"] = time.time()
+    for p in procs.gated_probes:
+        p.release()
     deadline = t0 + total + CLIENT_GRACE_S
     last_line = 0.0
     while True:

@@ -80,7 +80,9 @@ class RunSpec:
     flows: tuple[Flow, ...]
     interval_s: float = 1.0
     ss_interval_s: float = 0.1
-    probe_interval_s: float = 0.1  # ping s1 -> r1 during the flows (latency under load)
+    probe_interval_s: float = 0.1  # RTT probe s1 -> r1 during the flows (latency under load)
+    probe_tool: str = "ping"  # ping | irtt | flent (ccbench.probe)
+    probe_flent_test: str = "ping"
     scenario: str = "adhoc"
     variant: str = "adhoc"
     repetition: int = 1
@@ -88,9 +90,12 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return (
-            f"{self.scenario}-{self.variant}-r{self.repetition}-" + stable_hash(self.to_dict())[:8]
-        )
+        d = self.to_dict()
+        # Fields added after results existed hash only when set, so those keep their ids.
+        for key, default in (("probe_tool", "ping"), ("probe_flent_test", "ping")):
+            if d[key] == default:
+                del d[key]
+        return f"{self.scenario}-{self.variant}-r{self.repetition}-" + stable_hash(d)[:8]
 
     @property
     def traffic_s(self) -> float:
@@ -107,6 +112,8 @@ class RunSpec:
             interval_s=d.get("interval_s", 1.0),
             ss_interval_s=d.get("ss_interval_s", 0.1),
             probe_interval_s=d.get("probe_interval_s", 0.1),
+            probe_tool=d.get("probe_tool", "ping"),
+            probe_flent_test=d.get("probe_flent_test", "ping"),
             scenario=d.get("scenario", "adhoc"),
             variant=d.get("variant", "adhoc"),
             repetition=d.get("repetition", 1),

@@ -13,8 +13,9 @@ from typing import Any
 
 from ccbench import metrics, validity
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
-from ccbench.parse.ping import parse_ping
+from ccbench.parse.procstat import usage_between
 from ccbench.parse.tc import parse_tc_qdisc_json
+from ccbench.probe import read_probe
 from ccbench.spec import RunSpec
 
 
@@ -106,29 +107,37 @@ def _delay(raw: Path) -> dict[str, Any] | None:
 
 
 def _probe(raw: Path) -> dict[str, Any] | None:
-    """RTT under load from the concurrent ping (tool: iputils/FreeBSD ping, ICMP)."""
-    path = raw / "probe-ping.txt"
-    if not path.exists():
+    """RTT under load from the concurrent probe (ping, irtt or flent; ccbench.probe)."""
+    try:
+        p = read_probe(raw)
+    except ValueError as e:
+        return {"tool": "unreadable", "samples": 0, "error": str(e)}
+    if p is None:
         return None
-    p = parse_ping(path.read_text())
     rtts = sorted(p.rtts_us)
+    rec: dict[str, Any] = {"tool": p.tool, "what": p.what, "samples": len(rtts),
+                           "sent": p.sent, "received": p.received, "raw": p.raw}  # fmt: skip
+    if p.series:
+        rec["series"] = p.series
     if not rtts:
-        return {"tool": "ping", "samples": 0}
+        return rec
 
     def pct(q: float) -> float:
         return rtts[min(len(rtts) - 1, int(q / 100 * len(rtts)))]
 
-    return {
-        "tool": "ping",
-        "samples": len(rtts),
-        "sent": p.sent,
-        "received": p.received,
-        "rtt_p50_us": pct(50),
-        "rtt_p95_us": pct(95),
-        "rtt_p99_us": pct(99),
-        "rtt_max_us": rtts[-1],
-        "raw": "probe-ping.txt",
-    }
+    rec.update(rtt_p50_us=pct(50), rtt_p95_us=pct(95), rtt_p99_us=pct(99), rtt_max_us=rtts[-1])
+    return rec
+
+
+def _router_cpu(raw: Path) -> dict[str, Any] | None:
+    """CPU use at the bottleneck router over the traffic, from two /proc/stat reads."""
+    before, after = raw / "cpu-before.txt", raw / "cpu-after.txt"
+    if not (before.exists() and after.exists()):
+        return None
+    try:
+        return usage_between(before.read_text(), after.read_text())
+    except ValueError:
+        return None
 
 
 def summarize(raw: Path) -> dict[str, Any]:
@@ -199,6 +208,7 @@ def summarize(raw: Path) -> dict[str, Any]:
         "bottleneck": bneck,
         "delay_element": delay,
         "probe": probe,
+        "router_cpu": _router_cpu(raw),
         "calibration": {
             "delay_method": cal.get("delay_method"),
             "idle_rtt": cal.get("idle_rtt"),

@@ -1,13 +1,48 @@
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+from ccbench.parse.procstat import usage_between
 from tests.conftest import ccbench
+
+# Above this share of CPU time taken by the hypervisor, a fidelity measurement on this
+# VM measures the neighbours; idle steal here is ~1 %, busy periods reach 10-26 %.
+MAX_STEAL_PCT = float(os.environ.get("CCB_TEST_MAX_STEAL", "2"))
+FIDELITY_TRIES = 3
+
+
+def measure_fidelity(measure: Callable[[], None], tries: int = FIDELITY_TRIES) -> None:
+    """Run a fidelity measurement with its asserts (utilization, RTT, lateness, rate).
+
+    These check what the testbed can do, on a VM that shares its CPUs: a failed try is
+    measured again, up to `tries`. All tries failing fails the test, unless the
+    hypervisor stole more than MAX_STEAL_PCT during every one of them; then the test is
+    skipped, saying so, since such numbers say nothing about ccbench.
+    """
+    steals: list[float] = []
+    notes: list[str] = []
+    for k in range(1, tries + 1):
+        before = Path("/proc/stat").read_text()
+        try:
+            measure()
+            return
+        except AssertionError as e:
+            steal = usage_between(before, Path("/proc/stat").read_text())["steal_pct"] or 0.0
+            steals.append(steal)
+            notes.append(f"try {k}: steal {steal:.1f}%: {str(e).splitlines()[0][:200]}")
+    if min(steals) > MAX_STEAL_PCT:
+        pytest.skip(f"hypervisor steal > {MAX_STEAL_PCT:g}% in every try; " + " | ".join(notes))
+    pytest.fail("fidelity not reached in any try: " + " | ".join(notes))
+
 
 HOST_SYSCTLS = (
     "net.ipv4.tcp_congestion_control",
@@ -57,3 +92,23 @@ def bdp_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     finally:
         ccbench("testbed", "down", "--id", tb_id)
         assert namespaces(f"ccb-{tb_id}-") == []
+
+
+def run_measured(
+    cfg: Path, out: Path, check: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """`ccbench run` whose summary must be valid and pass `check`, as a fidelity
+    measurement (see measure_fidelity); returns the summary of the try that passed."""
+    got: dict[str, Any] = {}
+
+    def measure() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        ccbench("run", "--config", str(cfg), "--out", str(out))
+        s = json.loads((out / "summary.json").read_text())
+        assert s["valid"], s["reasons"]
+        if check:
+            check(s)
+        got.update(s)
+
+    measure_fidelity(measure)
+    return got

@@ -18,7 +18,13 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, ccbench
-from tests.integration.conftest import host_sysctls, namespaces, write_config
+from tests.integration.conftest import (
+    host_sysctls,
+    measure_fidelity,
+    namespaces,
+    run_measured,
+    write_config,
+)
 
 pytestmark = pytest.mark.netns
 
@@ -35,29 +41,34 @@ def test_up_calibrates_and_down_leaves_nothing(tmp_path: Path) -> None:
     before = host_sysctls()
     cfg = write_config(tmp_path / "tb.yaml", "itup", queue={"limit_pkts": 48})
     cal_path = tmp_path / "cal.json"
-    ccbench("testbed", "up", "--config", str(cfg), "--calibration-out", str(cal_path))
-    try:
-        cal = json.loads(cal_path.read_text())
-        for pair in ("pair1", "pair2"):
-            assert abs(cal["idle_rtt"][pair]["median_ms"] - 40) <= 1.0
-        assert cal["bottleneck"]["queue"]["kind"] == "pfifo"
-        assert cal["bottleneck"]["queue"]["options"]["limit"] == 48
-        assert all(v == "off" or v.startswith("off") for d in cal["offloads"].values()
-                   for v in d.values())  # fmt: skip
-        # The UDP probe shows the shaper works (never above the rate); below, a busy VM's
-        # sender may fall a little short of 110 % of the rate in its one second.
-        assert 0.8 <= cal["rate"]["ratio"] <= 1.05
-        assert ccbench("testbed", "status", "--config", str(cfg)).returncode == 0
-        # Up twice is refused with one clear line, and changes nothing.
-        again = ccbench("testbed", "up", "--config", str(cfg), check=False)
-        assert again.returncode != 0 and "already exists" in again.stderr
-        assert len(again.stderr.strip().splitlines()) == 1
-    finally:
-        ccbench("testbed", "down", "--config", str(cfg))
-    assert namespaces("ccb-itup-") == []
-    assert host_sysctls() == before
-    assert "NFQUEUE" not in subprocess.run(["iptables-save"], capture_output=True,
-                                           text=True).stdout  # fmt: skip
+
+    def up_check_down() -> None:
+        ccbench("testbed", "up", "--config", str(cfg), "--calibration-out", str(cal_path))
+        try:
+            cal = json.loads(cal_path.read_text())
+            for pair in ("pair1", "pair2"):
+                assert abs(cal["idle_rtt"][pair]["median_ms"] - 40) <= 1.0, cal["idle_rtt"]
+            assert cal["bottleneck"]["queue"]["kind"] == "pfifo"
+            assert cal["bottleneck"]["queue"]["options"]["limit"] == 48
+            assert all(v == "off" or v.startswith("off") for d in cal["offloads"].values()
+                       for v in d.values())  # fmt: skip
+            # The UDP probe shows the shaper works (never above the rate); below, a busy
+            # VM's sender may fall a little short of 110 % of the rate.
+            assert 0.8 <= cal["rate"]["ratio"] <= 1.05, cal["rate"]
+            assert ccbench("testbed", "status", "--config", str(cfg)).returncode == 0
+            # Up twice is refused with one clear line, and changes nothing.
+            again = ccbench("testbed", "up", "--config", str(cfg), check=False)
+            assert again.returncode != 0 and "already exists" in again.stderr
+            assert len(again.stderr.strip().splitlines()) == 1
+        finally:
+            ccbench("testbed", "down", "--config", str(cfg))
+        assert namespaces("ccb-itup-") == []
+        assert list(Path("/etc/netns").glob("ccb-itup-*")) == []  # the no-DNS resolv.conf
+        assert host_sysctls() == before
+        assert "NFQUEUE" not in subprocess.run(["iptables-save"], capture_output=True,
+                                               text=True).stdout  # fmt: skip
+
+    measure_fidelity(up_check_down)
 
 
 def test_single_cubic_flow_fills_a_bdp_queue(bdp_testbed: tuple[str, Path], tmp_path: Path) -> None:
@@ -66,10 +77,11 @@ def test_single_cubic_flow_fills_a_bdp_queue(bdp_testbed: tuple[str, Path], tmp_
     cfg = run_cfg(
         tmp_path / "r.yaml", tb_id, [{"cc": "cubic"}], duration=15, queue={"limit_bdp": 1}
     )
-    ccbench("run", "--config", str(cfg), "--out", str(tmp_path / "out"))
-    s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["valid"], s["reasons"]
-    assert s["utilization_pct"] >= 90
+
+    def fills(s: dict) -> None:
+        assert s["utilization_pct"] >= 90, s["utilization_pct"]
+
+    s = run_measured(cfg, tmp_path / "out", fills)
     f = s["flows"][0]
     assert f["cc_used"] == "cubic"
     assert f["rtt_min_us"] >= 39_000  # the delay was really there
@@ -82,21 +94,20 @@ def test_single_cubic_flow_fills_a_bdp_queue(bdp_testbed: tuple[str, Path], tmp_
 def test_cc_used_is_cc_asked(bdp_testbed: tuple[str, Path], tmp_path: Path, cc: str) -> None:
     tb_id, _ = bdp_testbed
     cfg = run_cfg(tmp_path / "r.yaml", tb_id, [{"cc": cc}], duration=3, queue={"limit_bdp": 1})
-    ccbench("run", "--config", str(cfg), "--out", str(tmp_path / "out"))
-    s = json.loads((tmp_path / "out" / "summary.json").read_text())
+    s = run_measured(cfg, tmp_path / "out")
     assert s["flows"][0]["cc_requested"] == cc
     assert s["flows"][0]["cc_used"] == cc
-    assert s["valid"], s["reasons"]
 
 
 def test_two_flows_share_fairly(bdp_testbed: tuple[str, Path], tmp_path: Path) -> None:
     tb_id, _ = bdp_testbed
     flows = [{"cc": "cubic", "pair": 1}, {"cc": "cubic", "pair": 2}]
     cfg = run_cfg(tmp_path / "r.yaml", tb_id, flows, duration=10, queue={"limit_bdp": 1})
-    ccbench("run", "--config", str(cfg), "--out", str(tmp_path / "out"))
-    s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["valid"], s["reasons"]
-    assert s["jain"] >= 0.9
+
+    def fair(s: dict) -> None:
+        assert s["jain"] >= 0.9, s["jain"]
+
+    run_measured(cfg, tmp_path / "out", fair)
     assert len(list((tmp_path / "out" / "raw").glob("ss-s*.txt"))) == 2
 
 
@@ -222,11 +233,14 @@ def test_tools_can_run_in_the_linux_node_container(tmp_path: Path) -> None:
                   duration=3)  # fmt: skip
     data = yaml.safe_load(cfg.read_text())
     data["testbed"]["tools"] = "container"
+    # flent's tcp_1up (netperf with demo mode, only in the image) as the latency probe
+    data["run"].update(probe_tool="flent", probe_flent_test="tcp_1up")
     cfg.write_text(yaml.safe_dump(data))
-    ccbench("run", "--config", str(cfg), "--out", str(tmp_path / "out"))
-    s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["valid"], s["reasons"]
+    s = run_measured(cfg, tmp_path / "out")
     assert [f["cc_used"] for f in s["flows"]] == ["cubic", "bbr"]
+    assert s["probe"]["tool"] == "flent tcp_1up" and s["probe"]["samples"] > 0
+    assert [(x["name"], x["runner"]) for x in s["probe"]["series"]] == [
+        ("Ping (ms) ICMP", "PingRunner"), ("TCP upload", "NetperfDemoRunner")]  # fmt: skip
     meta = json.loads((tmp_path / "out" / "raw" / "meta.json").read_text())
     assert meta["tools"] == "container" and meta["client_argv"][0][0] == "iperf3"
     assert namespaces("ccb-itctr-") == []

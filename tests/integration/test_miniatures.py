@@ -39,3 +39,8 @@ def test_miniature_runs_and_reports(tmp_path: Path, name: str) -> None:
         # Mathis models loss-based AIMD: reno, not bbr (which ignores random loss).
         rnd = runs[(runs["scenario"] == "random-1") & (runs["variant"] == "reno") & runs["valid"]]
         assert len(rnd) and ((rnd["mathis_ratio"] > 0.5) & (rnd["mathis_ratio"] < 2.0)).all()
+    if name == "local-latency.yaml":
+        # every probe tool measured its scenario, and the queue's delay on top of 40 ms
+        ok = runs[runs["valid"]]
+        assert set(ok["scenario"]) == {"ping", "irtt", "flent"}
+        assert ((ok["probe_rtt_p50_ms"] >= 39.5) & (ok["probe_rtt_p95_ms"] <= 60)).all()

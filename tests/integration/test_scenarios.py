@@ -10,7 +10,7 @@ import yaml
 
 from ccbench import metrics
 from tests.conftest import ccbench
-from tests.integration.conftest import namespaces
+from tests.integration.conftest import namespaces, run_measured
 
 pytestmark = pytest.mark.netns
 
@@ -24,12 +24,13 @@ def test_random_loss_throughput_is_within_2x_of_mathis(tmp_path: Path) -> None:
         "run": {"duration_s": 15, "interval_s": 1, "attempts": 2, "flows": [{"cc": "reno"}]},
     }  # fmt: skip
     (tmp_path / "loss.yaml").write_text(yaml.safe_dump(cfg))
-    ccbench("run", "--config", str(tmp_path / "loss.yaml"), "--out", str(tmp_path / "out"))
-    s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["valid"], s["reasons"]
     mathis = metrics.mathis_bps(1448, 0.040, 0.01)
-    ratio = s["throughput_sum_bps"] / mathis
-    assert 0.5 <= ratio <= 2.0, f"measured/Mathis = {ratio:.2f}"
+
+    def near_mathis(s: dict) -> None:
+        ratio = s["throughput_sum_bps"] / mathis
+        assert 0.5 <= ratio <= 2.0, f"measured/Mathis = {ratio:.2f}"
+
+    s = run_measured(tmp_path / "loss.yaml", tmp_path / "out", near_mathis)
     # The loss really happened: the sender retransmitted about 1 % of its segments.
     assert s["flows"][0]["retransmits"] > 0
     assert namespaces("ccb-itloss-") == []
@@ -43,9 +44,7 @@ def test_nth_loss_drops_every_nth_data_packet(tmp_path: Path) -> None:
         "run": {"duration_s": 4, "interval_s": 1, "attempts": 2, "flows": [{"cc": "cubic"}]},
     }  # fmt: skip
     (tmp_path / "nth.yaml").write_text(yaml.safe_dump(cfg))
-    ccbench("run", "--config", str(tmp_path / "nth.yaml"), "--out", str(tmp_path / "out"))
-    s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["valid"], s["reasons"]
+    s = run_measured(tmp_path / "nth.yaml", tmp_path / "out")
     f = s["flows"][0]
     segs = f["bytes_received"] / 1448
     # every 50th packet dropped at the receiver -> about 2 % of segments resent
@@ -65,9 +64,7 @@ def test_parallel_streams_run_as_one_flow(tmp_path: Path) -> None:
         },
     }
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))
-    ccbench("run", "--config", str(tmp_path / "p.yaml"), "--out", str(tmp_path / "out"))
-    s = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert s["valid"], s["reasons"]
+    s = run_measured(tmp_path / "p.yaml", tmp_path / "out")
     doc = json.loads((tmp_path / "out" / "raw" / "iperf3-1.json").read_text())
     assert doc["start"]["test_start"]["num_streams"] == 2
     assert len(doc["end"]["streams"]) == 2
@@ -105,3 +102,27 @@ def test_missing_aqm_becomes_a_skipped_run_in_the_workflow(tmp_path: Path) -> No
     assert s["skipped"] and not s["valid"]
     assert s["reasons"] == [f"skipped: {reason}"]
     assert not (out / "raw" / "iperf3-1.json").exists()  # nothing pretends it ran
+
+
+@pytest.mark.parametrize(
+    ("tool", "raw_file"), [("irtt", "probe-irtt.json"), ("flent", "probe.flent.gz")]
+)
+def test_latency_under_load_with_irtt_and_flent(tmp_path: Path, tool: str, raw_file: str) -> None:
+    """probe_tool irtt / flent (flent's ping test: fping + irtt) beside 2 cubic flows
+    through a 48-packet queue: samples taken while the flows ran, from the raw file kept."""
+    cfg = {
+        "testbed": {"id": f"itpr{tool[:2]}"},
+        "topology": {"pairs": 2, "rate_mbit": 50, "rtt_ms": 40, "queue": {"limit_pkts": 48}},
+        "run": {"duration_s": 5, "interval_s": 1, "attempts": 2, "probe_tool": tool,
+                "flows": [{"cc": "cubic"}, {"cc": "cubic", "pair": 2}]},
+    }  # fmt: skip
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))
+    s = run_measured(tmp_path / "p.yaml", tmp_path / "out")
+    p = s["probe"]
+    assert p["raw"] == raw_file and (tmp_path / "out" / "raw" / raw_file).exists()
+    # 10 samples/s for 5 s; flent needs about a second to start its runners
+    assert p["samples"] >= (45 if tool == "irtt" else 30), p
+    # the path's 40 ms plus up to 48 packets of queue at 50 Mbit/s (11.6 ms)
+    assert 39_500 <= p["rtt_p50_us"] <= p["rtt_max_us"] <= 40_000 + 11_600 + 5_000, p
+    assert tool in p["what"]
+    assert namespaces(f"ccb-itpr{tool[:2]}-") == []

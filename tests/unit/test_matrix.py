@@ -76,3 +76,34 @@ def test_bad_configs_name_the_problem(mutate, message: str) -> None:  # type: ig
     mutate(cfg)
     with pytest.raises(CcbenchError, match=message):
         matrix.load(cfg)
+
+
+def test_probe_tool_per_scenario_and_default_ids_unchanged() -> None:
+    a = matrix.load(default())
+    cfg = default()
+    cfg["scenarios"]["two-flows-48"]["probe_tool"] = "irtt"
+    b = matrix.load(cfg)
+    changed = set(a["runs"]) ^ set(b["runs"])
+    # only that scenario's runs change id; ping (the default) hashes as before the field
+    assert changed and all("two-flows-48" in rid for rid in changed)
+    irtt = [r for r in b["runs"].values() if r["scenario"] == "two-flows-48"]
+    assert {r["spec"]["run"]["probe_tool"] for r in irtt} == {"irtt"}
+
+
+def test_probe_on_freebsd_senders_is_refused() -> None:
+    cfg = default()
+    cfg["testbed"] = {"kind": "ssh", "inventory": "hosts.yaml"}
+    cfg["variants"][1].update(os="freebsd", stack="rack")
+    cfg["probe_tool"] = "flent"
+    with pytest.raises(CcbenchError, match="probe_tool flent needs Linux senders"):
+        matrix.load(cfg)
+
+
+def test_netperf_flent_test_needs_netperf_or_the_container(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(matrix.shutil, "which", lambda name: None)
+    cfg = default()
+    cfg.update(probe_tool="flent", probe_flent_test="tcp_1up")
+    with pytest.raises(CcbenchError, match="needs netperf with demo mode.*tools: container"):
+        matrix.load(cfg)
+    cfg["testbed"] = {"tools": "container"}
+    assert matrix.load(cfg)["runs"]

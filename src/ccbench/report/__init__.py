@@ -5,7 +5,7 @@
 - data:       loading tables, time series and per-scenario conditions
 - plots:      summary figures (bars, throughput vs delay, other metrics) and helpers
 - tsplot:     the per-variant time-series figure (throughput, cwnd, srtt)
-- behaviour:  RTT-under-load CDF (ping), Jain's index over time, throughput vs loss
+- behaviour:  RTT-under-load CDF (ping, irtt or flent), Jain's index over time, throughput vs loss
               rate with the Mathis model
 - figures:    make_all(): every figure of a results set + figures.json manifest
 - tables:     formatted rows of the verdicts, per-scenario, loss and per-run tables

@@ -1,4 +1,4 @@
-"""Figures beyond the per-scenario means: the distribution of RTT under load (ping),
+"""Figures beyond the per-scenario means: the distribution of RTT under load (the probe),
 Jain's fairness index over time, and throughput across loss rates with the Mathis
 model. Data in, Figure out, no file access; sizes are printed sizes (inches).
 """
@@ -103,7 +103,7 @@ def probe_cdf_figure(
             _vref(ax, full, "full queue")
     ax.set_ylim(0, 1.02)
     ax.set_yticks([0, 0.25, 0.5, 0.75, 0.95, 1.0], ["0", "0.25", "0.5", "0.75", "0.95", "1"])
-    ax.set_xlabel("RTT under load (ms), ping s1 → r1 through the bottleneck")
+    ax.set_xlabel("RTT under load (ms), probe s1 → r1 through the bottleneck")
     ax.set_ylabel("fraction of samples ≤ x")
     ax.set_title(title)
     if handles:

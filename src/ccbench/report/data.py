@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from ccbench import metrics
-from ccbench.parse.ping import parse_ping
+from ccbench.probe import read_probe
 from ccbench.report.fmt import fmt
 
 # Columns of the runs table a results set made before they existed lacks: read as
@@ -265,25 +265,26 @@ def run_flows(matrix: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
 
 
 def probe_rtts_ms(runs_dir: Path, run_id: str) -> list[float]:
-    """Every RTT-under-load sample of a run (raw/probe-ping.txt, replies in order), ms."""
-    p = runs_dir / run_id / "raw" / "probe-ping.txt"
-    if not p.exists():
-        return []
+    """Every RTT-under-load sample of a run (its raw probe file, in order), ms."""
     try:
-        return [x / 1e3 for x in parse_ping(p.read_text()).rtts_us]
+        p = read_probe(runs_dir / run_id / "raw")
     except ValueError:
         return []
+    return [x / 1e3 for x in p.rtts_us] if p else []
 
 
 def probe_tools(runs_dir: Path, run_ids: list[str]) -> list[str]:
-    """The probe tools the runs' summary.json name (`probe.tool`), in first-seen order."""
+    """What measured the runs' RTT under load (summary.json `probe.what`, else `tool`),
+    in first-seen order."""
     out: list[str] = []
     for rid in run_ids:
         try:
             s = json.loads((runs_dir / rid / "summary.json").read_text())
         except (OSError, ValueError):
             continue
-        tool = (s.get("probe") or {}).get("tool")
+        pr = s.get("probe") or {}
+        tool = pr.get("what") or ("ping (ICMP echo)" if pr.get("tool") == "ping" else None)
+        tool = tool or pr.get("tool")
         if tool and tool not in out:
             out.append(str(tool))
     return out
@@ -291,8 +292,7 @@ def probe_tools(runs_dir: Path, run_ids: list[str]) -> list[str]:
 
 def probe_what(tools: list[str], cond: Conditions) -> str:
     """Which tool measured RTT under load, and how (for captions and notes)."""
-    tool = ", ".join(tools) or "ping"
-    how = f"{tool} (ICMP echo)" if tools in ([], ["ping"]) else tool
+    how = "; ".join(tools) or "ping (ICMP echo)"
     hz = 1 / cond.probe_interval_s if cond.probe_interval_s > 0 else math.nan
     rate = f", {fmt(hz, None)} Hz" if math.isfinite(hz) else ""
     return f"{how} from s1 to r1{rate}, through the same bottleneck queue as the flows"

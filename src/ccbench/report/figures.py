@@ -2,7 +2,7 @@
 
 Per scenario: one time-series figure per variant (throughput, cwnd, srtt), a bar chart
 of the throughput sum, a throughput-vs-delay scatter, the other metrics, the CDF of RTT
-under load (ping) and, with several flows, Jain's index over time. Across scenarios
+under load (the probe) and, with several flows, Jain's index over time. Across scenarios
 that differ only in their loss: throughput vs loss rate with the Mathis model. Only
 valid runs are plotted; captions count the invalid (and skipped) ones so nothing
 disappears silently. A scenario whose runs were all skipped has no figures.
@@ -204,7 +204,7 @@ def _panels(cond: data.Conditions) -> list[plots.Panel]:
 def _probe_panel(cond: data.Conditions) -> plots.Panel:
     return plots.Panel(
         "probe_rtt_p95_ms",
-        "RTT under load p95 (ping, ms)",
+        "RTT under load p95 (probe, ms)",
         cond.rtt_ms,
         f"base RTT {fmt(cond.rtt_ms)} ms",
     )
@@ -236,7 +236,8 @@ def _probe(
             )
         )
     tools = data.probe_tools(runs_dir, [str(r) for r in runs["run_id"]])
-    title = f"{scen}: RTT under load (ping), all samples\nCDF per variant over its valid runs"
+    short = ", ".join(dict.fromkeys(t.split(" (")[0].split(";")[0] for t in tools)) or "ping"
+    title = f"{scen}: RTT under load ({short}), all samples\nCDF per variant over its valid runs"
     w.save(
         behaviour.probe_cdf_figure(samples, cond, title, PAIR_SIZE),
         f"{_slug(scen)}-probe.png",
@@ -244,7 +245,8 @@ def _probe(
         kind="probe",
         variant=None,
         caption=f"{scen}: RTT under load: {data.probe_what(tools, cond)}; the CDF of every "
-        f"reply of each variant's valid runs pooled (raw/probe-ping.txt); dashed: the base "
+        f"sample of each variant's valid runs pooled (raw/probe-ping.txt, probe-irtt.json or "
+        f"probe.flent.gz); dashed: the base "
         f"RTT and the RTT with a full queue. srtt in the other figures is the TCP sender's "
         f"own estimate ({data.SRTT_TOOLS}). {_invalid_note(runs)}",
     )

@@ -35,10 +35,11 @@ METRICS = [
     Metric("retransmits", "retrans.", "segs", DIGITS["count"]),
     Metric("drops_pkts", "drops", "pkts", DIGITS["count"]),
 ]
-# RTT under load: the concurrent ping's percentiles (per run), then mean ± CI.
+# RTT under load: the concurrent probe's percentiles (per run), then mean ± CI; the
+# note above the table names the tool.
 LOAD_METRICS = [
-    Metric("probe_rtt_p50_ms", "RTT under load p50 (ping)", "ms", DIGITS["ms"]),
-    Metric("probe_rtt_p95_ms", "RTT under load p95 (ping)", "ms", DIGITS["ms"]),
+    Metric("probe_rtt_p50_ms", "RTT under load p50", "ms", DIGITS["ms"]),
+    Metric("probe_rtt_p95_ms", "RTT under load p95", "ms", DIGITS["ms"]),
 ]
 LOAD_METRICS_PER_RUN = ["probe_rtt_p50_ms", "probe_rtt_p95_ms", "probe_rtt_p99_ms"]
 CONVERGENCE = Metric("convergence_s", "convergence", "s", DIGITS["s"])
@@ -204,7 +205,8 @@ def per_run_table(
     n_flows = int(runs["n_flows"].max()) if not runs.empty else 0
     heads = [("#", ""), ("run id", ""), ("variant", ""), ("rep", ""), ("valid", "")]
     heads += [(f"flow {k}", "Mbit/s") for k in range(1, n_flows + 1)]
-    heads += [(m.header, m.unit) for m in METRICS] + [("delay late", "%")]
+    heads += [(m.header, m.unit) for m in METRICS]
+    heads += [("delay late", "%"), ("CPU steal", "%")]
     rows = []
     for _, r in runs.sort_values("order").iterrows():
         fl = flows[flows["run_id"] == r["run_id"]].set_index("flow")["throughput_mbps"]
@@ -218,6 +220,7 @@ def per_run_table(
         cells += [fmt(fl.get(k), DIGITS["mbps"]) for k in range(1, n_flows + 1)]
         cells += [fmt(r[m.key], m.digits) for m in METRICS]
         cells.append(fmt(r.get("delay_late_share", float("nan")) * 100, DIGITS["pct"]))
+        cells.append(fmt(r.get("router_steal_pct", float("nan")), DIGITS["pct"]))
         rows.append(
             {
                 "cells": cells,
@@ -272,7 +275,7 @@ def load_table(
     colours: dict[str, str],
     absent: frozenset[str] = frozenset(),
 ) -> dict[str, Any] | None:
-    """Second table of a scenario: RTT under load (ping) p50/p95 and the p95 delta; for
+    """Second table of a scenario: RTT under load (the probe) p50/p95 and the p95 delta; for
     several flows the convergence time; with loss the Mathis prediction and the ratio.
     None when the scenario has none of these (an old results set without a probe)."""
     has_probe, multi, loss = _shown(runs, cond, absent)
@@ -318,7 +321,7 @@ def load_table(
                 "cells": cells,
             }
         )
-    parts = (["RTT under load (ping)"] if has_probe else []) + (["convergence"] if multi else [])
+    parts = (["RTT under load"] if has_probe else []) + (["convergence"] if multi else [])
     parts += ["the Mathis model"] if loss else []
     what = ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else parts[0]
     title = f"{what[0].upper()}{what[1:]} (mean ± 95 % CI over valid runs)"

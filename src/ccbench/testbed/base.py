@@ -49,7 +49,9 @@ class Testbed(Protocol):
         """Command printing TS blocks of `ss -tinH` to stdout (None: not on this OS)."""
         ...
 
-    def wait_listening(self, node: str, port: int, timeout_s: float = 5.0) -> None: ...
+    def wait_listening(
+        self, node: str, port: int, timeout_s: float = 5.0, proto: str = "tcp"
+    ) -> None: ...
 
 
 @contextlib.contextmanager

@@ -102,8 +102,10 @@ class LocalTestbed:
             return ["sh", "-c", SS_LOOP, "ccbench-ss", f"{interval_s:g}"]
         return [sys.executable, "-m", "ccbench.sampler", "--interval", f"{interval_s:g}"]
 
-    def wait_listening(self, node: str, port: int, timeout_s: float = 5.0) -> None:
-        _wait_listening(self.ex(node), port, timeout_s)
+    def wait_listening(
+        self, node: str, port: int, timeout_s: float = 5.0, proto: str = "tcp"
+    ) -> None:
+        _wait_listening(self.ex(node), port, timeout_s, proto)
 
     def snapshot_delay(self, dest: Path) -> None:
         """Ask the delay element for fresh stats (SIGUSR1) and copy them."""
@@ -215,6 +217,7 @@ class LocalTestbed:
         pairs = self.topo.pairs
         for node in tp.nodes(pairs):
             host.run(["ip", "netns", "add", self.ns(node)])
+            _no_dns(self.ns(node))
         for ln in tp.links(pairs):
             # Create both ends directly inside their namespaces: no names on the host.
             host.run(["ip", "link", "add", ln.a_if, "netns", self.ns(ln.a), "type", "veth",
@@ -348,14 +351,16 @@ def _offload_state(ethtool_k: str) -> dict[str, str]:
     return out
 
 
-def _wait_listening(ex: NetnsExecutor, port: int, timeout_s: float = 5.0) -> None:
+def _wait_listening(
+    ex: NetnsExecutor, port: int, timeout_s: float = 5.0, proto: str = "tcp"
+) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        out = ex.run(["ss", "-Hltn", f"sport = :{port}"]).stdout
+        out = ex.run(["ss", f"-Hl{proto[0]}n", f"sport = :{port}"]).stdout
         if out.strip():
             return
         time.sleep(0.01)
-    raise CcbenchError(f"{ex.name}: iperf3 server did not listen on port {port}")
+    raise CcbenchError(f"{ex.name}: no server listened on {proto} port {port}")
 
 
 def _alive(pid: int) -> bool:
@@ -390,8 +395,23 @@ def down(tb_id: str) -> list[str]:
     _remove_containers(prefix)
     for n in names:
         NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
+    for d in ETC_NETNS.glob(f"{prefix}*"):
+        shutil.rmtree(d, ignore_errors=True)
     shutil.rmtree(STATE_ROOT / tb_id, ignore_errors=True)
     return names
+
+
+ETC_NETNS = Path("/etc/netns")
+
+
+def _no_dns(ns: str) -> None:
+    """The namespaces have no route to the host's resolver, so a name lookup would wait
+    for its timeout (5 s; flent does lookups before it starts). `ip netns exec` mounts
+    /etc/netns/<ns>/resolv.conf over /etc/resolv.conf: point it at 127.0.0.1, where
+    nothing listens, and lookups fail at once. `down` removes the directory."""
+    d = ETC_NETNS / ns
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "resolv.conf").write_text("# ccbench testbed: no DNS here\nnameserver 127.0.0.1\n")
 
 
 def _remove_containers(prefix: str) -> None:

@@ -98,13 +98,15 @@ class RemoteTestbed:
             return None  # FreeBSD senders: siftr (hosts.freebsd), not ss
         return ["sh", "-c", SS_LOOP, "ccbench-ss", f"{interval_s:g}"]
 
-    def wait_listening(self, node: str, port: int, timeout_s: float = 10.0) -> None:
+    def wait_listening(
+        self, node: str, port: int, timeout_s: float = 10.0, proto: str = "tcp"
+    ) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.ex(node).run(["ss", "-Hltn", f"sport = :{port}"]).stdout.strip():
+            if self.ex(node).run(["ss", f"-Hl{proto[0]}n", f"sport = :{port}"]).stdout.strip():
                 return
             time.sleep(0.05)
-        raise CcbenchError(f"{node}: iperf3 server did not listen on port {port}")
+        raise CcbenchError(f"{node}: no server listened on {proto} port {port}")
 
     # --- state ---------------------------------------------------------------
     @property

@@ -1,0 +1,37 @@
+"""/proc/stat's aggregate `cpu` line: where a Linux host's CPU time went.
+
+On a VM, `steal` is time the hypervisor gave the vCPU to someone else; a run during
+which it was high measured the neighbours as much as the congestion control.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Field order of the `cpu` line (proc(5)); guest times are already inside user/nice.
+FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def parse_cpu_line(text: str) -> dict[str, int]:
+    """Jiffies per field from the first `cpu ` line of /proc/stat."""
+    for line in text.splitlines():
+        parts = line.split()
+        if parts and parts[0] == "cpu":
+            return {k: int(v) for k, v in zip(FIELDS, parts[1:], strict=False)}
+    raise ValueError("no aggregate 'cpu' line in /proc/stat text")
+
+
+def usage_between(before: str, after: str) -> dict[str, Any]:
+    """Busy, softirq and steal shares (% of all CPU time) between two snapshots."""
+    a, b = parse_cpu_line(before), parse_cpu_line(after)
+    d = {k: b.get(k, 0) - a.get(k, 0) for k in FIELDS}
+    total = sum(d.values())
+    if total <= 0:
+        return {"busy_pct": None, "softirq_pct": None, "steal_pct": None, "jiffies": total}
+    idle = d["idle"] + d["iowait"]
+    return {
+        "busy_pct": 100 * (total - idle - d["steal"]) / total,
+        "softirq_pct": 100 * d["softirq"] / total,
+        "steal_pct": 100 * d["steal"] / total,
+        "jiffies": total,
+    }

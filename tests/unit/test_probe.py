@@ -1,0 +1,121 @@
+"""The latency-under-load probe: exact command plans for ping, irtt and flent, and
+golden tests of the irtt and flent parsers on captures made on this machine
+(tests/captures/probe/, see tests/captures/README.md)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ccbench import probe
+from ccbench.parse.flent import parse_flent_gz
+from ccbench.parse.irtt import parse_irtt
+
+CAP = Path(__file__).resolve().parents[1] / "captures" / "probe"
+FLENT_PING = "flent-2.3.0-ping-netns-2cubic"
+
+
+def test_ping_plan_is_stopped_after_the_flows() -> None:
+    pl = probe.plan("ping", "198.18.4.2", 0.1, 30)
+    assert pl.client == ["ping", "-n", "-D", "-i", "0.1", "198.18.4.2"]
+    assert pl.servers == [] and pl.out == "probe-ping.txt" and not pl.ends_by_itself
+
+
+def test_irtt_plan_runs_as_long_as_the_traffic() -> None:
+    pl = probe.plan("irtt", "198.18.4.2", 0.05, 30)
+    assert pl.servers == [["irtt", "server", "-b", "198.18.4.2:2112"]]
+    assert pl.client == ["irtt", "client", "-Q", "-o", "-", "--fill=rand", "-i", "50ms",
+                         "-d", "30s", "198.18.4.2:2112"]  # fmt: skip
+    assert pl.out == "probe-irtt.json" and pl.ends_by_itself
+
+
+def test_flent_ping_plan_prints_its_data_file() -> None:
+    pl = probe.plan("flent", "198.18.4.2", 0.2, 30)
+    assert pl.servers == [["irtt", "server", "-b", "198.18.4.2:2112"]]
+    assert pl.client == ["sh", "-c", probe.FLENT_SH, "ccbench-flent", "flent", "ping",
+                         "-H", "198.18.4.2", "-l", "32", "-s", "0.2", "-t", "ccbench"]  # fmt: skip
+    assert pl.out == "probe.flent.gz"
+
+
+def test_flent_netperf_tests_start_netserver() -> None:
+    pl = probe.plan("flent", "198.18.4.2", 0.1, 10, "tcp_1up")
+    assert pl.servers[1] == ["netserver", "-D", "-p", "12865"]
+    assert probe.needs_netperf("flent", "tcp_1up") and not probe.needs_netperf("flent", "ping")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("traceroute", "x", 0.1, 5), "probe_tool: unknown tool 'traceroute'"),
+        (("flent", "x", 0.1, 5, "rrul_torrent"), "unknown flent test 'rrul_torrent'"),
+        (("irtt", "x", 0.1, 5, "ping", "freebsd"), "needs a Linux sender (s1 runs freebsd)"),
+    ],
+)
+def test_bad_probe_choices_name_the_problem(args: tuple, needle: str) -> None:
+    with pytest.raises(ValueError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        probe.plan(*args)
+
+
+def test_irtt_capture_under_two_cubic_flows() -> None:
+    r = parse_irtt(json.loads((CAP / "irtt-0.9.0-netns-2cubic.json").read_text()))
+    assert (r.version, r.sent, r.received, len(r.rtts_us)) == ("0.9.0", 50, 50, 50)
+    assert r.rtts_us[:3] == [40435.136, 45812.926, 40441.251]
+    assert sorted(r.rtts_us)[25] == 40389.956  # irtt's own stats.rtt.median
+    assert max(r.rtts_us) == 45812.926  # stats.rtt.max
+    # one-way delays add up to the round trip (less the server's turnaround)
+    assert abs(r.send_delay_us[0] + r.receive_delay_us[0] - r.rtts_us[0]) < 100
+
+
+def test_irtt_lost_round_trips_are_not_samples() -> None:
+    doc = {"version": {"irtt": "0.9.0", "json_format": 1},
+           "stats": {"packets_sent": 3, "packets_received": 1},
+           "round_trips": [{"lost": "true"}, {"lost": "false", "delay": {"rtt": 41_000_000}},
+                           {"lost": "true_down"}]}  # fmt: skip
+    r = parse_irtt(doc)
+    assert (r.sent, r.received, r.rtts_us) == (3, 1, [41000.0])
+    with pytest.raises(ValueError, match="not irtt client JSON"):
+        parse_irtt({"round_trips": []})
+
+
+def test_flent_ping_capture_names_its_runners() -> None:
+    f = parse_flent_gz((CAP / f"{FLENT_PING}.flent.gz").read_bytes())
+    assert (f.version, f.test, f.failed_runners) == ("2.3.0", "ping", 0)
+    icmp, udp = f.series
+    assert (icmp.name, icmp.runner, icmp.units) == ("Ping (ms) ICMP", "PingRunner", "ms")
+    assert icmp.command.startswith("/usr/bin/fping ")
+    assert (udp.name, udp.runner) == ("Ping (ms) UDP", "IrttRunner")
+    assert len(icmp.values) == 70 and icmp.values[0] == 44.8
+    assert icmp.times[0] == 1795319588.01273
+
+
+def test_flent_tcp_1up_capture_from_the_container_has_netperf() -> None:
+    f = parse_flent_gz((CAP / "flent-2.3.0-tcp_1up-container.flent.gz").read_bytes())
+    assert f.test == "tcp_1up"
+    assert [(s.name, s.runner, len(s.values)) for s in f.series] == [
+        ("Ping (ms) ICMP", "PingRunner", 169), ("TCP upload", "NetperfDemoRunner", 46)]  # fmt: skip
+
+
+def test_flent_not_gzip_is_an_error() -> None:
+    with pytest.raises(ValueError, match="not a gzip'd flent data file"):
+        parse_flent_gz(b"{}")
+
+
+def test_read_probe_keeps_flent_samples_taken_while_the_flows_ran(tmp_path: Path) -> None:
+    shutil.copy(CAP / f"{FLENT_PING}.flent.gz", tmp_path / "probe.flent.gz")
+    shutil.copy(CAP / f"{FLENT_PING}.meta.json", tmp_path / "meta.json")
+    shutil.copy(CAP / f"{FLENT_PING}.spec.json", tmp_path / "spec.json")
+    p = probe.read_probe(tmp_path)
+    assert p is not None and p.tool == "flent ping"
+    # flent ran 7 s from 1.08 s after the flows started: 40 of its 70 ICMP samples fall
+    # inside the 5 s of traffic
+    assert len(p.rtts_us) == 40
+    assert sorted(p.rtts_us)[20] == pytest.approx(40300.0) and max(p.rtts_us) == 44900.0
+    assert "PingRunner (Ping (ms) ICMP)" in p.what and p.raw == "probe.flent.gz"
+    assert [s["name"] for s in p.series] == ["Ping (ms) ICMP", "Ping (ms) UDP"]
+
+
+def test_read_probe_without_probe_is_none(tmp_path: Path) -> None:
+    assert probe.read_probe(tmp_path) is None
