@@ -12,6 +12,7 @@ Plans are argv lists; reading the results back is `read_probe`, on raw/ files on
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,12 @@ FLENT_SH = (
     'd=$(mktemp -d) || exit 1; "$@" -D "$d" -q >&2; rc=$?; '
     'cat "$d"/*.flent.gz; rm -rf "$d"; exit $rc'
 )
-# flent needs ~1 s to start its runners; it runs this much longer than the traffic and
-# only samples taken while the flows ran count (read_probe).
-FLENT_EXTRA_S = 2
+# flent needs ~1.1 s from its start to its first sample (Python, then its runners): it
+# is released FLENT_LEAD_S before the first flow so its samples cover the whole traffic,
+# runs FLENT_EXTRA_S past it, and only samples taken while the flows ran count
+# (read_probe).
+FLENT_LEAD_S = 1.5
+FLENT_EXTRA_S = 1
 RAW_FILES = {"ping": "probe-ping.txt", "irtt": "probe-irtt.json", "flent": "probe.flent.gz"}
 
 
@@ -45,6 +49,7 @@ class ProbePlan:
     out: str
     servers: list[list[str]] = field(default_factory=list)  # run on r1 for the run
     ends_by_itself: bool = True  # False: stopped with SIGINT after the flows (ping)
+    lead_s: float = 0.0  # released this long before the first flow
 
 
 def plan(
@@ -69,10 +74,11 @@ def plan(
         servers = [irtt_server]
         if FLENT_TESTS[flent_test]:
             servers.append(["netserver", "-D", "-p", str(NETSERVER_PORT)])
-        flent = ["flent", flent_test, "-H", dst, "-l", f"{max(1, round(length_s)) + FLENT_EXTRA_S}",
+        flent_s = math.ceil(length_s + FLENT_LEAD_S + FLENT_EXTRA_S)
+        flent = ["flent", flent_test, "-H", dst, "-l", str(flent_s),
                  "-s", f"{interval_s:g}", "-t", "ccbench"]  # fmt: skip
         return ProbePlan("flent", ["sh", "-c", FLENT_SH, "ccbench-flent", *flent],
-                         RAW_FILES["flent"], servers)  # fmt: skip
+                         RAW_FILES["flent"], servers, lead_s=FLENT_LEAD_S)  # fmt: skip
     raise ValueError(f"probe_tool: unknown tool '{tool}' (one of {', '.join(PROBE_TOOLS)})")
 
 

@@ -37,7 +37,8 @@ class RunProcs:
     clients: list[Proc] = field(default_factory=list)
     samplers: list[Proc] = field(default_factory=list)  # stopped after the flows
     probes: list[Proc] = field(default_factory=list)  # end by themselves (irtt, flent)
-    gated_probes: list[Proc] = field(default_factory=list)  # released with the first flow
+    gated_probes: list[Proc] = field(default_factory=list)  # released before the flows
+    probe_lead_s: float = 0.0  # how long before the first flow
 
     def all(self) -> list[Proc]:
         return [*self.servers, *self.clients, *self.samplers, *self.probes]
@@ -221,7 +222,7 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
 
 def _probe_start(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list[str]:
     """Start the latency-under-load probe s1 -> r1 (through the bottleneck queue the
-    flows share); it is released with the first flow."""
+    flows share); it is released with the first flow, or its plan's lead_s before."""
     first = spec.flows[0].pair
     snd, rcv = f"s{first}", f"r{first}"
     try:
@@ -242,6 +243,7 @@ def _probe_start(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list
     proc = tb.ex(snd).spawn(pl.client, stdout=raw / pl.out, stderr=raw / "probe.err", gated=True)
     (procs.samplers if not pl.ends_by_itself else procs.probes).append(proc)
     procs.gated_probes.append(proc)
+    procs.probe_lead_s = pl.lead_s
     return pl.client
 
 
@@ -252,10 +254,12 @@ def _drive(spec: RunSpec, procs: RunProcs, meta: dict[str, Any], label: str) -> 
     show = console.is_terminal
     if not show:
         info(f"{label}: {len(spec.flows)} flow(s), {total:g}s of traffic")
-    t0 = time.monotonic()
-    meta["started_unix"] = time.time()
     for p in procs.gated_probes:
         p.release()
+    if procs.gated_probes and procs.probe_lead_s > 0:
+        time.sleep(procs.probe_lead_s)  # a probe that starts slowly (flent) is sampling
+    t0 = time.monotonic()
+    meta["started_unix"] = time.time()
     deadline = t0 + total + CLIENT_GRACE_S
     last_line = 0.0
     while True:

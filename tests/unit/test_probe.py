@@ -36,8 +36,9 @@ def test_flent_ping_plan_prints_its_data_file() -> None:
     pl = probe.plan("flent", "198.18.4.2", 0.2, 30)
     assert pl.servers == [["irtt", "server", "-b", "198.18.4.2:2112"]]
     assert pl.client == ["sh", "-c", probe.FLENT_SH, "ccbench-flent", "flent", "ping",
-                         "-H", "198.18.4.2", "-l", "32", "-s", "0.2", "-t", "ccbench"]  # fmt: skip
-    assert pl.out == "probe.flent.gz"
+                         "-H", "198.18.4.2", "-l", "33", "-s", "0.2", "-t", "ccbench"]  # fmt: skip
+    # released 1.5 s before the flows: flent samples from ~0.4 s before them
+    assert pl.out == "probe.flent.gz" and pl.lead_s == 1.5
 
 
 def test_flent_netperf_tests_start_netserver() -> None:
