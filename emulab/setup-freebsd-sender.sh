@@ -26,23 +26,9 @@ NAME=setup-freebsd-sender
 BUF=10485760 # 10 MB: twice the 1 Gbit x 40 ms BDP, as in the seed
 ROOT=${CCBENCH_SETUP_ROOT:-}
 
-# --- logging: everything to the log; errors also to the caller's stderr ---
-LOGDIR=$ROOT/local/logs
-mkdir -p "$LOGDIR" 2>/dev/null || LOGDIR=$ROOT/var/tmp
-LOG=$LOGDIR/ccbench-$NAME.log
-exec 3>&2
-exec >>"$LOG" 2>&1
-echo "=== $(date -u '+%Y-%m-%dT%H:%M:%SZ') $NAME $*"
-
-die() {
-    echo "$NAME: error: $*"
-    echo "$NAME: error: $*" >&3
-    exit 1
-}
-note() { echo "$NAME: $*"; }
-
-# Not ready until this run succeeds (a failed rerun must not look finished).
-rm -f "$ROOT/var/tmp/ccbench-setup.done"
+# Logging, die/note, argument checks and helpers shared by the start-up scripts.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 
 # --- arguments: key=value, each checked against a strict pattern ---
 role='' addr='' route='' via=''
@@ -55,9 +41,6 @@ for arg in "$@"; do
     *) die "unknown argument: $arg" ;;
     esac
 done
-
-is_ipv4() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}$'; }
-is_net() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}/[0-9]{1,2}$'; }
 
 [ "$role" = sender ] || die "role must be sender, not '$role'"
 is_ipv4 "$addr" || die "addr must be an IPv4 address, not '$addr'"

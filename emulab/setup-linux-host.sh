@@ -25,23 +25,11 @@ REPO=$ROOT/local/repository # the profile's repository clone
 IMAGE=localhost/ccbench-linux-node:latest # the name containers/build.sh uses
 BASE_IMAGE=docker.io/library/ubuntu:24.04
 
-# --- logging: everything to the log; errors also to the caller's stderr ---
-LOGDIR=$ROOT/local/logs
-mkdir -p "$LOGDIR" 2>/dev/null || LOGDIR=$ROOT/var/tmp
-LOG=$LOGDIR/ccbench-$NAME.log
-exec 3>&2
-exec >>"$LOG" 2>&1
-echo "=== $(date -u '+%Y-%m-%dT%H:%M:%SZ') $NAME $*"
-
-die() {
-    echo "$NAME: error: $*"
-    echo "$NAME: error: $*" >&3
-    exit 1
-}
-note() { echo "$NAME: $*"; }
-
-# Not ready until this run succeeds (a failed rerun must not look finished).
-rm -f "$ROOT/var/tmp/ccbench-setup.done"
+# Logging, die/note, argument checks and helpers shared by the start-up scripts.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+# shellcheck source=lib-linux.sh
+. "$(dirname "$0")/lib-linux.sh"
 
 # --- arguments: key=value, each checked against a strict pattern ---
 role='' addr='' route='' via='' container=no
@@ -56,9 +44,6 @@ for arg in "$@"; do
     esac
 done
 
-is_ipv4() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}$'; }
-is_net() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}/[0-9]{1,2}$'; }
-
 case $role in sender | receiver) ;; *) die "role must be sender or receiver, not '$role'" ;; esac
 is_ipv4 "$addr" || die "addr must be an IPv4 address, not '$addr'"
 is_net "$route" || die "route must be a network such as 10.1.3.0/24, not '$route'"
@@ -66,35 +51,6 @@ is_ipv4 "$via" || die "via must be an IPv4 address, not '$via'"
 case $container in yes | no) ;; *) die "container must be yes or no, not '$container'" ;; esac
 
 # --- helpers ---
-# The interface holding IPv4 address $1 (waits up to a minute for Emulab's
-# interface set-up, in case this runs first).
-iface_of() {
-    tries=0
-    while [ "$tries" -lt 60 ]; do
-        dev=$(ip -o -4 addr show | awk -v a="$1" '{split($4, p, "/"); if (p[1] == a) {print $2; exit}}')
-        if [ -n "$dev" ]; then
-            printf '%s\n' "$dev"
-            return 0
-        fi
-        tries=$((tries + 1))
-        sleep 1
-    done
-    return 1
-}
-
-# For a VLAN interface (eth1.258) the device(s) under it, then $1 itself: lower
-# first, since a stacked device cannot drop an offload its lower device still does.
-devices_of() {
-    for lower in /sys/class/net/"$1"/lower_*; do
-        [ -e "$lower" ] && printf '%s\n' "${lower##*/lower_}"
-    done
-    printf '%s\n' "$1"
-}
-
-apt_install() {
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "$@"
-}
-
 # --- packages first: ethtool is needed below ---
 need=''
 command -v iperf3 >/dev/null 2>&1 || need="$need iperf3"

@@ -24,23 +24,11 @@ NAME=setup-router
 FRAME=1514 # bytes on the wire per full-size frame (what tbf counts)
 ROOT=${CCBENCH_SETUP_ROOT:-}
 
-# --- logging: everything to the log; errors also to the caller's stderr ---
-LOGDIR=$ROOT/local/logs
-mkdir -p "$LOGDIR" 2>/dev/null || LOGDIR=$ROOT/var/tmp
-LOG=$LOGDIR/ccbench-$NAME.log
-exec 3>&2
-exec >>"$LOG" 2>&1
-echo "=== $(date -u '+%Y-%m-%dT%H:%M:%SZ') $NAME $*"
-
-die() {
-    echo "$NAME: error: $*"
-    echo "$NAME: error: $*" >&3
-    exit 1
-}
-note() { echo "$NAME: $*"; }
-
-# Not ready until this run succeeds (a failed rerun must not look finished).
-rm -f "$ROOT/var/tmp/ccbench-setup.done"
+# Logging, die/note, argument checks and helpers shared by the start-up scripts.
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+# shellcheck source=lib-linux.sh
+. "$(dirname "$0")/lib-linux.sh"
 
 # --- arguments: key=value, each checked against a strict pattern ---
 role='' core_addr='' if_addrs='' route='' via='' rate_mbit='' queue='' aqm='' shape='' tx_ring=''
@@ -60,13 +48,6 @@ for arg in "$@"; do
     esac
 done
 
-is_uint() {
-    case $1 in '' | *[!0-9]*) return 1 ;; esac
-    [ "${#1}" -le 9 ]
-}
-is_ipv4() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}$'; }
-is_net() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}/[0-9]{1,2}$'; }
-
 case $role in rt1 | rt2) ;; *) die "role must be rt1 or rt2, not '$role'" ;; esac
 is_ipv4 "$core_addr" || die "core_addr must be an IPv4 address, not '$core_addr'"
 is_net "$route" || die "route must be a network such as 10.1.3.0/24, not '$route'"
@@ -81,31 +62,6 @@ addrs=$(printf '%s' "$if_addrs" | tr ',' ' ')
 for a in $addrs; do is_ipv4 "$a" || die "if_addrs: '$a' is not an IPv4 address"; done
 
 # --- helpers ---
-# The interface holding IPv4 address $1. Emulab configures experiment interfaces
-# early in boot; wait up to a minute in case this runs first.
-iface_of() {
-    tries=0
-    while [ "$tries" -lt 60 ]; do
-        dev=$(ip -o -4 addr show | awk -v a="$1" '{split($4, p, "/"); if (p[1] == a) {print $2; exit}}')
-        if [ -n "$dev" ]; then
-            printf '%s\n' "$dev"
-            return 0
-        fi
-        tries=$((tries + 1))
-        sleep 1
-    done
-    return 1
-}
-
-# For a VLAN interface (eth1.258) the device(s) under it, then $1 itself: lower
-# first, since a stacked device cannot drop an offload its lower device still does.
-devices_of() {
-    for lower in /sys/class/net/"$1"/lower_*; do
-        [ -e "$lower" ] && printf '%s\n' "${lower##*/lower_}"
-    done
-    printf '%s\n' "$1"
-}
-
 offloads_off() {
     for dev in "$@"; do
         for feature in tso gso gro lro; do

@@ -39,6 +39,23 @@ def container_argv(
     """
     if not _NETNS_NAME.fullmatch(netns) or netns in {".", ".."}:
         raise ValueError(f"not a network namespace name: {netns!r}")
+    # The testbed has no DNS: a resolver that fails at once, not after a 5 s timeout
+    # (flent looks names up before its first sample).
+    network = ["--network", f"ns:{NETNS_DIR}/{netns}", "--dns", "127.0.0.1"]
+    return _podman_run(network, image, argv, name, interactive)
+
+
+def host_network_argv(
+    image: str, argv: Sequence[str], name: str | None = None, interactive: bool = False
+) -> list[str]:
+    """The same for a real host (the SSH testbed): the container shares the network
+    namespace podman runs in (``--network host``), i.e. the node's own interfaces."""
+    return _podman_run(["--network", "host"], image, argv, name, interactive)
+
+
+def _podman_run(
+    network: list[str], image: str, argv: Sequence[str], name: str | None, interactive: bool
+) -> list[str]:
     if not image or image.startswith("-") or any(c.isspace() for c in image):
         raise ValueError(f"not an image reference: {image!r}")
     if isinstance(argv, str):
@@ -47,20 +64,8 @@ def container_argv(
         raise ValueError("argv must name a command")
     if name is not None and not _CONTAINER_NAME.fullmatch(name):
         raise ValueError(f"not a container name: {name!r}")
-
-    cmd = [
-        PODMAN,
-        "run",
-        "--rm",
-        "--pull=never",
-        "--network",
-        f"ns:{NETNS_DIR}/{netns}",
-        "--privileged",
-        # The testbed has no DNS: a resolver that fails at once, not after a 5 s timeout
-        # (flent looks names up before its first sample).
-        "--dns",
-        "127.0.0.1",
-    ]
+    cmd = [PODMAN, "run", "--rm", "--pull=never", network[0], network[1], "--privileged",
+           *network[2:]]  # fmt: skip
     if interactive:  # keep stdin open: the start gate reads its "go" line from it
         cmd.append("-i")
     if name is not None:

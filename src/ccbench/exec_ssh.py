@@ -117,13 +117,18 @@ class SshExecutor:
         stderr: Path | None = None,
         gated: bool = False,
     ) -> SshProc:
-        inner = [*PID_WRAPPER, *(GATE if gated else []), *argv]
+        inner = [*PID_WRAPPER, *(GATE if gated else []), *self.wrap_spawned(list(argv))]
         if stderr is None:  # the remote pid arrives on stderr: it needs a file
             fd, name = tempfile.mkstemp(prefix="ccb-ssh-", suffix=".err")
             os.close(fd)
             stderr = Path(name)
         local = LocalProc(self.command(inner), stdout, stderr, stdin_pipe=gated)
         return SshProc(self, local, stderr)
+
+    def wrap_spawned(self, argv: list[str]) -> list[str]:
+        """The remote command line of a background process, after the pid and start
+        gate wrappers (subclasses run it elsewhere, e.g. in a container)."""
+        return argv
 
     def put(self, local: Path, remote: str) -> None:
         self.run(["sh", "-c", 'cat > "$1"', "put", remote], input=local.read_text())

@@ -144,3 +144,35 @@ def test_unreachable_host_is_one_clear_line(ssh_dumbbell: Path) -> None:
     assert cp.returncode == 2
     lines = cp.stderr.strip().splitlines()
     assert len(lines) == 1 and "r2 (root@198.19.255.99) unreachable over ssh" in lines[0]
+
+
+def test_tools_in_the_container_over_ssh(ssh_dumbbell: Path) -> None:
+    """`testbed.tools: container` on the SSH path (as on Emulab with the profile's
+    tooling container): iperf3, ss and flent's tcp_1up (netperf with demo mode, only
+    in the image) run in the linux-node image with the node's network, started over
+    SSH; nothing of the run's containers is left on any node afterwards."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (./setup.sh installs it)")
+    subprocess.run(["bash", str(REPO / "containers" / "build.sh")], check=True,
+                   capture_output=True, timeout=900)  # fmt: skip
+    d = ssh_dumbbell
+    cfg = {
+        "testbed": {"kind": "ssh", "id": "itsshr", "tools": "container",
+                    "inventory": str(d / "hosts.yaml")},
+        "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_bdp": 1}},
+        "run": {"duration_s": 4, "interval_s": 0.5, "attempts": 2, "probe_tool": "flent",
+                "probe_flent_test": "tcp_1up",
+                "flows": [{"cc": "cubic", "pair": 1}, {"cc": "bbr", "pair": 2}]},
+    }  # fmt: skip
+    (d / "ctr.yaml").write_text(yaml.safe_dump(cfg))
+    cp = ctl_ccbench("run", "--config", str(d / "ctr.yaml"), "--out", str(d / "ctr-out"))
+    assert cp.returncode == 0, cp.stderr
+    s = json.loads((d / "ctr-out" / "summary.json").read_text())
+    assert s["valid"], s["reasons"]
+    assert [f["cc_used"] for f in s["flows"]] == ["cubic", "bbr"]
+    assert s["probe"]["tool"] == "flent tcp_1up" and s["probe"]["samples"] > 0
+    assert [x["runner"] for x in s["probe"]["series"]] == ["PingRunner", "NetperfDemoRunner"]
+    assert (d / "ctr-out" / "raw" / "ss-s1.txt").read_text().startswith("TS ")
+    left = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"],
+                          capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "ccb-itsshr-" not in left

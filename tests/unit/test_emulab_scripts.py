@@ -35,7 +35,10 @@ UBUNTU24 = "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD"
 # --------------------------------------------------------------------------- syntax
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+LIBS = ["lib.sh", "lib-linux.sh"]  # sourced by the scripts, never run alone
+
+
+@pytest.mark.parametrize("script", SCRIPTS + LIBS)
 def test_posix_sh_syntax(script):
     for shell in ("sh", "dash"):
         if shutil.which(shell):
@@ -45,12 +48,14 @@ def test_posix_sh_syntax(script):
             assert res.returncode == 0, res.stderr
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("script", SCRIPTS + LIBS)
 def test_shellcheck(script):
     if not shutil.which("shellcheck"):
         pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+    # -x follows the sourced libraries (their `# shellcheck source=` paths are relative
+    # to emulab/)
     res = subprocess.run(
-        ["shellcheck", "-s", "sh", str(EMULAB / script)], capture_output=True, text=True
+        ["shellcheck", "-x", "-s", "sh", script], capture_output=True, text=True, cwd=EMULAB
     )
     assert res.returncode == 0, res.stdout + res.stderr
 

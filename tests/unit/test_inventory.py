@@ -82,3 +82,32 @@ def test_ssh_argv_quotes_every_element() -> None:
         "--",
         "sysctl -w 'net.ipv4.tcp_rmem=4096 131072 10485760' '$(reboot)'",
     ]
+
+
+def test_container_tools_over_ssh_command_plan(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`tools: container` on the SSH testbed (command plan; the real thing runs in
+    tests/integration/test_ssh_testbed.py): the pid and gate wrappers, then podman with
+    the host's network, then the tool; sudo in front on Emulab."""
+    import shlex
+
+    from ccbench.testbed.remote import ContainerSsh
+
+    monkeypatch.setattr("os.getpid", lambda: 4242)
+    image = "localhost/ccbench-linux-node:latest"
+    target = SshTarget("pc1.emulab.net", "alice")
+    ex = ContainerSsh("s1", target, sudo=True, image=image, name_prefix="ccb-t1-s1-")
+    seen: list[list[str]] = []
+    monkeypatch.setattr("ccbench.exec_ssh.LocalProc",
+                        lambda argv, *a, **k: seen.append(argv))  # fmt: skip
+    ex.spawn(["iperf3", "-c", "10.1.3.11", "-C", "bbr"], stderr=tmp_path / "e", gated=True)
+    remote = shlex.split(seen[0][-1])
+    assert remote[:2] == ["sudo", "-n"]
+    assert remote[2:6] == ["sh", "-c", 'echo "ccbench-pid $$" >&2; exec "$@"', "ccbench-pid"]
+    assert remote[6:10] == ["sh", "-c", 'read _go; exec "$@"', "ccbench-gate"]
+    name = remote[remote.index("--name") + 1]
+    assert name.startswith("ccb-t1-s1-4242-")
+    assert remote[10:] == ["podman", "run", "--rm", "--pull=never", "--network", "host",
+                           "--privileged", "--name", name, "localhost/ccbench-linux-node:latest",
+                           "iperf3", "-c", "10.1.3.11", "-C", "bbr"]  # fmt: skip
+    # set-up commands are not wrapped: sysctl, tc and ip use the host's tools
+    assert shlex.split(ex.command(["sysctl", "-n", "x"])[-1]) == ["sudo", "-n", "sysctl", "-n", "x"]

@@ -9,7 +9,9 @@ testbed. `down` removes what `up` added on the hosts (loss rules).
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +21,7 @@ from typing import Any
 
 from ccbench import calibration, inventory
 from ccbench.config import TestbedConfig
+from ccbench.container import DEFAULT_IMAGE, host_network_argv
 from ccbench.errors import CcbenchError
 from ccbench.exec import Result
 from ccbench.exec_ssh import SshExecutor, SshProc
@@ -38,6 +41,25 @@ class SudoSsh(SshExecutor):
 
     def command(self, argv: Any) -> list[str]:
         return super().command(["sudo", "-n", *argv] if self.sudo else list(argv))
+
+
+class ContainerSsh(SudoSsh):
+    """`tools: container` on a Linux host: background tools (iperf3, ss, probes) run in
+    the linux-node image with the host's network; set-up commands use the host's tools.
+    The pid and gate wrappers stay outside, so stop() signals podman, which passes the
+    signal on to the tool (ping prints its summary on SIGINT)."""
+
+    def __init__(self, *args: Any, image: str, name_prefix: str, **kw: Any):
+        super().__init__(*args, **kw)
+        self.image = image
+        self.name_prefix = name_prefix
+
+    def wrap_spawned(self, argv: list[str]) -> list[str]:
+        name = f"{self.name_prefix}{os.getpid()}-{next(_CONTAINER_SEQ)}"
+        return host_network_argv(self.image, argv, name=name)
+
+
+_CONTAINER_SEQ = itertools.count(1)
 
 
 class RemoteTestbed:
@@ -69,8 +91,41 @@ class RemoteTestbed:
     def ex(self, node: str) -> SudoSsh:
         if node not in self._ex:
             n = self.node(node)
-            self._ex[node] = SudoSsh(node, n.target, sudo=self.inv.sudo)
+            if self.cfg.tools == "container" and n.os == "linux":
+                self._ex[node] = ContainerSsh(node, n.target, sudo=self.inv.sudo,
+                                              image=DEFAULT_IMAGE,
+                                              name_prefix=self._container_prefix(node))  # fmt: skip
+            else:
+                self._ex[node] = SudoSsh(node, n.target, sudo=self.inv.sudo)
         return self._ex[node]
+
+    def _container_prefix(self, node: str) -> str:
+        return f"ccb-{self.id}-{node}-"
+
+    def _linux_nodes(self) -> list[str]:
+        return [n for n in sorted(self.nodes) if self.nodes[n].os == "linux"]
+
+    def _check_image(self) -> None:
+        """`tools: container`: every Linux node must have the image (built by its
+        start-up script with container=yes, the profile's 'Linux tooling container')."""
+        missing = [n for n in self._linux_nodes()
+                   if not self.ex(n).run(["podman", "image", "exists", DEFAULT_IMAGE],
+                                         check=False).ok]  # fmt: skip
+        if missing:
+            raise CcbenchError(
+                f"testbed.tools: container: image {DEFAULT_IMAGE} is missing on "
+                f"{', '.join(missing)} (profile parameter 'Linux tooling container' = yes, "
+                "or rerun emulab/setup-linux-host.sh with container=yes there)"
+            )
+
+    def _remove_containers(self) -> None:
+        """Tool containers of this testbed that outlived their run (a killed ccbench)."""
+        for n in self._linux_nodes():
+            ex = self.ex(n)
+            out = ex.run(["podman", "ps", "-a", "--format", "{{.Names}}"], check=False)
+            names = [x for x in out.stdout.split() if x.startswith(self._container_prefix(n))]
+            if names:
+                ex.run(["podman", "rm", "-f", "-t", "0", *names], check=False)
 
     def driver(self, node: str) -> HostDriver:
         return driver_for(self.node(node).os)
@@ -147,6 +202,8 @@ class RemoteTestbed:
     def up(self) -> dict[str, Any]:
         t0 = time.monotonic()
         self._all(lambda n: self.ex(n).run(["true"], timeout=30))  # reachable, or say who not
+        if self.cfg.tools == "container":
+            self._check_image()
         used = [f"s{i}" for i in range(1, self.topo.pairs + 1)]
         used += [f"r{i}" for i in range(1, self.topo.pairs + 1)]
         notes: list[str] = []
@@ -201,6 +258,8 @@ class RemoteTestbed:
             res: Result = self.ex(node).run(delete, check=False)
             if not res.ok:
                 raise CcbenchError(f"{node}: could not remove loss rule: {res.stderr.strip()}")
+        if self.cfg.tools == "container":
+            self._remove_containers()
         shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
