@@ -273,10 +273,11 @@ def probe_rtts_ms(runs_dir: Path, run_id: str) -> list[float]:
     return [x / 1e3 for x in p.rtts_us] if p else []
 
 
-def probe_tools(runs_dir: Path, run_ids: list[str]) -> list[str]:
-    """What measured the runs' RTT under load (summary.json `probe.what`, else `tool`),
-    in first-seen order."""
-    out: list[str] = []
+def probe_tools(runs_dir: Path, run_ids: list[str]) -> tuple[list[str], list[str]]:
+    """What measured the runs' RTT under load (summary.json `probe.what`, else `tool`)
+    and the raw files it wrote (`probe.raw`), each in first-seen order."""
+    tools: list[str] = []
+    raws: list[str] = []
     for rid in run_ids:
         try:
             s = json.loads((runs_dir / rid / "summary.json").read_text())
@@ -285,17 +286,22 @@ def probe_tools(runs_dir: Path, run_ids: list[str]) -> list[str]:
         pr = s.get("probe") or {}
         tool = pr.get("what") or ("ping (ICMP echo)" if pr.get("tool") == "ping" else None)
         tool = tool or pr.get("tool")
-        if tool and tool not in out:
-            out.append(str(tool))
-    return out
+        if tool and tool not in tools:
+            tools.append(str(tool))
+        if pr.get("raw") and f"raw/{pr['raw']}" not in raws:
+            raws.append(f"raw/{pr['raw']}")
+    return tools, raws
 
 
-def probe_what(tools: list[str], cond: Conditions) -> str:
-    """Which tool measured RTT under load, and how (for captions and notes)."""
+def probe_what(sources: tuple[list[str], list[str]], cond: Conditions) -> str:
+    """Which tool measured RTT under load, how, and where its samples are (for captions
+    and notes); `sources` as probe_tools returns them."""
+    tools, raws = sources
     how = "; ".join(tools) or "ping (ICMP echo)"
     hz = 1 / cond.probe_interval_s if cond.probe_interval_s > 0 else math.nan
     rate = f", {fmt(hz, None)} Hz" if math.isfinite(hz) else ""
-    return f"{how} from s1 to r1{rate}, through the same bottleneck queue as the flows"
+    where = f" ({', '.join(raws)} of each run)" if raws else ""
+    return f"{how} from s1 to r1{rate}, through the same bottleneck queue as the flows{where}"
 
 
 def jain_series(

@@ -235,8 +235,9 @@ def _probe(
                 v, colours.get(v, style.PALETTE[-1]), v == baseline, len(valid), rtts
             )
         )
-    tools = data.probe_tools(runs_dir, [str(r) for r in runs["run_id"]])
-    short = ", ".join(dict.fromkeys(t.split(" (")[0].split(";")[0] for t in tools)) or "ping"
+    sources = data.probe_tools(runs_dir, [str(r) for r in runs["run_id"]])
+    short = ", ".join(dict.fromkeys(t.split(" (")[0].split(";")[0] for t in sources[0]))
+    short = short or "ping"
     title = f"{scen}: RTT under load ({short}), all samples\nCDF per variant over its valid runs"
     w.save(
         behaviour.probe_cdf_figure(samples, cond, title, PAIR_SIZE),
@@ -244,9 +245,8 @@ def _probe(
         scenario=scen,
         kind="probe",
         variant=None,
-        caption=f"{scen}: RTT under load: {data.probe_what(tools, cond)}; the CDF of every "
-        f"sample of each variant's valid runs pooled (raw/probe-ping.txt, probe-irtt.json or "
-        f"probe.flent.gz); dashed: the base "
+        caption=f"{scen}: RTT under load: {data.probe_what(sources, cond)}; the CDF of every "
+        f"sample of each variant's valid runs pooled; dashed: the base "
         f"RTT and the RTT with a full queue. srtt in the other figures is the TCP sender's "
         f"own estimate ({data.SRTT_TOOLS}). {_invalid_note(runs)}",
     )
