@@ -149,6 +149,15 @@ def sender_os(image, declared):
     return None
 
 
+def sender_images(p):
+    """The sender image of each dumbbell: the per-dumbbell list when given, else the
+    one sender image for all. p: dict-like parameters."""
+    listed = [w.strip() for w in p.get("senderImages", "").split(",") if w.strip()]
+    if listed:
+        return listed
+    return [p["senderImageCustom"] or p["senderImage"]] * max(1, p["dumbbells"])
+
+
 IMAGE_RE = re.compile(r"^urn:publicid:IDN\+[A-Za-z0-9.:-]+\+image\+[A-Za-z0-9._:/+-]+$")
 HWTYPE_RE = re.compile(r"^[A-Za-z0-9._-]*$")
 
@@ -191,11 +200,21 @@ def validate(p):
     if not HWTYPE_RE.match(p["hwType"]):
         bad("Hardware type must be a type name such as d430 (or empty for any).", "hwType")
 
-    image = p["senderImageCustom"] or p["senderImage"]
-    image_param = "senderImageCustom" if p["senderImageCustom"] else "senderImage"
-    if not IMAGE_RE.match(image):
-        bad("Sender image must be an image URN (urn:publicid:IDN+...+image+...).", image_param)
+    per_dumbbell = sender_images(p)
+    if p.get("senderImages", "") and 1 <= p["dumbbells"] <= MAX_DUMBBELLS \
+            and len(per_dumbbell) != p["dumbbells"]:
+        bad("Sender images per dumbbell: %d image(s) for %d dumbbell(s); give one per dumbbell, "
+            "comma-separated." % (len(per_dumbbell), p["dumbbells"]), "senderImages", "dumbbells")
+    if p.get("senderImages", ""):
+        images, image_param = sorted(set(per_dumbbell)), "senderImages"
     else:
+        images = [p["senderImageCustom"] or p["senderImage"]]
+        image_param = "senderImageCustom" if p["senderImageCustom"] else "senderImage"
+    for image in images:
+        if not IMAGE_RE.match(image):
+            bad("Sender image must be an image URN (urn:publicid:IDN+...+image+...)%s."
+                % ("" if image_param != "senderImages" else ", not %r" % image), image_param)
+            continue
         guessed = sender_os(image, "auto")
         if p["senderOs"] == "auto" and guessed is None:
             bad("Cannot tell the sender image's OS from its name: set the sender OS.",
@@ -295,6 +314,12 @@ def define_parameters(portal):
         longDescription="Overrides the sender OS image, e.g. your own image with a patched kernel. "
                         "Set the sender OS if its name does not say FBSD or UBUNTU.")
     pc.defineParameter(
+        "senderImages", "Sender images per dumbbell", T.STRING, "", advanced=True,
+        longDescription="Comma-separated image URNs, one per dumbbell (dumbbell 1 first), overriding "
+                        "the sender image: e.g. FreeBSD senders on dumbbell 1 and Ubuntu on dumbbell 2, so "
+                        "one experiment compares stacks across OSes (pin each variant to its dumbbell "
+                        "with `dumbbell:` in the ccbench config).")
+    pc.defineParameter(
         "senderOs", "Sender OS", T.STRING, "auto", advanced=True,
         legalValues=["auto", "freebsd", "linux"],
         longDescription="Which setup script the senders run; auto = from the image name.")
@@ -312,9 +337,7 @@ def define_parameters(portal):
 def build_request(portal, pg, igext, params):
     """Build the request RSpec for validated `params`."""
     request = portal.context.makeRequestRSpec()
-    sender_image = params.senderImageCustom or params.senderImage
-    sender_is_freebsd = sender_os(sender_image, params.senderOs) == "freebsd"
-    sender_setup = "setup-freebsd-sender.sh" if sender_is_freebsd else "setup-linux-host.sh"
+    images = sender_images(vars(params))
     delay_node = params.delayMethod == "delaynode"
     plan = dumbbell_plan(params.pairs, params.dumbbells, delay_node)
     one_way_ms = params.rttMs // 2
@@ -337,6 +360,9 @@ def build_request(portal, pg, igext, params):
         return list(routes.items())[0]
 
     for d in range(1, params.dumbbells + 1):
+        sender_image = images[d - 1]
+        sender_is_freebsd = sender_os(sender_image, params.senderOs) == "freebsd"
+        sender_setup = "setup-freebsd-sender.sh" if sender_is_freebsd else "setup-linux-host.sh"
         left = request.LAN(node_name("left", d))
         right = request.LAN(node_name("right", d))
         for lan in (left, right):

@@ -127,9 +127,13 @@ def from_manifest(xml: bytes, source: str = "manifest") -> Inventory:
             user=login.get("username"),
             port=int(login.get("port", "22")),
         )
-        dbs.setdefault(d, {})[role] = Node(
-            role, target, "freebsd" if "FBSD" in image.upper() else "linux", address
+        # The OS: the start-up script profile.py chose for it says it best (a custom
+        # image's name need not); else the image name.
+        commands = " ".join(e.get("command", "") for e in node.iter("{*}execute"))
+        freebsd = "setup-freebsd-sender.sh" in commands or (
+            "setup-linux-host.sh" not in commands and "FBSD" in image.upper()
         )
+        dbs.setdefault(d, {})[role] = Node(role, target, "freebsd" if freebsd else "linux", address)
     if not dbs:
         raise CcbenchError(
             f"{source}: no dumbbell roles among its nodes ({', '.join(seen) or 'none'}); "

@@ -29,12 +29,16 @@ def test_real_one_node_manifests_are_refused_clearly() -> None:
             inventory.from_manifest(path.read_bytes(), name)
 
 
-def _manifest_from_profile(tmp_path: Path) -> bytes:
+FBSD142 = "urn:publicid:IDN+emulab.net+image+emulab-ops//FBSD142-64-STD"
+UBUNTU24 = "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD"
+
+
+def _manifest_from_profile(tmp_path: Path, *args: str) -> bytes:
     """profile.py's request RSpec + a <login> per node, as Emulab's manifest has
     (login element copied in form from the real fixture manifests)."""
     cp = subprocess.run(
-        [sys.executable, str(REPO / "profile.py"), "--pairs", "2", "--senderImage",
-         "urn:publicid:IDN+emulab.net+image+emulab-ops//FBSD142-64-STD"],
+        [sys.executable, str(REPO / "profile.py"), "--pairs", "2", "--senderImage", FBSD142,
+         *args],
         capture_output=True, cwd=tmp_path, env={**os.environ, "PYTHONPATH": ""},
     )  # fmt: skip
     if cp.returncode != 0:
@@ -60,6 +64,23 @@ def test_profile_manifest_maps_roles_addresses_and_os(tmp_path: Path) -> None:
     assert db["rt1"].target.user == "alice" and db["rt1"].target.host.endswith(".emulab.net")
     assert inventory.pairs(db) == 2
     assert inv.sudo
+
+
+def test_os_per_dumbbell_and_of_a_custom_image(tmp_path: Path) -> None:
+    """The sender OS comes from the start-up script the profile chose, so a custom
+    FreeBSD image whose name does not say so, and mixed dumbbells, map right."""
+    patched = "urn:publicid:IDN+emulab.net+image+p//patched"
+    custom = _manifest_from_profile(
+        tmp_path, "--senderImageCustom", patched, "--senderOs", "freebsd"
+    )
+    inv = inventory.from_manifest(custom)
+    assert inv.dumbbell(1)["s1"].os == "freebsd" and inv.dumbbell(1)["r1"].os == "linux"
+    mixed = inventory.from_manifest(
+        _manifest_from_profile(
+            tmp_path, "--dumbbells", "2", "--senderImages", f"{FBSD142},{UBUNTU24}"
+        )  # fmt: skip
+    )
+    assert mixed.dumbbell(1)["s2"].os == "freebsd" and mixed.dumbbell(2)["s2"].os == "linux"
 
 
 def test_inventory_yaml_round_trip(tmp_path: Path) -> None:

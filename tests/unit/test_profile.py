@@ -406,6 +406,15 @@ def test_custom_sender_image_with_declared_os():
     assert r.image("r1") == UBUNTU24
 
 
+def test_sender_image_per_dumbbell_freebsd_and_linux():
+    """One experiment, two OSes under test: FreeBSD senders on dumbbell 1, Ubuntu on 2."""
+    r = rspec_of("--dumbbells", "2", "--pairs", "1", "--senderImages", f"{FBSD142},{UBUNTU24}")
+    assert (r.image("s1"), r.image("s1-d2")) == (FBSD142, UBUNTU24)
+    assert r.services("s1")[0][0] == "setup-freebsd-sender.sh"
+    assert r.services("s1-d2")[0][0] == "setup-linux-host.sh"
+    assert r.image("r1") == r.image("r1-d2") == r.image("rt1-d2") == UBUNTU24
+
+
 def test_string_choices_are_not_bool_parsed():
     # In geni-lib 0.9.9.4 a BOOLEAN "False" on the command line is True: the
     # profile uses "yes"/"no" strings instead, and they mean what they say.
@@ -443,6 +452,8 @@ def test_string_choices_are_not_bool_parsed():
         ),
         (["--senderImageCustom", "not a urn"], [["senderImageCustom"]]),
         (["--senderOs", "linux"], [["senderImage", "senderOs"]]),
+        (["--dumbbells", "2", "--senderImages", FBSD142], [["senderImages", "dumbbells"]]),
+        (["--senderImages", "freebsd"], [["senderImages"]]),
         (
             ["--queuePackets", "0", "--rttMs", "5000", "--pairs", "9"],
             [["pairs"], ["rttMs"], ["queuePackets"]],
@@ -570,6 +581,7 @@ def test_parameter_definitions():
         "delayMethod",
         "reverseShaping",
         "senderImageCustom",
+        "senderImages",
         "senderOs",
         "txRing",
         "containerTooling",
