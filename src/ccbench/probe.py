@@ -105,6 +105,12 @@ def _flent_primary(series: list[FlentSeries]) -> FlentSeries | None:
     return pings[0] if pings else None
 
 
+def _program(s: FlentSeries) -> str:
+    """The program behind a flent series (fping, irtt, netperf), else its runner."""
+    first = s.command.split()[0] if s.command.split() else ""
+    return first.rsplit("/", 1)[-1] or s.runner
+
+
 def _traffic_window(raw: Path) -> tuple[float, float] | None:
     """Wall-clock start and end of the run's traffic (raw/meta.json, raw/spec.json)."""
     try:
@@ -131,8 +137,13 @@ def read_probe(raw: Path) -> ProbeResult | None:
     if path.exists():
         f = parse_flent_gz(path.read_bytes())
         main = _flent_primary(f.series)
-        shown = f"{main.runner} ({main.name})" if main else "no RTT series"
-        others = [f"{s.name} ({s.runner})" for s in f.series if not s.name.startswith("Ping")]
+        shown = (
+            f"RTT: its '{main.name}' series, measured by {_program(main)}"
+            if main
+            else "no RTT series"
+        )
+        others = [f"'{s.name}' ({_program(s)})" for s in f.series
+                  if not s.name.startswith("Ping")]  # fmt: skip
         extra = f"; the test also ran its own {', '.join(others)}" if others else ""
         window = _traffic_window(raw)
         rtts = []
@@ -141,8 +152,8 @@ def read_probe(raw: Path) -> ProbeResult | None:
                     if window is None or window[0] <= t <= window[1]]  # fmt: skip
         return ProbeResult(
             f"flent {f.test}",
-            f"flent {f.version} {f.test} test; RTT shown: {shown}, samples while the flows "
-            f"ran{extra}",
+            f"flent {f.version} {f.test} test ({shown}; only samples taken while the flows "
+            f"ran{extra})",
             rtts,
             None,
             None,

@@ -114,8 +114,17 @@ def test_read_probe_keeps_flent_samples_taken_while_the_flows_ran(tmp_path: Path
     # inside the 5 s of traffic
     assert len(p.rtts_us) == 40
     assert sorted(p.rtts_us)[20] == pytest.approx(40300.0) and max(p.rtts_us) == 44900.0
-    assert "PingRunner (Ping (ms) ICMP)" in p.what and p.raw == "probe.flent.gz"
+    assert p.what == ("flent 2.3.0 ping test (RTT: its 'Ping (ms) ICMP' series, measured by "
+                      "fping; only samples taken while the flows ran)")  # fmt: skip
+    assert p.raw == "probe.flent.gz"
     assert [s["name"] for s in p.series] == ["Ping (ms) ICMP", "Ping (ms) UDP"]
+
+
+def test_flent_netperf_test_says_it_ran_its_own_flow(tmp_path: Path) -> None:
+    shutil.copy(CAP / "flent-2.3.0-tcp_1up-container.flent.gz", tmp_path / "probe.flent.gz")
+    p = probe.read_probe(tmp_path)  # no meta.json: every sample counts
+    assert p is not None and p.tool == "flent tcp_1up" and len(p.rtts_us) == 169
+    assert p.what.endswith("the test also ran its own 'TCP upload' (netperf))")
 
 
 def test_read_probe_without_probe_is_none(tmp_path: Path) -> None:
