@@ -125,6 +125,13 @@ class SshExecutor:
         local = LocalProc(self.command(inner), stdout, stderr, stdin_pipe=gated)
         return SshProc(self, local, stderr)
 
+    def close(self) -> None:
+        """End this host's shared connection (ControlMaster) now rather than after
+        ControlPersist: `down` leaves no ssh process behind. No master: nothing to do."""
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run([*self.base, "-O", "exit", self.target.dest],
+                           capture_output=True, timeout=10, stdin=subprocess.DEVNULL)  # fmt: skip
+
     def wrap_spawned(self, argv: list[str]) -> list[str]:
         """The remote command line of a background process, after the pid and start
         gate wrappers (subclasses run it elsewhere, e.g. in a container)."""

@@ -61,9 +61,12 @@ def ssh_dumbbell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             sh("ip", "-n", CTL, "link", "set", f"m-{node}", "master", "mgmt", "up")
             sh("ip", "-n", ns, "addr", "add", f"198.19.255.{host}/24", "dev", "mgmt0")
             sh("ip", "-n", ns, "link", "set", "mgmt0", "up")
+            # nsenter, not `ip netns exec`: only the network namespace changes, so the
+            # sessions keep the host's /sys with its cgroup mounts, which podman needs
+            # (as on a real host; `ip netns exec` remounts /sys for the namespace).
             sshds.append(
                 subprocess.Popen(
-                    ["ip", "netns", "exec", ns, "/usr/sbin/sshd", "-D", "-e",
+                    ["nsenter", f"--net=/run/netns/{ns}", "/usr/sbin/sshd", "-D", "-e",
                      "-f", "/dev/null", "-h", str(d / "hostkey"),
                      "-o", f"ListenAddress=198.19.255.{host}",
                      "-o", f"AuthorizedKeysFile={d / 'authorized_keys'}",
@@ -87,14 +90,17 @@ def ssh_dumbbell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         time.sleep(0.5)
         yield d
     finally:
+        # down over SSH while the nodes still answer (it also ends ssh's shared
+        # connections), then the sshds, then the namespaces
+        down = ctl_ccbench("testbed", "down", "--id", "itsshr")
         for p in sshds:
             p.terminate()
             p.wait(timeout=10)
-        subprocess.run(["ip", "netns", "exec", CTL, "ssh", "-O", "exit", "-o",
-                        "ControlPath=/tmp/ccb-ssh-%C", "x"], capture_output=True)  # fmt: skip
         ccbench("testbed", "down", "--id", TB)  # also removes the ctl namespace
-        ccbench("testbed", "down", "--id", "itsshr")
+        assert down.returncode == 0, down.stderr
         assert namespaces(f"ccb-{TB}-") == []
+        masters = subprocess.run(["pgrep", "-f", "ssh.*ccb-ssh-"], capture_output=True)
+        assert masters.stdout == b"", "ssh ControlMaster processes left behind"
 
 
 def ctl_ccbench(*args: str) -> subprocess.CompletedProcess[str]:
