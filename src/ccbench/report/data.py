@@ -205,6 +205,9 @@ class Conditions:
         durs = sorted({float(f.get("duration_s", 0)) for f in self.flows})
         starts = [float(f.get("start_s", 0)) for f in self.flows]
         s = f"{self.n_flows} × {'/'.join(fmt(d, None) for d in durs)} s"
+        streams = sorted({int(f.get("streams", 1)) for f in self.flows})
+        if streams != [1]:  # iperf3 -P k: k TCP connections per flow
+            s += f", {'/'.join(map(str, streams))} streams each"
         if any(starts):
             s += f", starts {'/'.join(fmt(x, None) for x in starts)} s"
         return s
