@@ -8,7 +8,7 @@
 #   cc_cdg cc_chd cc_hd cc_dctcp), the RACK and BBR stacks (tcphpts first, for
 #   kernels where it is a module) and siftr(4) loaded;
 # - the seed's sysctls: host cache off, 10 MB socket buffers;
-# - iperf3 installed from packages;
+# - iperf3 (and, optional, fping) installed from packages;
 # - offloads off on the experiment interface (the one holding addr):
 #   ifconfig IF -tso -lro -txcsum -rxcsum;
 # - a route to the other side of the dumbbell via rt1.
@@ -124,6 +124,10 @@ if ! env ASSUME_ALWAYS_YES=yes pkg info -e iperf3; then
     env ASSUME_ALWAYS_YES=yes pkg install -y iperf3 || die "pkg install iperf3 failed"
 fi
 note "iperf3: $(iperf3 --version 2>&1 | head -n 1)"
+# fping for probe_tool fping (latency under load); optional: ping needs nothing
+if ! env ASSUME_ALWAYS_YES=yes pkg info -e fping; then
+    env ASSUME_ALWAYS_YES=yes pkg install -y fping || note "warning: could not install fping (probe_tool ping still works)"
+fi
 
 # --- the experiment interface: offloads off, route to the far side ---
 dev=$(iface_of "$addr") || die "no interface holds $addr"

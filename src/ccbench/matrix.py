@@ -32,7 +32,7 @@ def _check_probe(
     variants: list[dict[str, Any]],
 ) -> None:  # fmt: skip
     """Probe choices that cannot work here fail before any run, naming the field."""
-    if tool == "ping":
+    if tool in ("ping", "fping"):  # on Linux and FreeBSD senders alike
         return
     for v in variants:
         if v.get("os", "linux") != "linux":

@@ -1,7 +1,8 @@
 """Latency under load: the RTT probe that runs beside a run's bulk flows, s1 -> r1.
 
-Three tools, chosen per scenario (`probe_tool`):
+Four tools, chosen per scenario (`probe_tool`):
 - ping: ICMP echo (iputils or FreeBSD ping), one line per reply.
+- fping: ICMP echo with a timestamped line per probe, replied or timed out.
 - irtt: isochronous UDP round trips (irtt client/server), JSON with one-way delays.
 - flent: a flent test (`probe_flent_test`, default `ping`: fping ICMP + irtt UDP),
   whose .flent.gz is kept in raw/. Tests other than `ping` add netperf flows of their
@@ -18,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.parse.flent import FlentSeries, parse_flent_gz
+from ccbench.parse.fping import parse_fping
 from ccbench.parse.irtt import parse_irtt
 from ccbench.parse.ping import parse_ping
 
-PROBE_TOOLS = ("ping", "irtt", "flent")
+PROBE_TOOLS = ("ping", "fping", "irtt", "flent")
 # flent tests ccbench knows, and whether they need netperf (netserver on r1).
 FLENT_TESTS = {"ping": False, "tcp_1up": True, "tcp_2up": True, "rrul_be": True}
 IRTT_PORT = 2112
@@ -39,7 +41,12 @@ FLENT_SH = (
 # (read_probe).
 FLENT_LEAD_S = 1.5
 FLENT_EXTRA_S = 1
-RAW_FILES = {"ping": "probe-ping.txt", "irtt": "probe-irtt.json", "flent": "probe.flent.gz"}
+RAW_FILES = {
+    "ping": "probe-ping.txt",
+    "fping": "probe-fping.txt",
+    "irtt": "probe-irtt.json",
+    "flent": "probe.flent.gz",
+}
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,13 @@ def plan(
     if tool == "ping":
         return ProbePlan("ping", ["ping", "-n", "-D", "-i", f"{interval_s:g}", dst],
                          RAW_FILES["ping"], ends_by_itself=False)  # fmt: skip
+    ms = max(1, round(interval_s * 1000))
+    if tool == "fping":  # fping is packaged for Linux and FreeBSD alike
+        count = max(1, math.ceil(length_s / interval_s))
+        return ProbePlan("fping", ["fping", "-D", "-p", str(ms), "-c", str(count), dst],
+                         RAW_FILES["fping"])  # fmt: skip
     if sender_os != "linux":
         raise ValueError(f"probe_tool {tool}: needs a Linux sender (s1 runs {sender_os})")
-    ms = max(1, round(interval_s * 1000))
     irtt_server = ["irtt", "server", "-b", f"{dst}:{IRTT_PORT}"]
     if tool == "irtt":
         client = ["irtt", "client", "-Q", "-o", "-", "--fill=rand", "-i", f"{ms}ms",
@@ -129,6 +140,10 @@ def read_probe(raw: Path) -> ProbeResult | None:
         p = parse_ping((raw / RAW_FILES["ping"]).read_text())
         return ProbeResult("ping", "ping (ICMP echo)", list(p.rtts_us), p.sent, p.received,
                            RAW_FILES["ping"])  # fmt: skip
+    if (raw / RAW_FILES["fping"]).exists():
+        fp = parse_fping((raw / RAW_FILES["fping"]).read_text())
+        return ProbeResult("fping", "fping (ICMP echo)", fp.rtts_us, fp.sent, fp.received,
+                           RAW_FILES["fping"])  # fmt: skip
     if (raw / RAW_FILES["irtt"]).exists():
         r = parse_irtt(json.loads((raw / RAW_FILES["irtt"]).read_text()))
         return ProbeResult("irtt", "irtt (UDP round trips)", r.rtts_us, r.sent, r.received,

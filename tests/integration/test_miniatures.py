@@ -42,5 +42,5 @@ def test_miniature_runs_and_reports(tmp_path: Path, name: str) -> None:
     if name == "local-latency.yaml":
         # every probe tool measured its scenario, and the queue's delay on top of 40 ms
         ok = runs[runs["valid"]]
-        assert set(ok["scenario"]) == {"ping", "irtt", "flent"}
+        assert set(ok["scenario"]) == {"ping", "fping", "irtt", "flent"}
         assert ((ok["probe_rtt_p50_ms"] >= 39.5) & (ok["probe_rtt_p95_ms"] <= 60)).all()

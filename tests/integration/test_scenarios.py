@@ -105,10 +105,11 @@ def test_missing_aqm_becomes_a_skipped_run_in_the_workflow(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    ("tool", "raw_file"), [("irtt", "probe-irtt.json"), ("flent", "probe.flent.gz")]
+    ("tool", "raw_file"),
+    [("fping", "probe-fping.txt"), ("irtt", "probe-irtt.json"), ("flent", "probe.flent.gz")],
 )
 def test_latency_under_load_with_irtt_and_flent(tmp_path: Path, tool: str, raw_file: str) -> None:
-    """probe_tool irtt / flent (flent's ping test: fping + irtt) beside 2 cubic flows
+    """probe_tool fping / irtt / flent (flent's ping test: fping + irtt) beside 2 cubic flows
     through a 48-packet queue: samples taken while the flows ran, from the raw file kept."""
     cfg = {
         "testbed": {"id": f"itpr{tool[:2]}"},

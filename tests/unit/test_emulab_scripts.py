@@ -307,6 +307,7 @@ def test_freebsd_sender_plan(tmp_path):
         "net.inet.tcp.hostcache.purgenow=1",
     ]
     assert "pkg install -y iperf3" in c and "ASSUME_ALWAYS_YES=yes" in c
+    assert "pkg install -y fping" in c  # for probe_tool fping
     assert "ifconfig ix1 -tso -lro -txcsum -rxcsum" in c
     assert not any(x.startswith("ifconfig em0 ") for x in c)  # never the control interface
     assert c.index("route -n delete -net 10.1.3.0/24") < c.index(

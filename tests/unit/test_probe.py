@@ -129,3 +129,30 @@ def test_flent_netperf_test_says_it_ran_its_own_flow(tmp_path: Path) -> None:
 
 def test_read_probe_without_probe_is_none(tmp_path: Path) -> None:
     assert probe.read_probe(tmp_path) is None
+
+
+def test_fping_plan_counts_probes_for_the_traffic() -> None:
+    pl = probe.plan("fping", "198.18.4.2", 0.1, 30, sender_os="freebsd")
+    assert pl.client == ["fping", "-D", "-p", "100", "-c", "300", "198.18.4.2"]
+    assert pl.out == "probe-fping.txt" and pl.servers == [] and pl.ends_by_itself
+
+
+def test_fping_capture_with_every_5th_echo_dropped() -> None:
+    """`fping -D -p 100 -c 20` between two namespaces here, the receiver dropping every
+    5th ICMP packet (iptables statistic nth 5): 20 probes, 16 replies."""
+    from ccbench.parse.fping import parse_fping
+
+    r = parse_fping((CAP / "fping-5.1-netns-nth5-loss.txt").read_text())
+    assert (r.target, r.sent, r.received) == ("198.18.252.2", 20, 16)
+    assert r.rtts_us[:3] == [88.0, 41.0, 62.0]
+    assert r.times[0] == 1795376097.70269
+    assert min(r.rtts_us) == 41.0 and max(r.rtts_us) == 88.0  # fping's min/max: 0.041/0.088
+
+
+def test_fping_two_targets_is_an_error() -> None:
+    from ccbench.parse.fping import parse_fping
+
+    text = ("[1.0] 10.0.0.1 : [0], 64 bytes, 1.0 ms (1.0 avg, 0% loss)\n"
+            "[1.1] 10.0.0.2 : [0], 64 bytes, 1.0 ms (1.0 avg, 0% loss)\n")  # fmt: skip
+    with pytest.raises(ValueError, match="two targets"):
+        parse_fping(text)
