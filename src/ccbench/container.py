@@ -39,9 +39,7 @@ def container_argv(
     """
     if not _NETNS_NAME.fullmatch(netns) or netns in {".", ".."}:
         raise ValueError(f"not a network namespace name: {netns!r}")
-    # The testbed has no DNS: a resolver that fails at once, not after a 5 s timeout
-    # (flent looks names up before its first sample).
-    network = ["--network", f"ns:{NETNS_DIR}/{netns}", "--dns", "127.0.0.1"]
+    network = ["--network", f"ns:{NETNS_DIR}/{netns}"]
     return _podman_run(network, image, argv, name, interactive)
 
 
@@ -64,8 +62,12 @@ def _podman_run(
         raise ValueError("argv must name a command")
     if name is not None and not _CONTAINER_NAME.fullmatch(name):
         raise ValueError(f"not a container name: {name!r}")
-    cmd = [PODMAN, "run", "--rm", "--pull=never", network[0], network[1], "--privileged",
-           *network[2:]]  # fmt: skip
+    # Tools get addresses, never names, so no resolver: one that fails at once. A
+    # node's real resolver may sit behind a default route into the dumbbell (as in a
+    # testbed namespace) and make a lookup wait 5 s for its timeout, and flent looks a
+    # name up before its first sample.
+    cmd = [PODMAN, "run", "--rm", "--pull=never", *network, "--privileged",
+           "--dns", "127.0.0.1"]  # fmt: skip
     if interactive:  # keep stdin open: the start gate reads its "go" line from it
         cmd.append("-i")
     if name is not None:

@@ -106,6 +106,9 @@ class ProbeResult:
     received: int | None
     raw: str
     series: list[dict[str, Any]] = field(default_factory=list)
+    # Share of the traffic window between the first and last sample, where the samples
+    # carry times and the tool starts on its own schedule (flent); None: not known.
+    coverage: float | None = None
 
 
 def _flent_primary(series: list[FlentSeries]) -> FlentSeries | None:
@@ -162,9 +165,13 @@ def read_probe(raw: Path) -> ProbeResult | None:
         extra = f"; the test also ran its own {', '.join(others)}" if others else ""
         window = _traffic_window(raw)
         rtts = []
+        coverage = None
         if main:
-            rtts = [v * 1e3 for t, v in zip(main.times, main.values, strict=True)
-                    if window is None or window[0] <= t <= window[1]]  # fmt: skip
+            inside = [(t, v) for t, v in zip(main.times, main.values, strict=True)
+                      if window is None or window[0] <= t <= window[1]]  # fmt: skip
+            rtts = [v * 1e3 for _, v in inside]
+            if window is not None:
+                coverage = _coverage([t for t, _ in inside], *window)
         return ProbeResult(
             f"flent {f.test}",
             f"flent {f.version} {f.test} test ({shown}; only samples taken while the flows "
@@ -183,5 +190,16 @@ def read_probe(raw: Path) -> ProbeResult | None:
                 }  # fmt: skip
                 for s in f.series
             ],
+            coverage=coverage,
         )
     return None
+
+
+def _coverage(times: list[float], start: float, end: float) -> float:
+    """Share of [start, end] covered by the samples inside it, each standing for one
+    sampling step (0 when there are none)."""
+    if not times or end <= start:
+        return 0.0
+    span = max(times) - min(times)
+    step = span / (len(times) - 1) if len(times) > 1 else 0.0
+    return round(min(1.0, (span + step) / (end - start)), 3)

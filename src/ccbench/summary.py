@@ -119,6 +119,8 @@ def _probe(raw: Path) -> dict[str, Any] | None:
                            "sent": p.sent, "received": p.received, "raw": p.raw}  # fmt: skip
     if p.series:
         rec["series"] = p.series
+    if p.coverage is not None:
+        rec["coverage"] = p.coverage
     if not rtts:
         return rec
 
@@ -196,6 +198,8 @@ def summarize(raw: Path) -> dict[str, Any]:
     reasons += validity.check_delay(delay, cal.get("delay_method"))
     bneck = _bottleneck(raw)
     probe = _probe(raw)
+    if meta.get("probe_argv"):  # the run started a probe: it must have measured
+        reasons += validity.check_probe(probe, spec.probe_tool)
     return {
         **_header(spec),
         "started_unix": meta.get("started_unix"),

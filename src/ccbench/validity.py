@@ -13,6 +13,7 @@ from ccbench.spec import RunSpec
 
 RTT_TOLERANCE_MS = 1.0  # idle RTT vs configured
 LATE_SHARE_MAX = 0.01  # share of packets the delay element released > 5 ms late
+PROBE_COVERAGE_MIN = 0.9  # share of the traffic a self-starting probe (flent) must span
 MIN_DURATION_SHARE = 0.9  # a flow must run at least 90 % of what was asked
 
 
@@ -56,6 +57,25 @@ def check_calibration(cal: dict[str, Any]) -> list[str]:
     if not cal:
         return ["no calibration of the testbed recorded"]
     return [f"calibration: {p}" for p in cal.get("problems", [])]
+
+
+def check_probe(probe: dict[str, Any] | None, tool: str) -> list[str]:
+    """The latency-under-load probe was asked for: it must have measured the traffic,
+    not the idle path before or after it (a tool that started late, e.g. flent stalled
+    on a name lookup, measures the wrong thing)."""
+    if probe is None:
+        return [f"probe: the {tool} probe left no data"]
+    if probe.get("error"):
+        return [f"probe: {probe['error']}"]
+    if not probe.get("samples"):
+        return [f"probe: {probe['tool']} took no RTT samples while the flows ran"]
+    cov = probe.get("coverage")
+    if cov is not None and cov < PROBE_COVERAGE_MIN:
+        return [
+            f"probe: {probe['tool']} sampled only {cov * 100:.0f}% of the traffic "
+            f"(need {PROBE_COVERAGE_MIN * 100:g}%)"
+        ]
+    return []
 
 
 def check_delay(delay: dict[str, Any] | None, method: str | None) -> list[str]:

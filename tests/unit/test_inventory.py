@@ -128,7 +128,8 @@ def test_container_tools_over_ssh_command_plan(tmp_path: Path, monkeypatch) -> N
     name = remote[remote.index("--name") + 1]
     assert name.startswith("ccb-t1-s1-4242-")
     assert remote[10:] == ["podman", "run", "--rm", "--pull=never", "--network", "host",
-                           "--privileged", "--name", name, "localhost/ccbench-linux-node:latest",
+                           "--privileged", "--dns", "127.0.0.1", "--name", name,
+                           "localhost/ccbench-linux-node:latest",
                            "iperf3", "-c", "10.1.3.11", "-C", "bbr"]  # fmt: skip
     # set-up commands are not wrapped: sysctl, tc and ip use the host's tools
     assert shlex.split(ex.command(["sysctl", "-n", "x"])[-1]) == ["sudo", "-n", "sysctl", "-n", "x"]

@@ -118,6 +118,29 @@ def test_read_probe_keeps_flent_samples_taken_while_the_flows_ran(tmp_path: Path
                       "fping; only samples taken while the flows ran)")  # fmt: skip
     assert p.raw == "probe.flent.gz"
     assert [s["name"] for s in p.series] == ["Ping (ms) ICMP", "Ping (ms) UDP"]
+    # 40 samples 0.1 s apart span 4.0 s of the 5 s: the run says it (validity)
+    assert p.coverage == pytest.approx(0.8, abs=0.01)
+
+
+def _flent_run(tmp_path: Path, name: str) -> Path:
+    for suffix in ("flent.gz", "meta.json", "spec.json"):
+        target = "probe.flent.gz" if suffix == "flent.gz" else suffix
+        shutil.copy(CAP / f"{name}.{suffix}", tmp_path / target)
+    return tmp_path
+
+
+def test_flent_that_started_after_the_traffic_has_no_samples(tmp_path: Path) -> None:
+    """A real stall (captures/README.md): flent's own name lookup held it 5 s."""
+    p = probe.read_probe(_flent_run(tmp_path, "flent-2.3.0-tcp_1up-ssh-dns-stall"))
+    assert p is not None and p.rtts_us == [] and p.coverage == 0.0
+    assert p.series[0]["samples"] == 169  # it measured, only not while the flows ran
+
+
+def test_flent_coverage_counts_one_step_per_sample() -> None:
+    assert probe._coverage([], 0.0, 5.0) == 0.0
+    assert probe._coverage([1.0], 0.0, 5.0) == 0.0
+    assert probe._coverage([0.05 + 0.1 * k for k in range(50)], 0.0, 5.0) == 1.0
+    assert probe._coverage([2.5 + 0.5 * k for k in range(6)], 0.0, 5.0) == 0.6
 
 
 def test_flent_netperf_test_says_it_ran_its_own_flow(tmp_path: Path) -> None:

@@ -101,3 +101,31 @@ def test_a_failed_attempt_is_reported_not_lost(tmp_path: Path) -> None:
     assert not s["valid"]
     assert s["reasons"][0] == "run failed: adhoc/adhoc rep 1: iperf3 clients still running after 3s"
     assert "flow 2: no iperf3 output (exit 0)" in s["reasons"]
+
+
+def test_a_probe_that_missed_the_traffic_makes_the_run_invalid(tmp_path: Path) -> None:
+    """The run started flent (meta.json's probe_argv) but its samples all came after the
+    flows (a real stall, tests/captures/README.md): latency under load was not measured."""
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    cap = RAW.parent / "probe" / "flent-2.3.0-tcp_1up-ssh-dns-stall"
+    shutil.copy(f"{cap}.flent.gz", raw / "probe.flent.gz")
+    meta = json.loads((raw / "meta.json").read_text())
+    stalled = json.loads(Path(f"{cap}.meta.json").read_text())
+    meta["probe_argv"] = stalled["probe_argv"]
+    meta["started_unix"] = stalled["started_unix"]
+    (raw / "meta.json").write_text(json.dumps(meta))
+    s = summarize(raw)
+    assert s["probe"]["samples"] == 0 and s["probe"]["coverage"] == 0.0
+    assert s["reasons"] == ["probe: flent tcp_1up took no RTT samples while the flows ran"]
+    assert not s["valid"]
+
+
+def test_a_started_probe_without_data_makes_the_run_invalid(tmp_path: Path) -> None:
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    meta = json.loads((raw / "meta.json").read_text())
+    meta["probe_argv"] = ["ping", "-D", "-i", "0.1", "198.18.4.2"]
+    (raw / "meta.json").write_text(json.dumps(meta))
+    s = summarize(raw)
+    assert s["reasons"] == ["probe: the ping probe left no data"]
