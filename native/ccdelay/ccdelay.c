@@ -154,8 +154,8 @@ static struct options opt = {
 	.stats_path = NULL,
 	.maxlen = 200000,
 	.rcvbuf = 64 << 20,
-	.slack_ns = 50 * NSEC_PER_USEC,
-	.read_quantum_ns = 100 * NSEC_PER_USEC,
+	.slack_ns = 200 * NSEC_PER_USEC,
+	.read_quantum_ns = 500 * NSEC_PER_USEC,
 	.max_late_ns = 0,
 	.rt_prio = 0,
 	.cpu_reader = -1,
@@ -277,9 +277,9 @@ static void print_help(void)
 "  --maxlen N            kernel queue length in packets (default 200000)\n"
 "  --rcvbuf BYTES        netlink receive buffer (default 67108864)\n"
 "  --slack-us N          release quantum: at most one release per N us while\n"
-"                        packets keep coming (default 50)\n"
+"                        packets keep coming (default 200)\n"
 "  --read-quantum-us N   reader batching: after a wakeup, wait up to N us\n"
-"                        (at most delay/4) before reading (default 100)\n"
+"                        (at most delay/4) before reading (default 500)\n"
 "  --max-late-us N       drop, instead of release, packets that would leave more\n"
 "                        than N us late (overload safety valve; default 0 = never)\n"
 "  --rt-prio N           run SCHED_FIFO with priority N (1-99; default off)\n"

@@ -7,9 +7,12 @@
 
 Testbed (all names start with ``ccdt-``; torn down on exit, even on failure):
 
-    ccdt-s (198.18.250.1) --veth-- ccdt-d (.2 | .5, ip_forward, ccdelay,
-    tbf toward ccdt-r) --veth-- ccdt-r (198.18.250.6)
+    ccdt-s (198.18.250.1) --veth-- ccdt-b (.2 | .5, ip_forward, tbf toward ccdt-d)
+    --veth-- ccdt-d (.6 | .9, ip_forward, ccdelay) --veth-- ccdt-r (198.18.250.10)
 
+As in ccbench's dumbbell (rt1 -> dl), the shaper sits on a router of its own, not in
+the delay namespace: a backlogged tbf arms a timer per packet, and in ccdt-d that
+work would run inside ccdelay's verdict calls and be charged to the element.
 Every forwarded packet passes an ``iptables -j NFQUEUE`` rule in ccdt-d, so each
 direction gets the configured one-way delay.  Offloads are off on every veth end.
 CPU layout (--rps): "spare" (default) keeps the last CPU free of receive
@@ -43,17 +46,24 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 CCDELAY = HERE / "ccdelay"
 
-NS_S, NS_D, NS_R = "ccdt-s", "ccdt-d", "ccdt-r"
-NAMESPACES = (NS_S, NS_D, NS_R)
-S_ADDR, D_ADDR_S, D_ADDR_R, R_ADDR = (
+NS_S, NS_B, NS_D, NS_R = "ccdt-s", "ccdt-b", "ccdt-d", "ccdt-r"
+NAMESPACES = (NS_S, NS_B, NS_D, NS_R)
+S_ADDR, B_ADDR_S, B_ADDR_D, D_ADDR_B, D_ADDR_R, R_ADDR = (
     "198.18.250.1",
     "198.18.250.2",
     "198.18.250.5",
     "198.18.250.6",
+    "198.18.250.9",
+    "198.18.250.10",
 )
-# (namespace, device) of every veth end
-VETHS = ((NS_S, "ccdt-s0"), (NS_D, "ccdt-d0"), (NS_D, "ccdt-d1"), (NS_R, "ccdt-r0"))
-BOTTLENECK = (NS_D, "ccdt-d1")  # delay node's egress toward the receiver
+# the veth links: (namespace, device, address) of both ends
+LINKS = (
+    ((NS_S, "ccdt-s0", S_ADDR), (NS_B, "ccdt-b0", B_ADDR_S)),
+    ((NS_B, "ccdt-b1", B_ADDR_D), (NS_D, "ccdt-d0", D_ADDR_B)),
+    ((NS_D, "ccdt-d1", D_ADDR_R), (NS_R, "ccdt-r0", R_ADDR)),
+)
+VETHS = tuple((ns, dev) for link in LINKS for ns, dev, _ in link)
+BOTTLENECK = (NS_B, "ccdt-b1")  # the router's egress toward the delay node
 IPERF_PORT = 5399
 
 
@@ -140,48 +150,22 @@ class Testbed:
         for ns in NAMESPACES:
             sh("ip", "netns", "add", ns)
             sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh(
-            "ip",
-            "link",
-            "add",
-            "ccdt-s0",
-            "netns",
-            NS_S,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "ccdt-d0",
-            "netns",
-            NS_D,
-        )
-        sh(
-            "ip",
-            "link",
-            "add",
-            "ccdt-d1",
-            "netns",
-            NS_D,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "ccdt-r0",
-            "netns",
-            NS_R,
-        )
-        sh("ip", "-n", NS_S, "addr", "add", f"{S_ADDR}/30", "dev", "ccdt-s0")
-        sh("ip", "-n", NS_D, "addr", "add", f"{D_ADDR_S}/30", "dev", "ccdt-d0")
-        sh("ip", "-n", NS_D, "addr", "add", f"{D_ADDR_R}/30", "dev", "ccdt-d1")
-        sh("ip", "-n", NS_R, "addr", "add", f"{R_ADDR}/30", "dev", "ccdt-r0")
+        for (ns_a, dev_a, addr_a), (ns_b, dev_b, addr_b) in LINKS:
+            sh("ip", "link", "add", dev_a, "netns", ns_a, "type", "veth",
+               "peer", "name", dev_b, "netns", ns_b)  # fmt: skip
+            sh("ip", "-n", ns_a, "addr", "add", f"{addr_a}/30", "dev", dev_a)
+            sh("ip", "-n", ns_b, "addr", "add", f"{addr_b}/30", "dev", dev_b)
         mask, _ = cpu_layout(self.rps)
         for ns, dev in VETHS:
             sh("ip", "-n", ns, "link", "set", dev, "up")
             nsx(ns, "ethtool", "-K", dev, "gso", "off", "tso", "off", "gro", "off")
             nsx(ns, "tee", f"/sys/class/net/{dev}/queues/rx-0/rps_cpus", input=mask)
-        sh("ip", "-n", NS_S, "route", "add", "default", "via", D_ADDR_S)
+        sh("ip", "-n", NS_S, "route", "add", "default", "via", B_ADDR_S)
+        sh("ip", "-n", NS_B, "route", "add", R_ADDR, "via", D_ADDR_B)
+        sh("ip", "-n", NS_D, "route", "add", S_ADDR, "via", B_ADDR_D)
         sh("ip", "-n", NS_R, "route", "add", "default", "via", D_ADDR_R)
-        nsx(NS_D, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+        for ns in (NS_B, NS_D):
+            nsx(ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
         # per-namespace TCP buffers big enough for 1 Gbit x (40 ms + queue)
         for ns in (NS_S, NS_R):
             nsx(ns, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 33554432")
