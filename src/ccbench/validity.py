@@ -15,6 +15,9 @@ RTT_TOLERANCE_MS = 1.0  # idle RTT vs configured
 LATE_SHARE_MAX = 0.01  # share of packets the delay element released > 5 ms late
 PROBE_COVERAGE_MIN = 0.9  # share of the traffic a self-starting probe (flent) must span
 MIN_DURATION_SHARE = 0.9  # a flow must run at least 90 % of what was asked
+# A flow's mean RTT may exceed the configured RTT + a full bottleneck queue by this
+# much (delayed ACKs, the delay element's release quantum, scheduling) and no more.
+HIDDEN_QUEUE_MS = 5.0
 
 
 def _os_cc_name(cc: str, os_name: str | None) -> str:
@@ -50,7 +53,33 @@ def check_flow(
         )
     if not res.throughput_bps:
         reasons.append(f"flow {k}: no bytes received")
+    reasons += _hidden_queue(k, spec, res)
     return reasons
+
+
+def path_rtt_max_ms(spec: RunSpec) -> float | None:
+    """The most RTT the configured path can give: RTT + a full drop-tail bottleneck
+    queue. None for AQMs, whose standing queue is theirs to decide."""
+    t = spec.topology
+    if t.queue_kind not in ("pfifo", "bfifo"):
+        return None
+    return t.rtt_ms + t.queue_limit_pkts * t.frame_bytes * 8 / t.rate_bps * 1e3
+
+
+def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result) -> list[str]:
+    """Packets held anywhere but the bottleneck queue (an emulator that fell behind, a
+    backlog on a busy CPU, a NIC ring) give the flow a bigger buffer than asked for:
+    its throughput and RTT are then not the configured path's."""
+    bound = path_rtt_max_ms(spec)
+    if bound is None or res.mean_rtt_us is None:
+        return []
+    mean_ms = res.mean_rtt_us / 1000
+    if mean_ms <= bound + HIDDEN_QUEUE_MS:
+        return []
+    return [
+        f"flow {k}: mean RTT {mean_ms:.1f} ms above the {bound:.1f} ms the path can give "
+        f"(RTT + a full queue): packets were held outside the bottleneck"
+    ]
 
 
 def check_calibration(cal: dict[str, Any]) -> list[str]:

@@ -17,7 +17,9 @@ The high-rate flow tests (500 Mbit/s by default, 1 Gbit/s in the slow target) ne
 the machine's CPU (2 cores carry iperf3 sender, receiver, the forwarding path and
 the element): when other work already keeps the machine busier than CCDT_MAX_BG_CPU
 percent (default 60) before the flow starts, they are skipped with that reason
-rather than reporting an overloaded machine as an element failure.
+rather than reporting an overloaded machine as an element failure. A flow that
+misses the bar is measured again, up to three times, as every CPU-bound fidelity
+measurement (tests/integration/conftest.py: measure_fidelity).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.conftest import measure_fidelity
+
 pytestmark = pytest.mark.netns
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +47,6 @@ DELAY_US = 20000  # one way; 40 ms RTT
 RATE = "1gbit"
 RT_PRIO = "10"
 MAX_BG_CPU = float(os.environ.get("CCDT_MAX_BG_CPU", "60"))
-MAX_STEAL_PCT = float(os.environ.get("CCDT_MAX_STEAL", "5"))
 TOOLS = ("ip", "iptables", "tc", "ethtool", "iperf3", "ping", "make", "pkg-config")
 
 
@@ -205,44 +208,29 @@ def test_high_rate_flow_is_delayed_faithfully(bed, cc):
             f"machine busy before the flow ({bg:.0f}% CPU > {MAX_BG_CPU:.0f}%); "
             "1 Gbit fidelity needs the CPU"
         )
-    # A hypervisor that takes the vCPU away (steal) delays any userspace element; such a
-    # measurement says nothing about ccdelay. Measure again once; skip, saying so, only
-    # if the VM was stolen from both times.
-    for attempt in (1, 2):
-        s0 = bed.stats()
-        res = m.run_iperf(cc, duration=10, ccdelay_pid=bed.ccdelay_proc.pid)
-        time.sleep(0.5)  # everything still held becomes due and leaves
-        s1 = bed.stats()
-        summ = m.summarize(res)
-        late = m.lateness_delta(s0, s1)
-        if late["late_share"] <= 0.01 or summ["steal_pct"] <= MAX_STEAL_PCT:
-            break
-        if attempt == 2:
-            pytest.skip(
-                f"hypervisor steal {summ['steal_pct']:.0f}% during both measurements "
-                f"(> {MAX_STEAL_PCT:.0f}%): 1 Gbit fidelity is not measurable on this VM now"
-            )
+    measure_fidelity(lambda: _delayed_faithfully(bed, cc, bg))
+
+
+def _delayed_faithfully(bed, cc: str, bg: float) -> None:
+    s0 = bed.stats()
+    res = m.run_iperf(cc, duration=10, ccdelay_pid=bed.ccdelay_proc.pid)
+    time.sleep(0.5)  # everything still held becomes due and leaves
+    s1 = bed.stats()
+    summ = m.summarize(res)
+    late = m.lateness_delta(s0, s1)
+    keys = ("packets_received", "packets_released", "packets_held", "id_gaps",
+            "kernel_queue", "receive_lag")  # fmt: skip
     report = json.dumps(
         {
             "iperf": summ,
             "lateness": late,
             "background_cpu": bg,
-            "stats": {
-                k: s1[k]
-                for k in (
-                    "packets_received",
-                    "packets_released",
-                    "packets_held",
-                    "id_gaps",
-                    "kernel_queue",
-                    "receive_lag",
-                )
-            },
-        }
+            "stats": {k: s1[k] for k in keys},
+        }  # fmt: skip
     )
+    assert late["late_share"] <= 0.01, f"late share {late['late_share']:.4f} > 0.01: {report}"
     assert summ["cc"] == cc, report
     assert late["packets"] > 100_000, report
-    assert late["late_share"] <= 0.01, report
     assert s1["packets_held"] == 0, report
     assert s1["packets_received"] == s1["packets_released"], report
     assert s1["packets_dropped_late"] == 0, report

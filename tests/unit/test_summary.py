@@ -129,3 +129,24 @@ def test_a_started_probe_without_data_makes_the_run_invalid(tmp_path: Path) -> N
     (raw / "meta.json").write_text(json.dumps(meta))
     s = summarize(raw)
     assert s["reasons"] == ["probe: the ping probe left no data"]
+
+
+def test_a_queue_outside_the_bottleneck_makes_the_run_invalid(tmp_path: Path) -> None:
+    """The capture's flows saw a mean RTT of 34.6/35.6 ms through 83 packets at 50 Mbit/s
+    x 20 ms (at most 40.1 ms). Told the queue held 8 packets (at most 21.9 ms), the same
+    RTTs can only come from packets held somewhere else."""
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    spec = json.loads((raw / "spec.json").read_text())
+    spec["topology"]["queue_limit_pkts"] = 8
+    (raw / "spec.json").write_text(json.dumps(spec))
+    s = summarize(raw)
+    assert s["reasons"] == [
+        "flow 1: mean RTT 34.6 ms above the 21.9 ms the path can give (RTT + a full queue): "
+        "packets were held outside the bottleneck",
+        "flow 2: mean RTT 35.6 ms above the 21.9 ms the path can give (RTT + a full queue): "
+        "packets were held outside the bottleneck",
+    ]
+    spec["topology"]["queue_limit_pkts"] = 40  # 29.7 ms + 5 ms of slack: 34.6 passes
+    (raw / "spec.json").write_text(json.dumps(spec))
+    assert [r[:6] for r in summarize(raw)["reasons"]] == ["flow 2"]
