@@ -118,12 +118,13 @@ class SshExecutor:
         gated: bool = False,
     ) -> SshProc:
         inner = [*PID_WRAPPER, *(GATE if gated else []), *self.wrap_spawned(list(argv))]
+        own = stderr is None
         if stderr is None:  # the remote pid arrives on stderr: it needs a file
             fd, name = tempfile.mkstemp(prefix="ccb-ssh-", suffix=".err")
             os.close(fd)
             stderr = Path(name)
         local = LocalProc(self.command(inner), stdout, stderr, stdin_pipe=gated)
-        return SshProc(self, local, stderr)
+        return SshProc(self, local, stderr, remove_stderr=own)
 
     def close(self) -> None:
         """End this host's shared connection (ControlMaster) now rather than after
@@ -150,11 +151,19 @@ class SshExecutor:
 class SshProc:
     """A remote process: the local ssh client plus the remote pid it reported."""
 
-    def __init__(self, ex: SshExecutor, local: LocalProc, stderr: Path):
+    def __init__(
+        self, ex: SshExecutor, local: LocalProc, stderr: Path, remove_stderr: bool = False
+    ):
         # The ssh client's stdin is the remote command's stdin: release() writes the go.
         self.ex = ex
         self.local = local
         self.stderr = stderr
+        self.remove_stderr = remove_stderr  # a temp file of spawn()'s own: gone once ended
+
+    def _ended(self, rc: int) -> int:
+        if self.remove_stderr:
+            self.stderr.unlink(missing_ok=True)
+        return rc
 
     def remote_pid(self, timeout_s: float = 10.0) -> int | None:
         deadline = time.monotonic() + timeout_s
@@ -175,7 +184,7 @@ class SshProc:
         return self.local.poll()
 
     def wait(self, timeout: float | None = None) -> int:
-        return self.local.wait(timeout)
+        return self._ended(self.local.wait(timeout))
 
     def send_signal(self, sig: int) -> None:
         pid = self.remote_pid(timeout_s=1.0)
@@ -185,7 +194,7 @@ class SshProc:
     def stop(self, sig: int = signal.SIGTERM, grace_s: float = 3.0) -> int:
         self.send_signal(sig)
         try:
-            return self.local.wait(grace_s)
+            return self._ended(self.local.wait(grace_s))
         except subprocess.TimeoutExpired:
             self.send_signal(signal.SIGKILL)
-            return self.local.stop(signal.SIGKILL, grace_s=5.0)
+            return self._ended(self.local.stop(signal.SIGKILL, grace_s=5.0))

@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +41,7 @@ def ssh_dumbbell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     if not Path("/usr/sbin/sshd").exists():
         pytest.skip("openssh-server is not installed (./setup.sh installs it)")
     d = tmp_path_factory.mktemp("ssh")
+    tmp_before = set(Path(tempfile.gettempdir()).glob("ccb-ssh-*"))
     cfg = write_config(d / "tb.yaml", TB, queue={"limit_bdp": 1})
     ccbench("testbed", "down", "--id", TB)
     ccbench("testbed", "up", "--config", str(cfg))
@@ -101,6 +103,8 @@ def ssh_dumbbell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         assert namespaces(f"ccb-{TB}-") == []
         masters = subprocess.run(["pgrep", "-f", "ssh.*ccb-ssh-"], capture_output=True)
         assert masters.stdout == b"", "ssh ControlMaster processes left behind"
+        left = set(Path(tempfile.gettempdir()).glob("ccb-ssh-*")) - tmp_before
+        assert not left, f"temporary files left behind: {sorted(map(str, left))}"
 
 
 def ctl_ccbench(*args: str) -> subprocess.CompletedProcess[str]:
