@@ -44,6 +44,14 @@ class Topology:
     def bdp_pkts(self) -> int:
         return bdp_packets(self.rate_mbit, self.rtt_ms, self.mtu)
 
+    @property
+    def full_queue_ms(self) -> float | None:
+        """Queueing delay of a full drop-tail bottleneck queue (frames at the shaper's
+        rate); None for AQMs, whose standing queue is theirs to decide."""
+        if self.queue_kind not in ("pfifo", "bfifo"):
+            return None
+        return self.queue_limit_pkts * self.frame_bytes * 8 / self.rate_bps * 1e3
+
     def key(self) -> str:
         """Short stable id of the bottleneck configuration (testbeds are shared by key)."""
         return stable_hash(asdict(self))[:10]

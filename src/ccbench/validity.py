@@ -57,22 +57,14 @@ def check_flow(
     return reasons
 
 
-def path_rtt_max_ms(spec: RunSpec) -> float | None:
-    """The most RTT the configured path can give: RTT + a full drop-tail bottleneck
-    queue. None for AQMs, whose standing queue is theirs to decide."""
-    t = spec.topology
-    if t.queue_kind not in ("pfifo", "bfifo"):
-        return None
-    return t.rtt_ms + t.queue_limit_pkts * t.frame_bytes * 8 / t.rate_bps * 1e3
-
-
 def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result) -> list[str]:
     """Packets held anywhere but the bottleneck queue (an emulator that fell behind, a
     backlog on a busy CPU, a NIC ring) give the flow a bigger buffer than asked for:
     its throughput and RTT are then not the configured path's."""
-    bound = path_rtt_max_ms(spec)
-    if bound is None or res.mean_rtt_us is None:
+    full_queue = spec.topology.full_queue_ms
+    if full_queue is None or res.mean_rtt_us is None:
         return []
+    bound = spec.topology.rtt_ms + full_queue
     mean_ms = res.mean_rtt_us / 1000
     if mean_ms <= bound + HIDDEN_QUEUE_MS:
         return []
