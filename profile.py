@@ -1,22 +1,27 @@
 """ccbench: TCP congestion-control comparisons on a bare-metal dumbbell.
 
-Each dumbbell *d* (1 to 4) has N sender/receiver pairs (1 to 4):
+Each dumbbell *d* (1 to 4) has N sender/receiver pairs (1 to 4), each host on a
+physical link of its own (seed 001's topology):
 
-    s1..sN --[left LAN 10.d.1.0/24]-- rt1 ==[bottleneck 10.d.2.0/24]== rt2 --[right LAN 10.d.3.0/24]-- r1..rN
+    s_i --[10.d.1.0/24, a /30 each]-- rt1 ==[10.d.2.0/24 via dl]== rt2 --[10.d.3.0/24, a /30 each]-- r_i
 
-The bottleneck link has the chosen rate and RTT/2 one-way latency in each
-direction. It goes through an explicit Emulab delay node `dl` (a transparent
-dummynet bridge), or, with delay method "linkshaping", through the delay node that
-Emulab inserts for a shaped link. Router rt1 holds the bottleneck queue: on its
-interface toward rt2 it runs a tbf shaper at the bottleneck rate with a
-`pfifo limit <queue packets>` child (or the chosen AQM), with NIC offloads off and a
-small TX ring. rt2 gets the same qdisc only if "shape the reverse path" is on.
+Every link runs at the link speed (1 Gb/s by default), unshaped by Emulab and, by
+default, never across an inter-switch trunk: senders first meet in rt1's queue.
+Router rt1 holds the bottleneck: on its interface toward rt2 a tbf shaper at the
+bottleneck rate with a `pfifo limit <queue packets>` child (or the chosen AQM),
+NIC offloads off and a small TX ring (what the driver set is recorded in
+`/var/tmp/ccbench/nic-<interface>.json`). rt2 gets the same qdisc only if "shape
+the reverse path" is on. The delay node `dl` (a transparent dummynet bridge; with
+delay method "linkshaping", the one Emulab inserts) adds RTT/2 in each direction
+and only delays: its pipes run at the link speed. Senders and receivers keep their
+OS's offload defaults.
 
 Node names: dumbbell 1 uses the plain names `s1..sN`, `rt1`, `dl`, `rt2`, `r1..rN`;
 dumbbell d >= 2 appends `-d<d>` (`s1-d2`, `rt1-d2`, `dl-d2`, ...), and so do the link
-names (`left`, `core`, `right`; `core-a`/`core-b` on each side of `dl`).
-Addresses: s_i = 10.d.1.(10+i), rt1 = 10.d.1.1 and 10.d.2.1, rt2 = 10.d.2.2 and
-10.d.3.1, r_i = 10.d.3.(10+i), all /24.
+names (`s1-rt1`, `r1-rt2`; `core-a`/`core-b` on each side of `dl`, or `core`).
+Addresses: s_i = 10.d.1.(4i-2) behind rt1's 10.d.1.(4i-3); r_i = 10.d.3.(4i-2)
+behind rt2's 10.d.3.(4i-3) (a /30 per link); rt1 = 10.d.2.1 and rt2 = 10.d.2.2 on
+the bottleneck (/24).
 
 Instructions:
 
@@ -34,18 +39,23 @@ repository (cloned to `/local/repository` on every node); rerunning one by hand
 startup service) is safe.
 """
 
+import json
 import os
 import re
+from collections import OrderedDict
 
 # ---------------------------------------------------------------------------
 # Addressing and naming plan: the single source of truth for this profile.
 # tests/unit/test_profile.py compares it with the local model (ccbench.topology).
 # ---------------------------------------------------------------------------
-NETMASK = "255.255.255.0"  # every segment is a /24
-SUBNETS = {"left": "10.{d}.1", "core": "10.{d}.2", "right": "10.{d}.3"}
-ROUTER_OCTETS = {"rt1": {"left": 1, "core": 1}, "rt2": {"core": 2, "right": 1}}
-HOST_OCTET_BASE = 10  # s_i and r_i get host octet 10 + i
-HOST_SEGMENT = {"sender": "left", "receiver": "right"}
+# Every sender and every receiver has a point-to-point link of its own to its router
+# (seed 001: rt1 had one interface per sender plus the bottleneck), so senders first
+# meet in rt1's bottleneck queue, never in a switch buffer. Access link i is the /30
+# at 4(i-1) inside its side's /24: router .4i-3, host .4i-2 (the local model's layout).
+SUBNETS = {"senders": "10.{d}.1", "core": "10.{d}.2", "receivers": "10.{d}.3"}
+NETMASKS = {24: "255.255.255.0", 30: "255.255.255.252"}
+CORE_OCTETS = {"rt1": 1, "rt2": 2}  # on 10.d.2.0/24 (bridged through dl: one segment)
+SIDES = {"sender": ("s", "rt1", "senders"), "receiver": ("r", "rt2", "receivers")}
 DELAY_NODE = "dl"
 SUFFIX = "-d{d}"  # dumbbell 1: no suffix (seed names); dumbbell d >= 2: "s1-d2"
 REPO = "/local/repository"  # where the portal clones this repository on every node
@@ -81,43 +91,63 @@ def _net(segment, d):
 
 
 def dumbbell_plan(pairs, dumbbells=1, delay_node=True):
-    """node name -> {role, dumbbell, base, addresses {segment: ip}, interfaces
-    {segment: interface id}, routes {net: gateway}, ...} for `dumbbells` dumbbells
-    of `pairs` pairs. Plain dicts, no geni-lib: importable with
-    CCBENCH_PROFILE_IMPORT=1. `delay_node` adds the explicit delay node, a
-    transparent bridge without addresses."""
+    """node name -> {role, dumbbell, base, addresses {key: ip}, prefixes {key: bits},
+    interfaces {key: interface id}, links {key: link name}, routes {net: gateway}, ...}
+    for `dumbbells` dumbbells of `pairs` pairs. A key names what the interface faces:
+    the peer's base name ("rt1", "s2") or "core" for the routers' bottleneck side.
+    Plain dicts, no geni-lib: importable with CCBENCH_PROFILE_IMPORT=1. `delay_node`
+    adds the explicit delay node, a transparent bridge without addresses."""
     plan = {}
     for d in range(1, dumbbells + 1):
-        # hosts: s_i on the left LAN behind rt1, r_i on the right LAN behind rt2
+        routers = {
+            "rt1": {"far": "receivers", "other": "rt2"},
+            "rt2": {"far": "senders", "other": "rt1"},
+        }
+        for base, info in routers.items():
+            name = node_name(base, d)
+            plan[name] = {
+                "role": "router",
+                "dumbbell": d,
+                "base": base,
+                "addresses": {},
+                "prefixes": {},
+                "interfaces": {},
+                "links": {},
+                "routes": {_net(info["far"], d): _ip("core", d, CORE_OCTETS[info["other"]])},
+                "bottleneck": "core",  # the key whose egress holds the qdisc
+            }
+        # hosts: one /30 link each to their router
         for i in range(1, pairs + 1):
-            for role, prefix, peer, router, far in (("sender", "s", "r", "rt1", "right"),
-                                                    ("receiver", "r", "s", "rt2", "left")):
+            for role, (prefix, router, side) in sorted(SIDES.items(), reverse=True):
                 base = "%s%d" % (prefix, i)
-                name = node_name(base, d)
-                seg = HOST_SEGMENT[role]
+                name, rname = node_name(base, d), node_name(router, d)
+                host_ip, router_ip = _ip(side, d, 4 * i - 2), _ip(side, d, 4 * i - 3)
+                link = node_name("%s-%s" % (base, router), d)
+                far = "receivers" if role == "sender" else "senders"
                 plan[name] = {
                     "role": role,
                     "dumbbell": d,
                     "pair": i,
                     "base": base,
-                    "peer": node_name("%s%d" % (peer, i), d),
-                    "addresses": {seg: _ip(seg, d, HOST_OCTET_BASE + i)},
-                    "interfaces": {seg: "%s:%s" % (name, seg)},
-                    "routes": {_net(far, d): _ip(seg, d, ROUTER_OCTETS[router][seg])},
+                    "peer": node_name("%s%d" % ("r" if prefix == "s" else "s", i), d),
+                    "addresses": {router: host_ip},
+                    "prefixes": {router: 30},
+                    "interfaces": {router: "%s:%s" % (name, router)},
+                    "links": {router: link},
+                    "routes": {_net(far, d): router_ip},
                 }
-        # routers: each reaches the far LAN through the other router's core address
-        for base, other, far in (("rt1", "rt2", "right"), ("rt2", "rt1", "left")):
+                rt = plan[rname]
+                rt["addresses"][base] = router_ip
+                rt["prefixes"][base] = 30
+                rt["interfaces"][base] = "%s:%s" % (rname, base)
+                rt["links"][base] = link
+        for base in routers:
             name = node_name(base, d)
-            octets = ROUTER_OCTETS[base]
-            plan[name] = {
-                "role": "router",
-                "dumbbell": d,
-                "base": base,
-                "addresses": dict((seg, _ip(seg, d, o)) for seg, o in octets.items()),
-                "interfaces": dict((seg, "%s:%s" % (name, seg)) for seg in octets),
-                "routes": {_net(far, d): _ip("core", d, ROUTER_OCTETS[other]["core"])},
-                "bottleneck": "core",  # the segment whose egress holds the qdisc
-            }
+            plan[name]["addresses"]["core"] = _ip("core", d, CORE_OCTETS[base])
+            plan[name]["prefixes"]["core"] = 24
+            plan[name]["interfaces"]["core"] = "%s:core" % name
+            plan[name]["links"]["core"] = node_name(
+                ("core-a" if base == "rt1" else "core-b") if delay_node else "core", d)
         if delay_node:
             name = node_name(DELAY_NODE, d)
             plan[name] = {
@@ -125,10 +155,21 @@ def dumbbell_plan(pairs, dumbbells=1, delay_node=True):
                 "dumbbell": d,
                 "base": DELAY_NODE,
                 "addresses": {},
+                "prefixes": {},
                 "interfaces": {"rt1": name + ":if0", "rt2": name + ":if1"},  # toward
+                "links": {"rt1": node_name("core-a", d), "rt2": node_name("core-b", d)},
                 "routes": {},
             }
     return plan
+
+
+def plan_links(plan):
+    """link name -> sorted [interface id] of its two ends, from a dumbbell_plan()."""
+    links = {}
+    for info in plan.values():
+        for key, link in info["links"].items():
+            links.setdefault(link, []).append(info["interfaces"][key])
+    return dict((link, sorted(ends)) for link, ends in links.items())
 
 
 def machines_needed(pairs, dumbbells):
@@ -183,6 +224,10 @@ def validate(p):
         )
     if not 1 <= p["bandwidthMbps"] <= MAX_RATE_MBPS:
         bad("Bottleneck rate must be 1 to %d Mbit/s." % MAX_RATE_MBPS, "bandwidthMbps")
+    elif p["bandwidthMbps"] > p["linkSpeedMbps"]:
+        bad("Bottleneck rate %d Mbit/s is above the link speed (%d Mbit/s): rt1's shaper must be "
+            "the slowest point." % (p["bandwidthMbps"], p["linkSpeedMbps"]),
+            "bandwidthMbps", "linkSpeedMbps")
     if not 0 <= p["rttMs"] <= MAX_RTT_MS:
         bad("RTT must be 0 to %d ms." % MAX_RTT_MS, "rttMs")
     elif p["rttMs"] % 2:
@@ -197,8 +242,9 @@ def validate(p):
         )
     if not 0 <= p["txRing"] <= MAX_TX_RING:
         bad("TX ring must be 0 (driver default) to %d descriptors." % MAX_TX_RING, "txRing")
-    if not HWTYPE_RE.match(p["hwType"]):
-        bad("Hardware type must be a type name such as d430 (or empty for any).", "hwType")
+    for name in ("hwType", "delayHwType"):
+        if not HWTYPE_RE.match(p[name]):
+            bad("Hardware type must be a type name such as d430 (or empty for any).", name)
 
     per_dumbbell = sender_images(p)
     if p.get("senderImages", "") and 1 <= p["dumbbells"] <= MAX_DUMBBELLS \
@@ -258,171 +304,269 @@ def setup_command(script, args):
     return "sudo /bin/sh %s/emulab/%s %s" % (REPO, script, " ".join(_quote(w) for w in words))
 
 
+LINK_SPEEDS = [(1000, "1 Gb/s (d430: Intel I350)"), (10000, "10 Gb/s")]
+YES_NO = ["no", "yes"]  # not BOOLEAN: geni-lib 0.9.9.4's command line reads bool("False") as True
+
+
+def parameter_definitions(T):
+    """The profile's parameters in form order: [(name, description, type, default,
+    {defineParameter keyword arguments})]. T: portal.ParameterType."""
+    return [
+        ("pairs", "Sender/receiver pairs per dumbbell", T.INTEGER, 2, dict(
+            longDescription="Number of sender/receiver pairs (1-%d); sender s_i sends to receiver r_i. "
+                            "Each host has a link of its own to its router." % MAX_PAIRS)),
+        ("senderImage", "Sender OS image", T.IMAGE, FBSD142, dict(
+            legalValues=[(FBSD142, "FreeBSD 14.2"), (UBUNTU24, "Ubuntu 24.04")],
+            longDescription="OS of the senders s1..sN (the OS under test). Routers and receivers use the "
+                            "router/receiver image.")),
+        ("nodeImage", "Router/receiver image", T.IMAGE, UBUNTU24, dict(
+            longDescription="Linux image for rt1, rt2 and the receivers (their setup uses tc and ethtool).")),
+        ("hwType", "Hardware type", T.NODETYPE, "d430", dict(
+            longDescription="Emulab hardware type for all hosts and routers, e.g. d430; empty = any type.")),
+        ("bandwidthMbps", "Bottleneck rate (Mbit/s)", T.INTEGER, 1000, dict(
+            longDescription="Rate of rt1's tbf shaper on its interface toward rt2, 1-%d Mbit/s and at most "
+                            "the link speed. Only rt1 shapes: the links run at the link speed and the delay "
+                            "node only delays." % MAX_RATE_MBPS)),
+        ("rttMs", "Round-trip time (ms)", T.INTEGER, 40, dict(
+            longDescription="Base RTT added by the delay node, 0-%d ms, even; each direction gets RTT/2 "
+                            "(the link latency is one-way)." % MAX_RTT_MS)),
+        ("queuePackets", "Bottleneck queue (packets)", T.INTEGER, 48, dict(
+            longDescription="Packet limit of the queue on rt1's bottleneck interface (pfifo limit, or the AQM's "
+                            "hard limit), 2-%d. The seed testbed used 48." % MAX_QUEUE)),
+        ("aqm", "Bottleneck AQM", T.STRING, "none", dict(
+            legalValues=[("none", "none (pfifo tail drop)"), "fq_codel", "codel", "pie", "red"],
+            longDescription="Queue discipline under rt1's tbf shaper. With an AQM the queue size is its hard "
+                            "limit; RED needs at least %d packets." % MIN_RED_QUEUE)),
+        ("delayMethod", "Delay method", T.STRING, "delaynode", dict(
+            legalValues=[("delaynode", "explicit delay node dl (bridge)"),
+                         ("linkshaping", "shaped link (Emulab inserts the delay node)")],
+            longDescription="delaynode: the bottleneck runs through an explicit delay node named dl, a "
+                            "transparent bridge with one dummynet pipe per direction. linkshaping: a "
+                            "delayed link; Emulab adds its own (unnamed) delay node. Either way the delay "
+                            "node's pipes run at the link speed: they delay, rt1 shapes.")),
+        ("dumbbells", "Independent dumbbells", T.INTEGER, 1, dict(
+            longDescription="Number of independent dumbbells (1-%d) for parallel runs. Dumbbell d uses "
+                            "10.d.x.0/24 and node names with suffix -d<d> for d >= 2 (s1-d2, rt1-d2, ...)."
+                            % MAX_DUMBBELLS)),
+        ("reverseShaping", "Shape the reverse path", T.STRING, "no", dict(
+            legalValues=[("no", "no (rt1 only)"), ("yes", "yes (rt1 and rt2)")],
+            longDescription="Also put the shaper and queue on rt2's interface toward rt1 (symmetric runs).")),
+        ("linkSpeedMbps", "Link speed (Mbit/s)", T.INTEGER, 1000, dict(
+            legalValues=LINK_SPEEDS, advanced=True,
+            longDescription="Physical speed requested for every link (access links, both halves of the "
+                            "bottleneck) and the delay node's pipe rate. Never shaped by Emulab: the only "
+                            "shaper is rt1's. The bottleneck rate cannot exceed it.")),
+        ("delayHwType", "Delay node hardware type", T.NODETYPE, "d430", dict(
+            advanced=True,
+            longDescription="Emulab hardware type of the delay node dl (delay method delaynode); empty = "
+                            "any type.")),
+        ("interSwitch", "Allow inter-switch links", T.STRING, "no", dict(
+            legalValues=[("no", "no (all links on one switch)"), ("yes", "yes (easier to map)")],
+            advanced=True,
+            longDescription="no: Emulab must not map any link onto an inter-switch trunk, where other "
+                            "experiments' traffic could queue or drop ours. yes: a mapping that fails for "
+                            "lack of free nodes on one switch may succeed, at that risk.")),
+        ("senderImageCustom", "Custom sender image URN", T.STRING, "", dict(
+            advanced=True,
+            longDescription="Overrides the sender OS image, e.g. your own image with a patched kernel. "
+                            "Set the sender OS if its name does not say FBSD or UBUNTU.")),
+        ("senderImages", "Sender images per dumbbell", T.STRING, "", dict(
+            advanced=True,
+            longDescription="Comma-separated image URNs, one per dumbbell (dumbbell 1 first), overriding "
+                            "the sender image: e.g. FreeBSD senders on dumbbell 1 and Ubuntu on dumbbell 2, "
+                            "so one experiment compares stacks across OSes (pin each variant to its dumbbell "
+                            "with `dumbbell:` in the ccbench config).")),
+        ("senderOs", "Sender OS", T.STRING, "auto", dict(
+            legalValues=["auto", "freebsd", "linux"], advanced=True,
+            longDescription="Which setup script the senders run; auto = from the image name.")),
+        ("txRing", "Router TX ring (descriptors)", T.INTEGER, 48, dict(
+            advanced=True,
+            longDescription="TX ring size asked for on the shaped router interface (the L2 buffer under the "
+                            "qdisc; the seed used 48 + 48). 0 keeps the driver default. Drivers clamp it "
+                            "(igb: at least 80): what was set is recorded in "
+                            "/var/tmp/ccbench/nic-<interface>.json on the router.")),
+        ("hostOffloads", "Sender/receiver NIC offloads", T.STRING, "default", dict(
+            legalValues=[("default", "OS defaults (as the seed)"), ("off", "TSO/GSO/GRO/LRO off")],
+            advanced=True,
+            longDescription="default: senders and receivers keep their OS's offload settings, as in the "
+                            "seed (routers always run with offloads off). off: switch them off on the "
+                            "hosts' experiment interfaces too.")),
+        ("containerTooling", "Linux tooling container", T.STRING, "no", dict(
+            legalValues=YES_NO, advanced=True,
+            longDescription="yes: Linux nodes also install podman and build the ccbench tooling container "
+                            "from containers/linux-node.")),
+    ]
+
+
 def define_parameters(portal):
-    pc = portal.context
-    T = portal.ParameterType
-    pc.defineParameter(
-        "pairs", "Sender/receiver pairs per dumbbell", T.INTEGER, 2,
-        longDescription="Number of sender/receiver pairs (1-%d); sender s_i sends to receiver r_i."
-                        % MAX_PAIRS)
-    pc.defineParameter(
-        "senderImage", "Sender OS image", T.IMAGE, FBSD142,
-        legalValues=[(FBSD142, "FreeBSD 14.2"), (UBUNTU24, "Ubuntu 24.04")],
-        longDescription="OS of the senders s1..sN (the OS under test). Routers and receivers use the "
-                        "router/receiver image.")
-    pc.defineParameter(
-        "nodeImage", "Router/receiver image", T.IMAGE, UBUNTU24,
-        longDescription="Linux image for rt1, rt2 and the receivers (their setup uses tc and ethtool).")
-    pc.defineParameter(
-        "hwType", "Hardware type", T.NODETYPE, "d430",
-        longDescription="Emulab hardware type for all hosts and routers, e.g. d430; empty = any type.")
-    pc.defineParameter(
-        "bandwidthMbps", "Bottleneck rate (Mbit/s)", T.INTEGER, 1000,
-        longDescription="Rate of the rt1-rt2 bottleneck, 1-%d Mbit/s: set on the Emulab link/delay node "
-                        "and as rt1's tbf shaper rate." % MAX_RATE_MBPS)
-    pc.defineParameter(
-        "rttMs", "Round-trip time (ms)", T.INTEGER, 40,
-        longDescription="Base RTT added by the delay node, 0-%d ms, even; each direction gets RTT/2 "
-                        "(the link latency is one-way)." % MAX_RTT_MS)
-    pc.defineParameter(
-        "queuePackets", "Bottleneck queue (packets)", T.INTEGER, 48,
-        longDescription="Packet limit of the queue on rt1's bottleneck interface (pfifo limit, or the AQM's "
-                        "hard limit), 2-%d. The seed testbed used 48." % MAX_QUEUE)
-    pc.defineParameter(
-        "aqm", "Bottleneck AQM", T.STRING, "none",
-        legalValues=[("none", "none (pfifo tail drop)"), "fq_codel", "codel", "pie", "red"],
-        longDescription="Queue discipline under rt1's tbf shaper. With an AQM the queue size is its hard "
-                        "limit; RED needs at least %d packets." % MIN_RED_QUEUE)
-    pc.defineParameter(
-        "delayMethod", "Delay method", T.STRING, "delaynode",
-        legalValues=[("delaynode", "explicit delay node dl (bridge)"),
-                     ("linkshaping", "shaped link (Emulab inserts the delay node)")],
-        longDescription="delaynode: the bottleneck runs through an explicit delay node named dl, a "
-                        "transparent bridge with one dummynet pipe per direction. linkshaping: a plain "
-                        "shaped link; Emulab adds its own (unnamed) delay node.")
-    pc.defineParameter(
-        "dumbbells", "Independent dumbbells", T.INTEGER, 1,
-        longDescription="Number of independent dumbbells (1-%d) for parallel runs. Dumbbell d uses "
-                        "10.d.x.0/24 and node names with suffix -d<d> for d >= 2 (s1-d2, rt1-d2, ...)."
-                        % MAX_DUMBBELLS)
-    pc.defineParameter(
-        "reverseShaping", "Shape the reverse path", T.STRING, "no",
-        legalValues=[("no", "no (rt1 only)"), ("yes", "yes (rt1 and rt2)")],
-        longDescription="Also put the shaper and queue on rt2's interface toward rt1 (symmetric runs).")
-    pc.defineParameter(
-        "senderImageCustom", "Custom sender image URN", T.STRING, "", advanced=True,
-        longDescription="Overrides the sender OS image, e.g. your own image with a patched kernel. "
-                        "Set the sender OS if its name does not say FBSD or UBUNTU.")
-    pc.defineParameter(
-        "senderImages", "Sender images per dumbbell", T.STRING, "", advanced=True,
-        longDescription="Comma-separated image URNs, one per dumbbell (dumbbell 1 first), overriding "
-                        "the sender image: e.g. FreeBSD senders on dumbbell 1 and Ubuntu on dumbbell 2, so "
-                        "one experiment compares stacks across OSes (pin each variant to its dumbbell "
-                        "with `dumbbell:` in the ccbench config).")
-    pc.defineParameter(
-        "senderOs", "Sender OS", T.STRING, "auto", advanced=True,
-        legalValues=["auto", "freebsd", "linux"],
-        longDescription="Which setup script the senders run; auto = from the image name.")
-    pc.defineParameter(
-        "txRing", "Router TX ring (descriptors)", T.INTEGER, 48, advanced=True,
-        longDescription="TX ring size on the shaped router interface (the L2 buffer under the qdisc; the "
-                        "seed used 48 + 48). 0 keeps the driver default; drivers that refuse it are logged.")
-    pc.defineParameter(
-        "containerTooling", "Linux tooling container", T.STRING, "no", advanced=True,
-        legalValues=["no", "yes"],
-        longDescription="yes: Linux nodes also install podman and build the ccbench tooling container "
-                        "from containers/linux-node.")
+    """Define the parameters on portal.context; returns parameter_definitions()."""
+    defs = parameter_definitions(portal.ParameterType)
+    for name, description, typ, default, options in defs:
+        portal.context.defineParameter(name, description, typ, default, **options)
+    return defs
 
 
-def build_request(portal, pg, igext, params):
-    """Build the request RSpec for validated `params`."""
+def _paramdef_json(defs):
+    """The parameter form as upstream geni-lib's portal dumps it (its Parameter.toParamdef()
+    plus groupName, in definition order); written by this profile under geni-lib 0.9.9.4,
+    whose own dump cannot serialise its Parameter objects."""
+    out = []
+    for name, description, typ, default, options in defs:
+        group = "advanced" if options.get("advanced") else None
+        entry = [
+            ("name", name), ("description", description),
+            ("longDescription", options.get("longDescription")), ("inputFieldHint", None),
+            ("type", typ), ("legalValues", options.get("legalValues")), ("defaultValue", default),
+            ("groupId", group), ("hide", False), ("inputConstraints", None),
+        ]
+        if group:
+            entry.append(("groupName", "Advanced"))
+        out.append(json.dumps(name) + ": " + json.dumps(OrderedDict(entry)))
+    return "{" + ", ".join(out) + "}"
+
+
+def _portal_value(v):
+    """A value as the portal sends it ({"value": v}) or as given."""
+    return v["value"] if isinstance(v, dict) and "value" in v else v
+
+
+def bind_parameters(portal, defs):
+    """Bind the parameters as a plain dict, under either geni-lib.
+
+    Upstream geni-lib (the portal's; 0.9.9.5) returns a DictNamespace, a dict whose
+    attributes are items, so vars() of it is {}: read each with getattr(). geni-lib
+    0.9.9.4 (PyPI) binds the command line the same way, but in portal mode its dump of
+    the parameter form raises TypeError and it reads GENILIB_PORTAL_PARAMS_PATH as a flat
+    {name: value}, not the portal's {"bindings": {name: {"value": v}}}: there this
+    profile writes the form itself and binds the values it read."""
+    ctx = portal.context
+    if hasattr(portal, "DictNamespace") or "GENILIB_PORTAL_MODE" not in os.environ:
+        bound = ctx.bindParameters()
+    else:
+        dump = os.environ.get("GENILIB_PORTAL_DUMPPARAMS_PATH")
+        if dump:
+            with open(dump, "w") as f:
+                f.write(_paramdef_json(defs))
+        given = {}
+        path = os.environ.get("GENILIB_PORTAL_PARAMS_PATH")
+        if path:
+            with open(path) as f:
+                given = json.load(f)
+            if "bindings" in given:
+                given = given["bindings"] or {}
+        values = OrderedDict((name, _portal_value(given.get(name, default)))
+                             for name, _, _, default, _ in defs)
+        bound = ctx.bindParameters(altParamSrc=values)
+        for name in values:
+            if not hasattr(bound, name):  # 0.9.9.4 only prints these
+                ctx.reportError(portal.ParameterError(
+                    "Illegal value %r for parameter %s" % (values[name], name), [name]))
+        ctx.verifyParameters()
+    return OrderedDict((name, getattr(bound, name)) for name, _, _, _, _ in defs)
+
+
+def build_request(portal, pg, igext, p):
+    """Build the request RSpec for validated parameters `p` (a dict)."""
     request = portal.context.makeRequestRSpec()
-    images = sender_images(vars(params))
-    delay_node = params.delayMethod == "delaynode"
-    plan = dumbbell_plan(params.pairs, params.dumbbells, delay_node)
-    one_way_ms = params.rttMs // 2
-    kbps = params.bandwidthMbps * 1000
-    container = params.containerTooling
+    images = sender_images(p)
+    delay_node = p["delayMethod"] == "delaynode"
+    plan = dumbbell_plan(p["pairs"], p["dumbbells"], delay_node)
+    one_way_ms = p["rttMs"] // 2
+    link_kbps = p["linkSpeedMbps"] * 1000  # geni-lib capacities are kbps
+    container = p["containerTooling"]
+    ifaces = {}  # interface id -> geni-lib interface
 
     def add_node(name, image):
         node = request.RawPC(name)
         node.disk_image = image
-        if params.hwType:
-            node.hardware_type = params.hwType
+        if p["hwType"]:
+            node.hardware_type = p["hwType"]
+        info = plan[name]
+        for key in sorted(info["interfaces"], key=lambda k: (k == "core", k)):
+            iface = node.addInterface(key)
+            iface.addAddress(pg.IPv4Address(info["addresses"][key], NETMASKS[info["prefixes"][key]]))
+            ifaces[info["interfaces"][key]] = iface
         return node
 
-    def add_iface(node, name, segment):
-        iface = node.addInterface(segment)
-        iface.addAddress(pg.IPv4Address(plan[name]["addresses"][segment], NETMASK))
-        return iface
+    def add_link(name, delayed=False):
+        # Every link runs at the pinned physical speed, unshaped by Emulab (no delay node
+        # of its own unless `delayed`, and that one at the link speed too), and, unless
+        # allowed, never across an inter-switch trunk.
+        link = request.Link(name)
+        for end in links[name]:
+            link.addInterface(ifaces[end])
+        link.bandwidth = link_kbps
+        if not delayed:
+            link.setNoBandwidthShaping()
+        if p["interSwitch"] != "yes":
+            link.setNoInterSwitchLinks()
+        return link
 
     def only(routes):
         return list(routes.items())[0]
 
-    for d in range(1, params.dumbbells + 1):
+    for d in range(1, p["dumbbells"] + 1):
         sender_image = images[d - 1]
-        sender_is_freebsd = sender_os(sender_image, params.senderOs) == "freebsd"
+        sender_is_freebsd = sender_os(sender_image, p["senderOs"]) == "freebsd"
         sender_setup = "setup-freebsd-sender.sh" if sender_is_freebsd else "setup-linux-host.sh"
-        left = request.LAN(node_name("left", d))
-        right = request.LAN(node_name("right", d))
-        for lan in (left, right):
-            # Access LANs run at NIC speed: never shaped, any link speed will do.
-            lan.best_effort = True
-            lan.setNoBandwidthShaping()
+        dumbbell = dict((name, info) for name, info in plan.items() if info["dumbbell"] == d)
+        links = plan_links(dumbbell)
 
-        routers = {}
-        for base, lan_seg, lan in (("rt1", "left", left), ("rt2", "right", right)):
+        for base in ("rt1", "rt2"):
             name = node_name(base, d)
-            node = add_node(name, params.nodeImage)
-            lan.addInterface(add_iface(node, name, lan_seg))
-            routers[base] = add_iface(node, name, "core")
-            net, via = only(plan[name]["routes"])
-            shaped = "yes" if base == "rt1" or params.reverseShaping == "yes" else "no"
+            node = add_node(name, p["nodeImage"])
+            info = plan[name]
+            net, via = only(info["routes"])
+            shaped = "yes" if base == "rt1" or p["reverseShaping"] == "yes" else "no"
             node.addService(pg.Execute(shell="sh", command=setup_command("setup-router.sh", [
                 ("role", base),
-                ("core_addr", plan[name]["addresses"]["core"]),
-                ("if_addrs", ",".join(sorted(plan[name]["addresses"].values()))),
+                ("core_addr", info["addresses"]["core"]),
+                ("if_addrs", ",".join(sorted(info["addresses"].values()))),
                 ("route", net), ("via", via),
-                ("rate_mbit", params.bandwidthMbps), ("queue", params.queuePackets),
-                ("aqm", params.aqm), ("shape", shaped), ("tx_ring", params.txRing),
+                ("rate_mbit", p["bandwidthMbps"]), ("queue", p["queuePackets"]),
+                ("aqm", p["aqm"]), ("shape", shaped), ("tx_ring", p["txRing"]),
             ])))
 
-        for i in range(1, params.pairs + 1):
-            for base, role, lan in (("s%d" % i, "sender", left), ("r%d" % i, "receiver", right)):
+        for i in range(1, p["pairs"] + 1):
+            for base, role in (("s%d" % i, "sender"), ("r%d" % i, "receiver")):
                 name = node_name(base, d)
                 sender = role == "sender"
-                node = add_node(name, sender_image if sender else params.nodeImage)
-                seg = HOST_SEGMENT[role]
-                lan.addInterface(add_iface(node, name, seg))
-                net, via = only(plan[name]["routes"])
-                args = [("role", role), ("addr", plan[name]["addresses"][seg]), ("route", net), ("via", via)]
+                node = add_node(name, sender_image if sender else p["nodeImage"])
+                info = plan[name]
+                net, via = only(info["routes"])
+                args = [("role", role), ("addr", list(info["addresses"].values())[0]),
+                        ("route", net), ("via", via), ("offloads", p["hostOffloads"])]
                 script = sender_setup if sender else "setup-linux-host.sh"
                 if script == "setup-linux-host.sh":
                     args.append(("container", container))
                 node.addService(pg.Execute(shell="sh", command=setup_command(script, args)))
+
+        for i in range(1, p["pairs"] + 1):  # the access links, one per host
+            for base in ("s%d" % i, "r%d" % i):
+                add_link(list(plan[node_name(base, d)]["links"].values())[0])
 
         if delay_node:
             # What request.BridgedLink(name) expands to (a "delay" bridge node plus a
             # link on each side), spelled out so the delay node is named "dl": BridgedLink
             # would call it "<name>_bridge", and underscores are not valid host names.
             request.addNamespace(pg.Namespaces.DELAY)  # declare "delay:" once, at the root
-            bridge = request.Bridge(node_name(DELAY_NODE, d))
+            name = node_name(DELAY_NODE, d)
+            bridge = request.Bridge(name)
+            if p["delayHwType"]:
+                bridge.hardware_type = p["delayHwType"]
+            ifaces[plan[name]["interfaces"]["rt1"]] = bridge.iface0
+            ifaces[plan[name]["interfaces"]["rt2"]] = bridge.iface1
             for pipe in (bridge.pipe0, bridge.pipe1):  # pipe0: rt1 -> rt2, pipe1: rt2 -> rt1
-                pipe.bandwidth = kbps
+                # Delay only: the pipe runs at the link speed, which no frame arriving on a
+                # link of that speed can exceed, so dummynet never holds a queue.
+                pipe.bandwidth = link_kbps
                 pipe.latency = one_way_ms
-            core_a = request.Link(node_name("core-a", d))
-            core_a.addInterface(routers["rt1"])
-            core_a.addInterface(bridge.iface0)
-            core_b = request.Link(node_name("core-b", d))
-            core_b.addInterface(bridge.iface1)
-            core_b.addInterface(routers["rt2"])
+            add_link(node_name("core-a", d))
+            add_link(node_name("core-b", d))
         else:
-            core = request.Link(node_name("core", d))
-            core.addInterface(routers["rt1"])
-            core.addInterface(routers["rt2"])
-            core.bandwidth = kbps
+            core = add_link(node_name("core", d), delayed=True)
             core.latency = one_way_ms  # one-way: the RTT is twice this
-            core.setForceShaping()  # keep the delay node even at RTT 0 / NIC rate
+            core.setForceShaping()  # keep Emulab's delay node even at RTT 0
 
     doc = (__doc__ or "").strip()
     parts = re.split(r"\n\s*Instructions:\s*\n", doc, maxsplit=1)
@@ -440,14 +584,14 @@ def main():
     import geni.rspec.igext as igext
     import geni.rspec.emulab  # noqa: F401  (registers the Emulab link/node extensions)
 
-    define_parameters(portal)
-    params = portal.context.bindParameters()
-    for msg, names in validate(vars(params)):
+    defs = define_parameters(portal)
+    p = bind_parameters(portal, defs)
+    for msg, names in validate(p):
         portal.context.reportError(portal.ParameterError(msg, names))
-    for msg, names in aqm_warnings(vars(params)):
+    for msg, names in aqm_warnings(p):
         portal.context.reportWarning(portal.ParameterWarning(msg, names))
     portal.context.verifyParameters()  # exits 100 + number of errors if any
-    build_request(portal, pg, igext, params)
+    build_request(portal, pg, igext, p)
     portal.context.printRequestRSpec()
 
 

@@ -30,3 +30,46 @@ devices_of() {
 apt_install() {
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "$@"
 }
+
+# Record interface $1 (Linux) in /var/tmp/ccbench/nic-$1.json: driver, link speed,
+# offloads, and the TX ring: $2 descriptors asked (empty: none asked), what the driver
+# set (ethtool -g after setting: drivers clamp without an error, igb to at least 80)
+# and its maximum. "tx_ring_note" says why asked and set differ.
+record_nic() {
+    rings=$(ethtool -g "$1" 2>/dev/null) || rings=''
+    tx_set=$(printf '%s\n' "$rings" | awk '/^Current hardware settings/ {c = 1} c && /^TX:/ {print $2; exit}')
+    tx_max=$(printf '%s\n' "$rings" | awk '/^Current/ {exit} /^TX:/ {print $2; exit}')
+    info=$(ethtool -i "$1" 2>/dev/null) || info=''
+    field() { printf '%s\n' "$info" | awk -v k="$1" 'index($0, k ": ") == 1 {print substr($0, length(k) + 3); exit}'; }
+    driver=$(field driver)
+    speed=$(cat "/sys/class/net/$1/speed" 2>/dev/null) || speed=''
+    features=$(ethtool -k "$1" 2>/dev/null) || features=''
+    feature() { printf '%s\n' "$features" | awk -v k="$1" '$1 == k ":" {print $2; exit}'; }
+    why=''
+    if [ -n "$2" ] && [ "$2" -gt 0 ]; then
+        if [ -z "$tx_set" ]; then
+            why="the driver does not report ring sizes"
+        elif [ "$tx_set" -gt "$2" ]; then
+            why="${driver:-the driver} raised it: below its minimum"
+        elif [ "$tx_set" -lt "$2" ]; then
+            why="${driver:-the driver} lowered it: above its maximum${tx_max:+ $tx_max}"
+        fi
+    fi
+    {
+        printf 'interface\t%s\n' "$(json_str "$1")"
+        printf 'node_script\t%s\n' "$(json_str "$NAME")"
+        printf 'driver\t%s\n' "$(json_str "$driver")"
+        printf 'driver_version\t%s\n' "$(json_str "$(field version)")"
+        printf 'firmware\t%s\n' "$(json_str "$(field firmware-version)")"
+        printf 'bus\t%s\n' "$(json_str "$(field bus-info)")"
+        printf 'speed_mbps\t%s\n' "$(json_uint "$speed")"
+        printf 'tx_ring_asked\t%s\n' "$(json_uint "$2")"
+        printf 'tx_ring_set\t%s\n' "$(json_uint "$tx_set")"
+        printf 'tx_ring_max\t%s\n' "$(json_uint "$tx_max")"
+        printf 'tx_ring_note\t%s\n' "$(json_str "$why")"
+        for k in tcp-segmentation-offload generic-segmentation-offload generic-receive-offload large-receive-offload; do
+            printf '%s\t%s\n' "$k" "$(json_str "$(feature "$k")")"
+        done
+        printf 'time\t%s\n' "$(json_str "$(date -u '+%Y-%m-%dT%H:%M:%SZ')")"
+    } | write_nic_record "$1"
+}

@@ -28,3 +28,25 @@ is_uint() {
 }
 is_ipv4() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}$'; }
 is_net() { printf '%s\n' "$1" | grep -Eq '^([0-9]{1,3}\.){3}[0-9]{1,3}/[0-9]{1,2}$'; }
+
+# --- NIC records: /var/tmp/ccbench/nic-<interface>.json, one JSON object per
+# experiment interface, rewritten on every run of a start-up script ---
+NICDIR=$ROOT/var/tmp/ccbench
+
+# $1 as a JSON string (quotes and backslashes escaped, control characters dropped).
+json_str() {
+    printf '"%s"' "$(printf '%s' "$1" | tr -d '\000-\037' | sed 's/\\/\\\\/g; s/"/\\"/g')"
+}
+
+# $1 as a JSON number if it is an unsigned integer, else null.
+json_uint() {
+    if is_uint "$1"; then printf '%s' "$1"; else printf 'null'; fi
+}
+
+# Write the record of interface $1 from "key<TAB>json value" lines on stdin.
+write_nic_record() {
+    mkdir -p "$NICDIR"
+    awk -F '\t' 'BEGIN {printf "{"} NR > 1 {printf ", "} {printf "\"%s\": %s", $1, $2} END {print "}"}' \
+        >"$NICDIR/nic-$1.json.tmp" && mv "$NICDIR/nic-$1.json.tmp" "$NICDIR/nic-$1.json"
+    note "$1: recorded $NICDIR/nic-$1.json: $(cat "$NICDIR/nic-$1.json")"
+}

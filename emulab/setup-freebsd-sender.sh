@@ -2,15 +2,18 @@
 # ccbench: set up a FreeBSD sender of the dumbbell on Emulab/CloudLab.
 #
 # profile.py's startup service runs it as root on every boot:
-#   setup-freebsd-sender.sh role=sender addr=10.1.1.11 route=10.1.3.0/24 via=10.1.1.1
+#   setup-freebsd-sender.sh role=sender addr=10.1.1.2 route=10.1.3.0/24 via=10.1.1.1 offloads=default
 #
 # - every mod_cc(4) algorithm this kernel has (cc_newreno cc_cubic cc_htcp cc_vegas
 #   cc_cdg cc_chd cc_hd cc_dctcp), the RACK and BBR stacks (tcphpts first, for
 #   kernels where it is a module) and siftr(4) loaded;
 # - the seed's sysctls: host cache off, 10 MB socket buffers;
 # - iperf3 (and, optional, fping) installed from packages;
-# - offloads off on the experiment interface (the one holding addr):
-#   ifconfig IF -tso -lro -txcsum -rxcsum;
+# - offloads: offloads=default keeps FreeBSD's settings (as the seed: only the
+#   routers are tuned); offloads=off runs ifconfig IF -tso -lro -txcsum -rxcsum on the
+#   experiment interface (the one holding addr) and the device under a vlan;
+# - those interfaces recorded in /var/tmp/ccbench/nic-<interface>.json (driver,
+#   media, ifconfig options);
 # - a route to the other side of the dumbbell via rt1.
 # The stack and CC of each run are chosen later by ccbench (sysctl
 # net.inet.tcp.functions_default / net.inet.tcp.cc.algorithm), not here.
@@ -31,13 +34,14 @@ ROOT=${CCBENCH_SETUP_ROOT:-}
 . "$(dirname "$0")/lib.sh"
 
 # --- arguments: key=value, each checked against a strict pattern ---
-role='' addr='' route='' via=''
+role='' addr='' route='' via='' offloads=default
 for arg in "$@"; do
     case $arg in
     role=*) role=${arg#*=} ;;
     addr=*) addr=${arg#*=} ;;
     route=*) route=${arg#*=} ;;
     via=*) via=${arg#*=} ;;
+    offloads=*) offloads=${arg#*=} ;;
     *) die "unknown argument: $arg" ;;
     esac
 done
@@ -46,6 +50,7 @@ done
 is_ipv4 "$addr" || die "addr must be an IPv4 address, not '$addr'"
 is_net "$route" || die "route must be a network such as 10.1.3.0/24, not '$route'"
 is_ipv4 "$via" || die "via must be an IPv4 address, not '$via'"
+case $offloads in default | off) ;; *) die "offloads must be default or off, not '$offloads'" ;; esac
 
 # --- helpers ---
 # Is word $2 listed by sysctl $1? Works for the old comma lists and for the
@@ -129,12 +134,30 @@ if ! env ASSUME_ALWAYS_YES=yes pkg info -e fping; then
     env ASSUME_ALWAYS_YES=yes pkg install -y fping || note "warning: could not install fping (probe_tool ping still works)"
 fi
 
-# --- the experiment interface: offloads off, route to the far side ---
+# Record interface $1 in /var/tmp/ccbench/nic-$1.json: driver (the name without its
+# unit number), media and status lines and the options ifconfig(8) lists.
+record_nic() {
+    out=$(ifconfig "$1" 2>/dev/null) || out=''
+    {
+        printf 'interface\t%s\n' "$(json_str "$1")"
+        printf 'node_script\t%s\n' "$(json_str "$NAME")"
+        printf 'driver\t%s\n' "$(json_str "$(printf '%s' "$1" | sed 's/[0-9]*$//')")"
+        printf 'media\t%s\n' "$(json_str "$(printf '%s\n' "$out" | sed -n 's/^[[:space:]]*media: //p' | head -n 1)")"
+        printf 'status\t%s\n' "$(json_str "$(printf '%s\n' "$out" | sed -n 's/^[[:space:]]*status: //p' | head -n 1)")"
+        printf 'options\t%s\n' "$(json_str "$(printf '%s\n' "$out" | sed -n 's/^[[:space:]]*options=[0-9a-f]*<\(.*\)>$/\1/p' | head -n 1)")"
+        printf 'time\t%s\n' "$(json_str "$(date -u '+%Y-%m-%dT%H:%M:%SZ')")"
+    } | write_nic_record "$1"
+}
+
+# --- the experiment interface: offloads (if asked), record, route to the far side ---
 dev=$(iface_of "$addr") || die "no interface holds $addr"
 for d in $(devices_of "$dev"); do
-    ifconfig "$d" -tso -lro -txcsum -rxcsum || die "cannot switch offloads off on $d"
-    ifconfig "$d" -txcsum6 -rxcsum6 2>/dev/null || true # not every NIC has them
+    if [ "$offloads" = off ]; then
+        ifconfig "$d" -tso -lro -txcsum -rxcsum || die "cannot switch offloads off on $d"
+        ifconfig "$d" -txcsum6 -rxcsum6 2>/dev/null || true # not every NIC has them
+    fi
     ifconfig "$d" | grep -E 'options=' || true
+    record_nic "$d"
 done
 route -n delete -net "$route" >/dev/null 2>&1 || true
 route -n add -net "$route" "$via" || die "cannot add route $route via $via"
@@ -146,7 +169,7 @@ sysctl net.inet.tcp.cc.available net.inet.tcp.functions_available || true
 kldstat || true
 
 mkdir -p "$ROOT/var/tmp"
-printf 'script=%s\nrole=%s\nexperiment_if=%s\naddr=%s\ntime=%s\n' \
-    "$NAME" "$role" "$dev" "$addr" "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
+printf 'script=%s\nrole=%s\nexperiment_if=%s\naddr=%s\noffloads=%s\ntime=%s\n' \
+    "$NAME" "$role" "$dev" "$addr" "$offloads" "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
     >"$ROOT/var/tmp/ccbench-setup.done"
 note "done: $role on $dev ($addr)"

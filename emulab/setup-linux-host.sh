@@ -2,12 +2,17 @@
 # ccbench: set up a Linux sender or receiver of the dumbbell on Emulab/CloudLab.
 #
 # profile.py's startup service runs it as root on every boot:
-#   setup-linux-host.sh role=receiver addr=10.1.3.11 route=10.1.1.0/24 via=10.1.3.1 container=no
+#   setup-linux-host.sh role=receiver addr=10.1.3.2 route=10.1.1.0/24 via=10.1.3.1 \
+#     offloads=default container=no
 #
 # - the seed's TCP sysctls (10 MB buffers, no metrics cache), written to
 #   /etc/sysctl.d/90-ccbench.conf and applied;
 # - the kernel's optional TCP congestion-control modules loaded (where present);
-# - NIC offloads off on the experiment interface (the one holding addr);
+# - NIC offloads: offloads=default keeps the OS's settings (as the seed: only the
+#   routers are tuned; Linux receivers coalesce ACKs with GRO); offloads=off switches
+#   TSO/GSO/GRO/LRO off on the experiment interface (the one holding addr);
+# - the experiment interface (and the device under a VLAN) recorded in
+#   /var/tmp/ccbench/nic-<interface>.json: driver, speed, offloads, TX ring;
 # - a route to the other side of the dumbbell via its router;
 # - iperf3 and ethtool installed; with container=yes also podman and the ccbench
 #   tooling image built from /local/repository/containers/linux-node.
@@ -32,13 +37,14 @@ BASE_IMAGE=docker.io/library/ubuntu:24.04
 . "$(dirname "$0")/lib-linux.sh"
 
 # --- arguments: key=value, each checked against a strict pattern ---
-role='' addr='' route='' via='' container=no
+role='' addr='' route='' via='' offloads=default container=no
 for arg in "$@"; do
     case $arg in
     role=*) role=${arg#*=} ;;
     addr=*) addr=${arg#*=} ;;
     route=*) route=${arg#*=} ;;
     via=*) via=${arg#*=} ;;
+    offloads=*) offloads=${arg#*=} ;;
     container=*) container=${arg#*=} ;;
     *) die "unknown argument: $arg" ;;
     esac
@@ -48,6 +54,7 @@ case $role in sender | receiver) ;; *) die "role must be sender or receiver, not
 is_ipv4 "$addr" || die "addr must be an IPv4 address, not '$addr'"
 is_net "$route" || die "route must be a network such as 10.1.3.0/24, not '$route'"
 is_ipv4 "$via" || die "via must be an IPv4 address, not '$via'"
+case $offloads in default | off) ;; *) die "offloads must be default or off, not '$offloads'" ;; esac
 case $container in yes | no) ;; *) die "container must be yes or no, not '$container'" ;; esac
 
 # --- helpers ---
@@ -96,14 +103,17 @@ for cc in tcp_bbr tcp_htcp tcp_vegas tcp_dctcp tcp_cdg tcp_hybla tcp_illinois tc
 done
 note "available congestion controls: $(sysctl -n net.ipv4.tcp_available_congestion_control)"
 
-# --- the experiment interface: offloads off, route to the far side ---
+# --- the experiment interface: offloads (if asked), record, route to the far side ---
 dev=$(iface_of "$addr") || die "no interface holds $addr"
 for d in $(devices_of "$dev"); do
-    for feature in tso gso gro lro; do
-        ethtool -K "$d" "$feature" off 2>/dev/null || note "$d: cannot switch $feature off (fixed by the driver?)"
-    done
+    if [ "$offloads" = off ]; then
+        for feature in tso gso gro lro; do
+            ethtool -K "$d" "$feature" off 2>/dev/null || note "$d: cannot switch $feature off (fixed by the driver?)"
+        done
+    fi
     ethtool -k "$d" 2>/dev/null |
         grep -E '^(tcp-segmentation|generic-segmentation|generic-receive|large-receive)-offload:' || true
+    record_nic "$d" ''
 done
 ip route replace "$route" via "$via" || die "cannot add route $route via $via"
 note "route $route via $via"
@@ -122,7 +132,7 @@ if [ "$container" = yes ]; then
 fi
 
 mkdir -p "$ROOT/var/tmp"
-printf 'script=%s\nrole=%s\nexperiment_if=%s\naddr=%s\ncontainer=%s\ntime=%s\n' \
-    "$NAME" "$role" "$dev" "$addr" "$container" "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
+printf 'script=%s\nrole=%s\nexperiment_if=%s\naddr=%s\noffloads=%s\ncontainer=%s\ntime=%s\n' \
+    "$NAME" "$role" "$dev" "$addr" "$offloads" "$container" "$(date -u '+%Y-%m-%dT%H:%M:%SZ')" \
     >"$ROOT/var/tmp/ccbench-setup.done"
 note "done: $role on $dev ($addr)"

@@ -13,6 +13,9 @@
 #   (or the AQM with `limit queue`), and the TX ring set to tx_ring (0 = leave);
 #   with shape=no: the driver's default qdisc.
 # Idempotent: safe to rerun (the qdisc is rebuilt, so its counters restart).
+# - every experiment interface (and the device under a VLAN) recorded in
+#   /var/tmp/ccbench/nic-<interface>.json: driver, speed, offloads, and on the
+#   bottleneck the TX ring asked and set (drivers clamp silently: igb to >= 80).
 # Log: /local/logs/ccbench-setup-router.log; on success /var/tmp/ccbench-setup.done.
 # Tests only: CCBENCH_SETUP_ROOT prefixes every file path this script uses;
 # CCBENCH_SETUP_BIN is searched first for commands.
@@ -147,6 +150,16 @@ if [ "$shape" = yes ]; then
     fi
 fi
 tc -s qdisc show dev "$core_if"
+
+# --- what the NICs run with: /var/tmp/ccbench/nic-<interface>.json ---
+asked=''
+if [ "$shape" = yes ] && [ "$tx_ring" -gt 0 ]; then asked=$tx_ring; fi
+for a in $addrs; do
+    dev=$(iface_of "$a") || die "no interface holds $a"
+    for d in $(devices_of "$dev"); do
+        if [ "$dev" = "$core_if" ]; then record_nic "$d" "$asked"; else record_nic "$d" ''; fi
+    done
+done
 
 mkdir -p "$ROOT/var/tmp"
 printf 'script=%s\nrole=%s\nbottleneck_if=%s\nshape=%s\naqm=%s\nqueue=%s\nrate_mbit=%s\ntime=%s\n' \

@@ -15,6 +15,7 @@ CCBENCH_SETUP_ROOT keeps every file the scripts write under a temporary director
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -161,10 +162,15 @@ GOOD = {
         tx_ring="48",
     ),
     "setup-linux-host.sh": dict(
-        role="receiver", addr="10.1.3.11", route="10.1.1.0/24", via="10.1.3.1", container="no"
+        role="receiver",
+        addr="10.1.3.11",
+        route="10.1.1.0/24",
+        via="10.1.3.1",
+        offloads="default",
+        container="no",
     ),
     "setup-freebsd-sender.sh": dict(
-        role="sender", addr="10.1.1.11", route="10.1.3.0/24", via="10.1.1.1"
+        role="sender", addr="10.1.1.11", route="10.1.3.0/24", via="10.1.1.1", offloads="default"
     ),
 }
 BAD = [
@@ -181,6 +187,8 @@ BAD = [
     ("setup-linux-host.sh", "role", "router"),
     ("setup-linux-host.sh", "addr", "10.1.3.11; reboot"),
     ("setup-linux-host.sh", "container", "1"),
+    ("setup-linux-host.sh", "offloads", "no"),
+    ("setup-freebsd-sender.sh", "offloads", "False"),
     ("setup-freebsd-sender.sh", "role", "receiver"),
     ("setup-freebsd-sender.sh", "addr", ""),
     ("setup-freebsd-sender.sh", "via", "gw"),
@@ -308,8 +316,12 @@ def test_freebsd_sender_plan(tmp_path):
     ]
     assert "pkg install -y iperf3" in c and "ASSUME_ALWAYS_YES=yes" in c
     assert "pkg install -y fping" in c  # for probe_tool fping
-    assert "ifconfig ix1 -tso -lro -txcsum -rxcsum" in c
+    # offloads=default: FreeBSD's own settings, as the seed (only the routers are tuned)
+    assert not any(x.startswith("ifconfig ix1 -") for x in c)
     assert not any(x.startswith("ifconfig em0 ") for x in c)  # never the control interface
+    nic = json.loads((tmp_path / "root/var/tmp/ccbench/nic-ix1.json").read_text())
+    assert nic["driver"] == "ix" and nic["media"].startswith("Ethernet autoselect (10Gbase-SR")
+    assert nic["status"] == "active" and "TSO4" in nic["options"].split(",")
     assert c.index("route -n delete -net 10.1.3.0/24") < c.index(
         "route -n add -net 10.1.3.0/24 10.1.1.1"
     )
@@ -318,11 +330,20 @@ def test_freebsd_sender_plan(tmp_path):
     assert "FreeBSD s1 14.2-RELEASE" in log  # provenance
     done = (tmp_path / "root/var/tmp/ccbench-setup.done").read_text()
     assert "experiment_if=ix1\n" in done and "addr=10.1.1.11\n" in done
+    assert "offloads=default\n" in done
+
+
+def test_freebsd_sender_offloads_off_when_asked(tmp_path):
+    bindir = freebsd_bin(tmp_path, with_iperf3=True)
+    args = [f"{k}={v}" for k, v in dict(GOOD["setup-freebsd-sender.sh"], offloads="off").items()]
+    res = run_script("setup-freebsd-sender.sh", args, tmp_path, bindir)
+    assert res.returncode == 0, res.stderr
+    assert "ifconfig ix1 -tso -lro -txcsum -rxcsum" in calls(tmp_path)
 
 
 def test_freebsd_sender_vlan_and_installed_iperf3(tmp_path):
     bindir = freebsd_bin(tmp_path, with_iperf3=True)
-    args = ["role=sender", "addr=10.1.1.12", "route=10.1.3.0/24", "via=10.1.1.1"]
+    args = ["role=sender", "addr=10.1.1.12", "route=10.1.3.0/24", "via=10.1.1.1", "offloads=off"]
     res = run_script("setup-freebsd-sender.sh", args, tmp_path, bindir)
     assert res.returncode == 0, res.stderr
     c = calls(tmp_path)
@@ -433,6 +454,14 @@ def test_router_for_real_in_a_namespace(tmp_path, router_ns):
         assert set(offloads(rt, dev).values()) == {"off"}, dev
     done = (tmp_path / "root/var/tmp/ccbench-setup.done").read_text()
     assert "bottleneck_if=core0\n" in done and "shape=yes\n" in done
+    # the NIC records: veth reports no rings, so asked 48, set unknown, and why
+    nics = tmp_path / "root/var/tmp/ccbench"
+    core = json.loads((nics / "nic-core0.json").read_text())
+    assert (core["driver"], core["tx_ring_asked"], core["tx_ring_set"]) == ("veth", 48, None)
+    assert core["tx_ring_note"] == "the driver does not report ring sizes"
+    assert core["generic-segmentation-offload"] == "off"
+    left = json.loads((nics / "nic-left0.json").read_text())
+    assert left["tx_ring_asked"] is None and left["tx_ring_note"] == ""
 
     # rerun with other values: rebuilt, not stacked; small rates keep a 10-frame burst
     res = run_script(
@@ -500,6 +529,7 @@ def host_bin(tmp_path):
 def test_linux_host_for_real_in_a_namespace(tmp_path, host_ns):
     bindir = host_bin(tmp_path)
     args = [f"{k}={v}" for k, v in GOOD["setup-linux-host.sh"].items()]
+    before = {dev: offloads(host_ns, dev) for dev in ("exp0", "exp0.258")}
     res = run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns)
     assert res.returncode == 0, res.stderr
     conf = (tmp_path / "root/etc/sysctl.d/90-ccbench.conf").read_text()
@@ -525,13 +555,18 @@ def test_linux_host_for_real_in_a_namespace(tmp_path, host_ns):
     log = (tmp_path / "root/local/logs/ccbench-setup-linux-host.log").read_text()
     assert not missing or f"warning: could not install {' '.join(missing)}" in log
     assert "10.1.1.0/24 via 10.1.3.1 dev exp0.258" in sh("ip", "-n", host_ns, "route")
-    # the device under the VLAN: everything off; the stacked device: what it can
-    # (a macvlan always claims software TSO, segmented at exp0 anyway)
-    assert set(offloads(host_ns, "exp0").values()) == {"off"}
-    upper = offloads(host_ns, "exp0.258")
-    assert upper["generic-segmentation-offload"] == upper["generic-receive-offload"] == "off"
+    # offloads=default: the OS's settings, untouched (as the seed: only routers are tuned)
+    assert {dev: offloads(host_ns, dev) for dev in before} == before
+    assert not any(x.startswith("ethtool -K") for x in c)
+    for dev in ("exp0", "exp0.258"):  # the device under the VLAN and the VLAN itself
+        nic = json.loads((tmp_path / f"root/var/tmp/ccbench/nic-{dev}.json").read_text())
+        assert nic["interface"] == dev and nic["node_script"] == "setup-linux-host"
+        assert nic["tx_ring_asked"] is None and nic["tx_ring_note"] == ""
+        assert nic["generic-receive-offload"] == before[dev]["generic-receive-offload"]
+    assert nic["driver"] in ("8021q", "macvlan")
     done = (tmp_path / "root/var/tmp/ccbench-setup.done").read_text()
     assert "experiment_if=exp0.258\n" in done and "role=receiver\n" in done
+    assert "offloads=default\n" in done
     # rerun: still fine
     assert run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns).returncode == 0
 
@@ -557,3 +592,78 @@ def test_linux_host_container_build(tmp_path, host_ns):
     res = run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns)
     assert res.returncode == 1 and "has no Dockerfile" in res.stderr
     assert not done.exists()
+
+
+@pytest.mark.netns
+@NEEDS_NETNS
+def test_linux_host_offloads_off_when_asked(tmp_path, host_ns):
+    bindir = host_bin(tmp_path)
+    args = [f"{k}={v}" for k, v in dict(GOOD["setup-linux-host.sh"], offloads="off").items()]
+    res = run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns)
+    assert res.returncode == 0, res.stderr
+    # the device under the VLAN: everything off; the stacked device: what it can
+    # (a macvlan always claims software TSO, segmented at exp0 anyway)
+    assert set(offloads(host_ns, "exp0").values()) == {"off"}
+    upper = offloads(host_ns, "exp0.258")
+    assert upper["generic-segmentation-offload"] == upper["generic-receive-offload"] == "off"
+    nic = json.loads((tmp_path / "root/var/tmp/ccbench/nic-exp0.json").read_text())
+    assert nic["generic-receive-offload"] == "off"
+
+
+# ethtool as igb (Intel I350, d430's 1 GbE) answers: TX ring 80 to 4096, asked values
+# below 80 clamped without an error. State in $ETHTOOL_STATE (the current TX ring).
+IGB_ETHTOOL = r"""
+state=$ETHTOOL_STATE
+[ -f "$state" ] || echo 256 >"$state"
+case $1 in
+-g) printf 'Ring parameters for %s:\nPre-set maximums:\nRX:\t\t4096\nRX Mini:\tn/a\n' "$2"
+    printf 'RX Jumbo:\tn/a\nTX:\t\t4096\nCurrent hardware settings:\nRX:\t\t256\n'
+    printf 'RX Mini:\tn/a\nRX Jumbo:\tn/a\nTX:\t\t%s\n' "$(cat "$state")" ;;
+-G) n=$4; [ "$n" -ge 80 ] || n=80; echo "$n" >"$state" ;;
+-i) printf 'driver: igb\nversion: 6.8.0-48-generic\nfirmware-version: 1.63, 0x800009fa\n'
+    printf 'bus-info: 0000:01:00.1\n' ;;
+-k) printf 'Features for %s:\ntcp-segmentation-offload: off\n' "$2"
+    printf 'generic-segmentation-offload: off\ngeneric-receive-offload: off\n'
+    printf 'large-receive-offload: off [fixed]\n' ;;
+esac
+exit 0
+"""
+
+
+@pytest.mark.netns
+@NEEDS_NETNS
+def test_router_records_tx_ring_asked_and_set(tmp_path, router_ns):
+    """igb's minimum TX ring is 80: 48 asked, 80 set, and the record says so."""
+    bindir = make_bin(tmp_path, {"ethtool": IGB_ETHTOOL})
+    env = {"ETHTOOL_STATE": str(tmp_path / "ring")}
+    res = run_script(
+        "setup-router.sh", router_args(), tmp_path, bindir, netns=router_ns, extra_env=env
+    )
+    assert res.returncode == 0, res.stderr
+    assert "ethtool -G core0 tx 48" in calls(tmp_path)
+    core = json.loads((tmp_path / "root/var/tmp/ccbench/nic-core0.json").read_text())
+    assert (core["driver"], core["tx_ring_asked"], core["tx_ring_set"], core["tx_ring_max"]) == (
+        "igb",
+        48,
+        80,
+        4096,
+    )
+    assert core["tx_ring_note"] == "igb raised it: below its minimum"
+    assert core["firmware"] == "1.63, 0x800009fa" and core["bus"] == "0000:01:00.1"
+    assert core["large-receive-offload"] == "off"
+    log = (tmp_path / "root/local/logs/ccbench-setup-router.log").read_text()
+    assert "core0: tx ring 80" in log
+    # tx_ring=0: the driver default, nothing asked, nothing changed
+    (tmp_path / "calls").unlink()
+    res = run_script(
+        "setup-router.sh",
+        router_args(tx_ring="0"),
+        tmp_path,
+        bindir,
+        netns=router_ns,
+        extra_env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    assert not any(x.startswith("ethtool -G") for x in calls(tmp_path))
+    core = json.loads((tmp_path / "root/var/tmp/ccbench/nic-core0.json").read_text())
+    assert core["tx_ring_asked"] is None and core["tx_ring_set"] == 80

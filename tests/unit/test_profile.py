@@ -169,18 +169,21 @@ def test_default_nodes_images_and_hardware(default_rspec):
 
 def test_default_addresses_follow_the_plan(default_rspec):
     expected = {
-        "s1:left": "10.1.1.11",
-        "s2:left": "10.1.1.12",
-        "rt1:left": "10.1.1.1",
+        "s1:rt1": "10.1.1.2",
+        "rt1:s1": "10.1.1.1",
+        "s2:rt1": "10.1.1.6",
+        "rt1:s2": "10.1.1.5",
         "rt1:core": "10.1.2.1",
         "rt2:core": "10.1.2.2",
-        "rt2:right": "10.1.3.1",
-        "r1:right": "10.1.3.11",
-        "r2:right": "10.1.3.12",
+        "rt2:r1": "10.1.3.1",
+        "r1:rt2": "10.1.3.2",
+        "rt2:r2": "10.1.3.5",
+        "r2:rt2": "10.1.3.6",
     }
     got = default_rspec.addresses()
     assert {k: v[0] for k, v in got.items()} == expected
-    assert {v[1] for v in got.values()} == {"255.255.255.0"}
+    for iface, (_, mask) in got.items():  # a /30 per access link, the bottleneck a /24
+        assert mask == ("255.255.255.0" if iface.endswith(":core") else "255.255.255.252")
     # and the same as dumbbell_plan()
     plan = prof.dumbbell_plan(2, 1, delay_node=True)
     from_plan = {
@@ -191,23 +194,44 @@ def test_default_addresses_follow_the_plan(default_rspec):
     assert from_plan == expected
 
 
-def test_default_lans_are_unshaped(default_rspec):
+def link_props(r, name):
+    return sorted(
+        (p.get("source_id"), p.get("dest_id"), p.get("capacity"), p.get("latency"))
+        for p in r.links[name].findall("r:property", NS)
+    )
+
+
+def test_default_one_link_per_host_at_link_speed(default_rspec):
+    """Seed 001: one link per sender to rt1 and per receiver to rt2, no shared LAN
+    (senders never meet in a switch buffer), all pinned to 1 Gb/s, unshaped by Emulab
+    and kept off inter-switch trunks."""
     r = default_rspec
-    assert r.link_members("left") == ["rt1:left", "s1:left", "s2:left"]
-    assert r.link_members("right") == ["r1:right", "r2:right", "rt2:right"]
-    for name in ("left", "right"):
-        link = r.links[name]
-        assert link.find("r:link_type", NS).get("name") == "lan"
-        assert link.find("emulab:best_effort", NS).get("enabled") == "true"
+    assert set(r.links) == {"s1-rt1", "s2-rt1", "r1-rt2", "r2-rt2", "core-a", "core-b"}
+    for i in (1, 2):
+        assert r.link_members(f"s{i}-rt1") == [f"rt1:s{i}", f"s{i}:rt1"]
+        assert r.link_members(f"r{i}-rt2") == [f"r{i}:rt2", f"rt2:r{i}"]
+    for name, link in r.links.items():
+        assert link.find("r:link_type", NS) is None  # point-to-point, no LAN
+        assert link.find("emulab:best_effort", NS) is None
         assert link.find("emulab:force_nobwshaping", NS).get("enabled") == "true"
-        assert link.findall("r:property", NS) == []  # no capacity/latency: NIC speed
+        assert link.find("emulab:interswitch", NS).get("allow") == "false"
+        a, b = r.link_members(name)
+        assert link_props(r, name) == sorted([(a, b, "1000000", None), (b, a, "1000000", None)])
+    assert set(r.interfaces("rt1")) == {"rt1:s1", "rt1:s2", "rt1:core"}
+    # and exactly the plan's links
+    assert {n: r.link_members(n) for n in r.links} == prof.plan_links(prof.dumbbell_plan(2))
+
+
+def test_inter_switch_links_can_be_allowed():
+    r = rspec_of("--interSwitch", "yes", "--pairs", "1")
+    assert all(lk.find("emulab:interswitch", NS) is None for lk in r.links.values())
 
 
 def test_default_explicit_delay_node(default_rspec):
     r = default_rspec
     dl = r.nodes["dl"]
     assert r.sliver_type("dl") == "delay"
-    assert r.hardware_type("dl") is None and r.image("dl") is None
+    assert r.hardware_type("dl") == "d430" and r.image("dl") is None  # pinned, like the routers
     assert r.interfaces("dl") == ["dl:if0", "dl:if1"]
     assert not any(i.startswith("dl:") for i in r.addresses())  # a transparent bridge
     pipes = dl.findall("r:sliver_type/delay:sliver_type_shaping/delay:pipe", NS)
@@ -216,15 +240,23 @@ def test_default_explicit_delay_node(default_rspec):
         ("dl:if1", "dl:if0"),
     ]
     for p in pipes:
+        # delay only: the pipe runs at the 1 Gb/s link speed, never the slower shaper
         assert int(p.get("capacity")) == 1000 * 1000  # kbps
         assert float(p.get("lossrate")) == 0.0
     assert sum(float(p.get("latency")) for p in pipes) == 40  # one-way each: RTT in total
-    # rt1 -- core-a -- dl -- core-b -- rt2, with no shaping on the two halves
+    # rt1 -- core-a -- dl -- core-b -- rt2, each half at the link speed, unshaped
     assert r.link_members("core-a") == ["dl:if0", "rt1:core"]
     assert r.link_members("core-b") == ["dl:if1", "rt2:core"]
-    for name in ("core-a", "core-b"):
-        assert r.links[name].findall("r:property", NS) == []
     assert "core" not in r.links
+
+
+def test_delay_node_never_shapes_at_the_bottleneck_rate():
+    r = rspec_of("--bandwidthMbps", "300", "--delayHwType", "d710")
+    pipes = r.nodes["dl"].findall("r:sliver_type/delay:sliver_type_shaping/delay:pipe", NS)
+    assert {int(p.get("capacity")) for p in pipes} == {1000000}
+    assert r.hardware_type("dl") == "d710"
+    assert r.services("rt1")[0][1]["rate_mbit"] == "300"  # rt1's tbf is the one shaper
+    assert rspec_of("--delayHwType", "").hardware_type("dl") is None
 
 
 def test_default_startup_services(default_rspec):
@@ -235,7 +267,7 @@ def test_default_startup_services(default_rspec):
             {
                 "role": "rt1",
                 "core_addr": "10.1.2.1",
-                "if_addrs": "10.1.1.1,10.1.2.1",
+                "if_addrs": "10.1.1.1,10.1.1.5,10.1.2.1",
                 "route": "10.1.3.0/24",
                 "via": "10.1.2.2",
                 "rate_mbit": "1000",
@@ -252,7 +284,7 @@ def test_default_startup_services(default_rspec):
             {
                 "role": "rt2",
                 "core_addr": "10.1.2.2",
-                "if_addrs": "10.1.2.2,10.1.3.1",
+                "if_addrs": "10.1.2.2,10.1.3.1,10.1.3.5",
                 "route": "10.1.1.0/24",
                 "via": "10.1.2.1",
                 "rate_mbit": "1000",
@@ -269,9 +301,10 @@ def test_default_startup_services(default_rspec):
                 "setup-freebsd-sender.sh",
                 {
                     "role": "sender",
-                    "addr": f"10.1.1.1{i}",
+                    "addr": f"10.1.1.{4 * i - 2}",
                     "route": "10.1.3.0/24",
-                    "via": "10.1.1.1",
+                    "via": f"10.1.1.{4 * i - 3}",
+                    "offloads": "default",
                 },
             )
         ]
@@ -280,9 +313,10 @@ def test_default_startup_services(default_rspec):
                 "setup-linux-host.sh",
                 {
                     "role": "receiver",
-                    "addr": f"10.1.3.1{i}",
+                    "addr": f"10.1.3.{4 * i - 2}",
                     "route": "10.1.1.0/24",
-                    "via": "10.1.3.1",
+                    "via": f"10.1.3.{4 * i - 3}",
+                    "offloads": "default",
                     "container": "no",
                 },
             )
@@ -319,9 +353,11 @@ def test_link_shaping_without_explicit_delay_node():
         ("rt1:core", "rt2:core"),
         ("rt2:core", "rt1:core"),
     ]
-    assert {int(p.get("capacity")) for p in props} == {300000}
+    # Emulab's delay node delays; it shapes at the link speed, never the bottleneck rate
+    assert {int(p.get("capacity")) for p in props} == {1000000}
     assert sum(float(p.get("latency")) for p in props) == 60
     assert r.links["core"].find("emulab:force_shaping", NS).get("enabled") == "true"
+    assert r.links["core"].find("emulab:force_nobwshaping", NS) is None
     assert r.services("rt1")[0][1]["rate_mbit"] == "300"
 
 
@@ -362,18 +398,19 @@ def test_two_dumbbells_four_pairs_linux_senders():
     assert len(r.nodes) == 2 * (4 * 2 + 3)
     assert {"s4-d2", "r4-d2", "rt1-d2", "rt2-d2", "dl-d2"} <= set(r.nodes)
     for name, info in plan.items():
-        assert r.hardware_type(name) is None  # "" = any type
+        # "" = any type; the delay node keeps its own (default d430)
+        assert r.hardware_type(name) == ("d430" if info["role"] == "delay" else None)
         for seg, addr in info["addresses"].items():
-            assert r.addresses()[info["interfaces"][seg]] == (addr, "255.255.255.0")
-    assert r.addresses()["s3-d2:left"][0] == "10.2.1.13"
-    assert r.addresses()["rt2-d2:right"][0] == "10.2.3.1"
-    assert r.link_members("left-d2") == sorted(
-        ["rt1-d2:left"] + [f"s{i}-d2:left" for i in range(1, 5)]
-    )
+            mask = "255.255.255.0" if seg == "core" else "255.255.255.252"
+            assert r.addresses()[info["interfaces"][seg]] == (addr, mask)
+    assert r.addresses()["s3-d2:rt1"][0] == "10.2.1.10"
+    assert r.addresses()["rt1-d2:s3"][0] == "10.2.1.9"
+    assert r.addresses()["rt2-d2:r4"][0] == "10.2.3.13"
+    assert r.link_members("s4-rt1-d2") == ["rt1-d2:s4", "s4-d2:rt1"]
     assert r.link_members("core-a-d2") == ["dl-d2:if0", "rt1-d2:core"]
     pipes = r.nodes["dl-d2"].findall("r:sliver_type/delay:sliver_type_shaping/delay:pipe", NS)
     assert sum(float(p.get("latency")) for p in pipes) == 100
-    assert {int(p.get("capacity")) for p in pipes} == {500000}
+    assert {int(p.get("capacity")) for p in pipes} == {1000000}
     for d in ("", "-d2"):
         for rt in ("rt1", "rt2"):
             ((script, args),) = r.services(rt + d)
@@ -389,9 +426,10 @@ def test_two_dumbbells_four_pairs_linux_senders():
     assert script == "setup-linux-host.sh"
     assert args == {
         "role": "sender",
-        "addr": "10.2.1.12",
+        "addr": "10.2.1.6",
         "route": "10.2.3.0/24",
-        "via": "10.2.1.1",
+        "via": "10.2.1.5",
+        "offloads": "default",
         "container": "yes",
     }
     assert r.image("s2-d2") == UBUNTU24
@@ -444,6 +482,8 @@ def test_string_choices_are_not_bool_parsed():
         (["--aqm", "red", "--queuePackets", "8"], [["aqm", "queuePackets"]]),
         (["--txRing", "100000"], [["txRing"]]),
         (["--hwType", "d430;reboot"], [["hwType"]]),
+        (["--delayHwType", "d430 x"], [["delayHwType"]]),
+        (["--bandwidthMbps", "2000"], [["bandwidthMbps", "linkSpeedMbps"]]),
         (["--nodeImage", FBSD142], [["nodeImage"]]),
         (["--nodeImage", "ubuntu"], [["nodeImage"]]),
         (
@@ -585,6 +625,10 @@ def test_parameter_definitions():
         "senderOs",
         "txRing",
         "containerTooling",
+        "linkSpeedMbps",
+        "delayHwType",
+        "interSwitch",
+        "hostOffloads",
     }
     for name, d in defs.items():
         assert d["type"] != geni.portal.ParameterType.BOOLEAN, (
@@ -650,14 +694,28 @@ def test_dumbbell_plan_addressing_rules():
                 i,
                 f"r{i}{sfx}",
             )
-            assert s["addresses"] == {"left": f"10.{d}.1.{10 + i}"}
-            assert s["routes"] == {f"10.{d}.3.0/24": f"10.{d}.1.1"}
+            # a /30 per host: router .4i-3, host .4i-2
+            assert s["addresses"] == {"rt1": f"10.{d}.1.{4 * i - 2}"}
+            assert s["prefixes"] == {"rt1": 30}
+            assert s["links"] == {"rt1": f"s{i}-rt1{sfx}"}
+            assert s["routes"] == {f"10.{d}.3.0/24": f"10.{d}.1.{4 * i - 3}"}
             assert (r["role"], r["peer"]) == ("receiver", f"s{i}{sfx}")
-            assert r["addresses"] == {"right": f"10.{d}.3.{10 + i}"}
-            assert r["routes"] == {f"10.{d}.1.0/24": f"10.{d}.3.1"}
+            assert r["addresses"] == {"rt2": f"10.{d}.3.{4 * i - 2}"}
+            assert r["routes"] == {f"10.{d}.1.0/24": f"10.{d}.3.{4 * i - 3}"}
         rt1, rt2, dl = plan["rt1" + sfx], plan["rt2" + sfx], plan["dl" + sfx]
-        assert rt1["addresses"] == {"left": f"10.{d}.1.1", "core": f"10.{d}.2.1"}
-        assert rt2["addresses"] == {"core": f"10.{d}.2.2", "right": f"10.{d}.3.1"}
+        assert rt1["addresses"] == {
+            "s1": f"10.{d}.1.1",
+            "s2": f"10.{d}.1.5",
+            "s3": f"10.{d}.1.9",
+            "core": f"10.{d}.2.1",
+        }
+        assert rt2["addresses"] == {
+            "r1": f"10.{d}.3.1",
+            "r2": f"10.{d}.3.5",
+            "r3": f"10.{d}.3.9",
+            "core": f"10.{d}.2.2",
+        }
+        assert rt1["links"]["core"] == dl["links"]["rt1"] == f"core-a{sfx}"
         assert rt1["routes"] == {f"10.{d}.3.0/24": f"10.{d}.2.2"}
         assert rt2["routes"] == {f"10.{d}.1.0/24": f"10.{d}.2.1"}
         assert (rt1["role"], rt2["role"], dl["role"]) == ("router", "router", "delay")
@@ -680,6 +738,18 @@ def test_plan_roles_match_the_local_model():
         local = {n: topology.role(n) for n in topology.nodes(pairs)}
         plan = prof.dumbbell_plan(pairs, 1, delay_node=True)
         assert {n: info["role"] for n, info in plan.items()} == local
+        # the same links: every host on one of its own to its router, rt1 - dl - rt2
+        local_links = {frozenset((lk.a, lk.b)) for lk in topology.links(pairs)}
+        plan_links = {
+            frozenset(end.split(":")[0] for end in ends) for ends in prof.plan_links(plan).values()
+        }
+        assert plan_links == local_links
+        # and the same layout inside each access /30: router .4i-3, host .4i-2
+        for i in range(1, pairs + 1):
+            for host, router in ((f"s{i}", "rt1"), (f"r{i}", "rt2")):
+                local = topology.address(host, pairs).rsplit(".", 1)[1]
+                assert plan[host]["addresses"][router].rsplit(".", 1)[1] == local
+                assert plan[host]["prefixes"][router] == 30
 
 
 # --------------------------------------------------------------------------- the geni-lib fix-up

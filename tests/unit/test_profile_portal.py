@@ -1,0 +1,196 @@
+"""profile.py as the Emulab portal runs it, under both geni-lib versions.
+
+The portal runs a profile with its own geni-lib (upstream 0.9.9.5, not on PyPI; a copy
+is in ../shared/vendor/geni-lib-upstream), twice: a parameter pass
+(GENILIB_PORTAL_MODE=1, GENILIB_PORTAL_DUMPPARAMS_PATH: the form as JSON) and a request
+pass (GENILIB_PORTAL_PARAMS_PATH holding {"bindings": {name: {"value": v}}},
+GENILIB_PORTAL_REQUEST_PATH: the request RSpec). Each pass runs here under PyPI's 0.9.9.4
+(the venv's, fixed up by scripts/fix_genilib.py) and under upstream, one profile run per
+process (portal.context is a singleton); the two libraries must write the same form and
+the same request RSpec (canonical XML), and the standalone command line must agree too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+REPO = Path(__file__).resolve().parents[2]
+PROFILE = REPO / "profile.py"
+UPSTREAM = REPO.parent / "shared" / "vendor" / "geni-lib-upstream"
+UBUNTU24 = "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD"
+FBSD142 = "urn:publicid:IDN+emulab.net+image+emulab-ops//FBSD142-64-STD"
+
+needs_upstream = pytest.mark.skipif(
+    not (UPSTREAM / "geni" / "portal.py").is_file(),
+    reason=f"upstream geni-lib not found at {UPSTREAM} (../shared/vendor beside the clone)",
+)
+
+LIBS = ["pypi-0.9.9.4", "upstream-0.9.9.5"]
+
+# Parameter sets as the portal sends them (values as numbers or strings, as its form does).
+GRID = {
+    "defaults": {},
+    "seed001": {"pairs": 2, "bandwidthMbps": 1000, "rttMs": 40, "queuePackets": 48},
+    "three-pairs-codel": {"pairs": 3, "rttMs": "60", "aqm": "codel", "queuePackets": 1000},
+    "linkshaping": {"delayMethod": "linkshaping", "rttMs": 0, "bandwidthMbps": "300"},
+    "two-dumbbells": {
+        "dumbbells": 2,
+        "pairs": 1,
+        "senderImages": f"{FBSD142},{UBUNTU24}",
+        "reverseShaping": "yes",
+        "interSwitch": "yes",
+        "hwType": "",
+        "delayHwType": "d710",
+    },
+    "linux-hosts-off": {
+        "senderImage": UBUNTU24,
+        "hostOffloads": "off",
+        "containerTooling": "yes",
+        "txRing": 0,
+        "linkSpeedMbps": 10000,
+        "bandwidthMbps": 5000,
+    },
+}
+
+
+def env_for(lib, **extra):
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("GENILIB_") and k not in ("CCBENCH_PROFILE_IMPORT", "PYTHONPATH")
+    }
+    if lib.startswith("upstream"):
+        env["PYTHONPATH"] = str(UPSTREAM)
+    env.update(extra)
+    return env
+
+
+def run(lib, *args, cwd, **extra):
+    res = subprocess.run(
+        [sys.executable, str(PROFILE), *args],
+        capture_output=True,
+        text=True,
+        env=env_for(lib, **extra),
+        cwd=cwd,
+        timeout=60,
+    )
+    return res
+
+
+def which_geni(lib, tmp_path):
+    """The geni package a profile run under `lib` imports (so the grid really compares two)."""
+    code = "import geni.portal as p, sys; sys.stdout.write(p.__file__)"
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env_for(lib),
+        cwd=tmp_path,
+    )
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+def canonical(xml: bytes) -> bytes:
+    parser = etree.XMLParser(remove_blank_text=True)
+    root = etree.fromstring(xml, parser)
+    for el in root.iter():
+        if el.text is not None and not el.text.strip():
+            el.text = None
+        if el.tail is not None and not el.tail.strip():
+            el.tail = None
+    return etree.tostring(root, method="c14n")
+
+
+def portal_passes(lib, values, tmp_path):
+    """(parameter form JSON, request RSpec bytes) of the two portal passes."""
+    work = tmp_path / lib
+    work.mkdir()
+    form = work / "paramdefs.json"
+    first = run(
+        lib,
+        cwd=work,
+        GENILIB_PORTAL_MODE="1",
+        GENILIB_PORTAL_DUMPPARAMS_PATH=str(form),
+        GENILIB_PORTAL_REQUEST_PATH=str(work / "default-request.xml"),
+    )
+    assert first.returncode == 0, f"{lib} parameter pass: {first.stderr}"
+    params = work / "params.json"
+    params.write_text(json.dumps({"bindings": {k: {"value": v} for k, v in values.items()}}))
+    request = work / "request.xml"
+    second = run(
+        lib,
+        cwd=work,
+        GENILIB_PORTAL_MODE="1",
+        GENILIB_PORTAL_PARAMS_PATH=str(params),
+        GENILIB_PORTAL_REQUEST_PATH=str(request),
+    )
+    assert second.returncode == 0, f"{lib} request pass: {second.stderr}"
+    return json.loads(form.read_text()), request.read_bytes()
+
+
+@needs_upstream
+def test_the_two_libraries_really_differ(tmp_path):
+    pypi, upstream = (which_geni(lib, tmp_path) for lib in LIBS)
+    assert str(UPSTREAM) in upstream and str(UPSTREAM) not in pypi
+
+
+@needs_upstream
+@pytest.mark.parametrize("case", sorted(GRID))
+def test_portal_passes_give_the_same_request_under_both_libraries(case, tmp_path):
+    values = GRID[case]
+    got = {lib: portal_passes(lib, values, tmp_path) for lib in LIBS}
+    (form_a, req_a), (form_b, req_b) = got.values()
+    assert form_a == form_b  # the parameter form the user fills in
+    assert list(form_a)[:2] == ["pairs", "senderImage"]
+    assert form_a["txRing"]["groupId"] == "advanced" and form_a["pairs"]["defaultValue"] == 2
+    assert canonical(req_a) == canonical(req_b)
+    # the values the portal sent are the ones bound
+    root = etree.fromstring(req_a)
+    data = {
+        d.get("name").rsplit(".", 1)[1]: d.text
+        for d in root.iter(
+            "{http://www.protogeni.net/resources/rspec/ext/profile-parameters/1}data_item"
+        )
+    }
+    for name, value in values.items():
+        assert (data[name] or "") == str(value), name
+    # and the standalone command line gives the same document
+    args = [w for k, v in values.items() for w in (f"--{k}", str(v))]
+    for lib in LIBS:
+        res = run(lib, *args, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        assert canonical(res.stdout.encode()) == canonical(req_a), lib
+
+
+@needs_upstream
+@pytest.mark.parametrize("lib", LIBS)
+def test_parameter_pass_binds_the_defaults(lib, tmp_path):
+    form, request = portal_passes(lib, {}, tmp_path)
+    default = (tmp_path / lib / "default-request.xml").read_bytes()
+    assert canonical(default) == canonical(request)
+    assert form["hostOffloads"]["legalValues"][0] == ["default", "OS defaults (as the seed)"]
+
+
+@needs_upstream
+@pytest.mark.parametrize("lib", LIBS)
+def test_bad_values_from_the_portal_are_parameter_errors(lib, tmp_path):
+    params = tmp_path / "params.json"
+    params.write_text(json.dumps({"bindings": {"pairs": {"value": 7}, "rttMs": {"value": 41}}}))
+    res = run(
+        lib,
+        cwd=tmp_path,
+        GENILIB_PORTAL_MODE="1",
+        GENILIB_PORTAL_PARAMS_PATH=str(params),
+        GENILIB_PORTAL_REQUEST_PATH=str(tmp_path / "request.xml"),
+    )
+    assert res.returncode == 102, res.stderr
+    assert not (tmp_path / "request.xml").exists()
+    assert "Sender/receiver pairs must be 1 to 4" in res.stderr and "RTT must be even" in res.stderr
