@@ -2,20 +2,33 @@
 
 The schema is documented in README.md ("summary.json"). Every number here is computed
 from a file in raw/, so `ccbench parse RUN_DIR` reproduces it exactly.
+
+Damaged raw files (the rule): a run is kept and marked invalid, never aborted, when
+any of its measurement files is missing, unreadable, not the format its tool writes,
+or implausible; each problem is one reason that starts with the file's name (e.g.
+`tc-after.json: not valid JSON (...)`), so a comparison still lists the run and says
+why it does not count. Only spec.json aborts (CcbenchError, one line naming it): it
+says which run this is and what it was asked to do, so without it there is no run to
+mark. Files a run always writes (meta.json, tc-before.json, tc-after.json, and the
+delay element's statistics when it is ccdelay) make the run invalid when missing,
+unless the run already failed (raw/error.txt says why). Optional files (facts.json,
+sender-setup.json, cpu-*.txt, probe and sampler files) only count when present.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import zlib
 from pathlib import Path
 from typing import Any
 
 from ccbench import metrics, validity
+from ccbench.errors import CcbenchError
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
 from ccbench.parse.procstat import usage_between
 from ccbench.parse.tc import parse_tc_qdisc_json
-from ccbench.probe import read_probe
+from ccbench.probe import RAW_FILES, read_probe
 from ccbench.spec import RunSpec
 
 
@@ -37,21 +50,158 @@ def write_json(path: Path, obj: Any) -> None:
     tmp.replace(path)
 
 
-def _load(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+class _NotANumber(ValueError):
+    pass
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotANumber(f"contains {name}, which is not a number")
+
+
+def _jtype(x: Any) -> str:
+    if isinstance(x, dict):
+        return "object"
+    if isinstance(x, list):
+        return "list"
+    if isinstance(x, str):
+        return "string"
+    if isinstance(x, bool):
+        return "boolean"
+    return "number" if isinstance(x, (int, float)) else "null"
+
+
+def _is_num(x: Any) -> bool:
+    """A finite JSON number (not a boolean)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+class RawDir:
+    """The files of one run's raw/ directory. Reading one never raises: a file that is
+    missing (where the run needs it), not UTF-8, not JSON or not the JSON type its
+    writer writes adds one reason naming it to `problems`, and the reader gets None."""
+
+    def __init__(self, raw: Path) -> None:
+        self.path = raw
+        self.failed = (raw / "error.txt").exists()
+        self.problems: list[str] = []
+
+    def problem(self, name: str, what: str) -> None:
+        self.problems.append(f"{name}: {what}")
+
+    def exists(self, name: str) -> bool:
+        return (self.path / name).exists()
+
+    def text(self, name: str, *, required: bool = False) -> str | None:
+        p = self.path / name
+        if not p.exists():
+            if required and not self.failed:  # a failed run's missing files say nothing new
+                self.problem(name, "missing")
+            return None
+        try:
+            return p.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            self.problem(name, f"not UTF-8 text (byte {e.start})")
+        except OSError as e:
+            self.problem(name, f"unreadable ({e.strerror or e})")
         return None
 
+    def json(self, name: str, *, required: bool = False, kind: type = dict) -> Any:
+        text = self.text(name, required=required)
+        if text is None:
+            return None
+        if not text.strip():
+            self.problem(name, "empty")
+            return None
+        try:
+            doc = json.loads(text, parse_constant=_reject_constant)
+        except _NotANumber as e:
+            self.problem(name, str(e))
+            return None
+        except ValueError as e:
+            self.problem(name, f"not valid JSON ({e})")
+            return None
+        if not isinstance(doc, kind):
+            want = "a list" if kind is list else "an object"
+            self.problem(name, f"a JSON {_jtype(doc)} where {want} belongs")
+            return None
+        return doc
 
-def _bottleneck(raw: Path) -> dict[str, Any]:
+
+def load_spec(raw: Path) -> RunSpec:
+    """raw/spec.json as a RunSpec; CcbenchError (one line naming the file) when it is
+    missing, not JSON, or not a run spec (fields missing, or of the wrong type)."""
+    path = raw / "spec.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+    except FileNotFoundError:
+        raise CcbenchError(f"{path}: missing (not a run directory?)") from None
+    except UnicodeDecodeError as e:
+        raise CcbenchError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise CcbenchError(f"{path}: unreadable ({e.strerror or e})") from None
+    except _NotANumber as e:
+        raise CcbenchError(f"{path}: {e}") from None
+    except ValueError as e:
+        raise CcbenchError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise CcbenchError(f"{path}: a JSON {_jtype(doc)} where an object belongs")
+    problem = _spec_problem(doc)
+    if problem:
+        raise CcbenchError(f"{path}: {problem}")
+    try:
+        return RunSpec.from_dict(doc)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise CcbenchError(f"{path}: not a run spec ({e})") from None
+
+
+def _spec_problem(d: dict[str, Any]) -> str | None:
+    """What makes `d` unusable as a run spec (the numbers summaries divide by), or None."""
+    topo = d.get("topology")
+    if not isinstance(topo, dict):
+        return "no 'topology' object"
+    for key in ("rate_mbit", "rtt_ms", "queue_limit_pkts", "mtu", "pairs", "loss_rate"):
+        if key in topo and not (_is_num(topo[key]) and topo[key] >= 0):
+            return f"topology.{key}: {topo[key]!r} is not a non-negative number"
+    if "rate_mbit" in topo and not topo["rate_mbit"] > 0:
+        return "topology.rate_mbit: must be above 0"
+    flows = d.get("flows")
+    if not isinstance(flows, list) or not flows:
+        return "no 'flows' list"
+    for i, f in enumerate(flows):
+        if not isinstance(f, dict):
+            return f"flows[{i}]: a JSON {_jtype(f)} where an object belongs"
+        for key in ("start_s", "duration_s", "pair", "streams"):
+            if key in f and not (_is_num(f[key]) and f[key] >= 0):
+                return f"flows[{i}].{key}: {f[key]!r} is not a non-negative number"
+        if not (_is_num(f.get("duration_s", 10.0)) and f.get("duration_s", 10.0) > 0):
+            return f"flows[{i}].duration_s: must be above 0"
+        if not isinstance(f.get("cc"), str):
+            return f"flows[{i}].cc: not a string"
+    if not isinstance(d.get("extra", {}), dict):
+        return "extra: not an object"
+    for key in ("interval_s", "ss_interval_s", "probe_interval_s"):
+        if key in d and not (_is_num(d[key]) and d[key] >= 0):
+            return f"{key}: {d[key]!r} is not a non-negative number"
+    return None
+
+
+def _bottleneck(rd: RawDir) -> dict[str, Any]:
     """Counters of the child queue (handle 10:) and the shaper, after minus before."""
     out: dict[str, Any] = {}
-    try:
-        before = parse_tc_qdisc_json((raw / "tc-before.json").read_text())
-        after = parse_tc_qdisc_json((raw / "tc-after.json").read_text())
-    except (OSError, ValueError):
+    stats = []
+    for name in ("tc-before.json", "tc-after.json"):
+        text = rd.text(name, required=True)
+        if text is None:
+            return {"drops": None}
+        try:
+            stats.append(parse_tc_qdisc_json(text))
+        except json.JSONDecodeError as e:
+            rd.problem(name, f"not valid JSON ({e})")
+        except ValueError as e:
+            rd.problem(name, str(e))
+    if len(stats) < 2:
         return {"drops": None}
+    before, after = stats
     by_handle = {q.handle: q for q in before}
     for q in after:
         b = by_handle.get(q.handle)
@@ -65,15 +215,27 @@ def _bottleneck(raw: Path) -> dict[str, Any]:
             "dropped": (q.dropped or 0) - (b.dropped or 0),
             "overlimits": (q.overlimits or 0) - (b.overlimits or 0),
         }
+    if "queue" not in out:
+        rd.problem("tc-after.json", "no bottleneck queue (handle 10:) in both snapshots")
     out["drops"] = out.get("queue", {}).get("dropped")
     return out
 
 
-def _delay(raw: Path) -> dict[str, Any] | None:
-    before, after = _load(raw / "delay-before.json"), _load(raw / "delay-after.json")
-    if after is None:
+def _delay(rd: RawDir, needed: bool) -> dict[str, Any] | None:
+    """The delay element's statistics over the run (after minus before); `needed`:
+    the run's delay element writes them (ccdelay), so they must be there."""
+    after = rd.json("delay-after.json", required=needed)
+    before = rd.json("delay-before.json", required=needed)
+    if after is None or (before is None and rd.exists("delay-before.json")):
         return None
-    b = before or {}
+    try:
+        return _delay_between(before or {}, after)
+    except (TypeError, ValueError, AttributeError) as e:
+        rd.problem("delay-after.json", f"not ccdelay statistics ({type(e).__name__}: {e})")
+        return None
+
+
+def _delay_between(b: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     la, lb = after.get("lateness", {}), b.get("lateness", {})
     n = la.get("count", 0) - lb.get("count", 0)
     late = la.get("over_threshold", 0) - lb.get("over_threshold", 0)
@@ -87,6 +249,12 @@ def _delay(raw: Path) -> dict[str, Any] | None:
             strict=False,
         )
     ]
+    if not all(_is_num(v) for v in (n, late, *buckets)):
+        raise ValueError("lateness counters are not numbers")
+    back = [k for k, v in (("lateness.count", n), ("lateness.over_threshold", late)) if v < 0]
+    back += ["lateness.bucket_counts"] if any(v < 0 for v in buckets) else []
+    if back:
+        raise ValueError(f"{', '.join(back)} went backwards from delay-before.json")
     return {
         "packets": n,
         "late_5ms": late,
@@ -106,12 +274,21 @@ def _delay(raw: Path) -> dict[str, Any] | None:
     }
 
 
-def _probe(raw: Path) -> dict[str, Any] | None:
+# A probe file that is not its tool's output: what its parser may raise.
+_PROBE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, OSError,
+                 EOFError, zlib.error)  # fmt: skip
+
+
+def _probe(rd: RawDir) -> dict[str, Any] | None:
     """RTT under load from the concurrent probe (ping, irtt or flent; ccbench.probe)."""
     try:
-        p = read_probe(raw)
-    except ValueError as e:
-        return {"tool": "unreadable", "samples": 0, "error": str(e)}
+        p = read_probe(rd.path)
+    except _PROBE_ERRORS as e:
+        name = next((f for f in RAW_FILES.values() if rd.exists(f)), "probe")
+        msg = f"{e}" if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
+        msg = msg.splitlines()[0] if msg.strip() else type(e).__name__
+        rd.problem(name, f"unreadable ({msg})")
+        return {"tool": "unreadable", "samples": 0, "error": f"{name}: {msg}"}
     if p is None:
         return None
     rtts = sorted(p.rtts_us)
@@ -131,39 +308,137 @@ def _probe(raw: Path) -> dict[str, Any] | None:
     return rec
 
 
-def _router_cpu(raw: Path) -> dict[str, Any] | None:
+def _router_cpu(rd: RawDir) -> dict[str, Any] | None:
     """CPU use at the bottleneck router over the traffic, from two /proc/stat reads."""
-    before, after = raw / "cpu-before.txt", raw / "cpu-after.txt"
-    if not (before.exists() and after.exists()):
+    names = ("cpu-before.txt", "cpu-after.txt")
+    if not any(rd.exists(n) for n in names):
+        return None
+    before, after = (rd.text(n, required=True) for n in names)
+    if before is None or after is None:
         return None
     try:
-        return usage_between(before.read_text(), after.read_text())
-    except ValueError:
+        return usage_between(before, after)
+    except ValueError as e:
+        rd.problem("cpu-after.txt" if "backwards" in str(e) else "cpu-before.txt/cpu-after.txt",
+                   str(e))  # fmt: skip
         return None
+
+
+def _meta(rd: RawDir, n_flows: int) -> tuple[dict[str, Any], list[int | None]]:
+    """meta.json (checked: the fields summaries and time series read have their types)
+    and the clients' exit codes, one per flow."""
+    meta = rd.json("meta.json", required=True) or {}
+    rcs = meta.get("client_rc")
+    if rcs is None:
+        rcs = [None] * n_flows
+    elif not (
+        isinstance(rcs, list)
+        and len(rcs) == n_flows
+        and all(r is None or (isinstance(r, int) and not isinstance(r, bool)) for r in rcs)
+    ):
+        rd.problem("meta.json", f"client_rc is not a list of {n_flows} exit codes")
+        rcs = [None] * n_flows
+    t0 = meta.get("started_unix")
+    if t0 is not None and not (_is_num(t0) and t0 > 0):
+        rd.problem("meta.json", f"started_unix {t0!r} is not a time")
+        meta = {**meta, "started_unix": None}
+    flows = meta.get("flows", [])
+    if not (
+        isinstance(flows, list)
+        and all(isinstance(m, dict) and _is_num(m.get("started_s")) for m in flows)
+    ):
+        rd.problem("meta.json", "flows is not a list of {flow, started_s} objects")
+        meta = {**meta, "flows": []}
+    if not isinstance(meta.get("probe_argv") or [], list):
+        rd.problem("meta.json", "probe_argv is not a list")
+    return meta, rcs
+
+
+def _calibration(rd: RawDir) -> dict[str, Any] | None:
+    """calibration.json; None when present but unreadable (a reason says so)."""
+    if not rd.exists("calibration.json"):
+        return {}
+    cal = rd.json("calibration.json")
+    if cal is None:
+        return None
+    probs = cal.get("problems", [])
+    if not (isinstance(probs, list) and all(isinstance(p, str) for p in probs)):
+        rd.problem("calibration.json", "problems is not a list of strings")
+        return None
+    if not isinstance(cal.get("rate") or {}, dict):
+        rd.problem("calibration.json", "rate is not an object")
+        return None
+    if not isinstance(cal.get("delay_method") or "", str):
+        rd.problem("calibration.json", "delay_method is not a string")
+        return None
+    return cal
+
+
+def _sender_setup(rd: RawDir) -> list[str]:
+    setup = rd.json("sender-setup.json") or {}
+    reasons = []
+    for node, rec in setup.items():
+        if not (
+            isinstance(rec, dict)
+            and isinstance(rec.get("stack"), str)
+            and isinstance(rec.get("problems", []), list)
+        ):
+            rd.problem("sender-setup.json", f"{node}: not a stack record")
+            continue
+        reasons += [f"{node}: stack {rec['stack']}: {p}" for p in rec.get("problems", [])]
+    return reasons
+
+
+def _iperf3(rd: RawDir, k: int) -> tuple[Iperf3Result | None, bool]:
+    """Flow k's iperf3 result; the flag says the file was there but unreadable (its
+    reason is already recorded). An empty file is no output (the client died first)."""
+    name = f"iperf3-{k}.json"
+    if not rd.exists(name):
+        return None, False
+    text = rd.text(name)
+    if text is None:
+        return None, True
+    if not text.strip():
+        return None, False
+    n = len(rd.problems)
+    doc = rd.json(name)
+    if len(rd.problems) > n:
+        return None, True
+    try:
+        return parse_iperf3(doc), False
+    except ValueError as e:
+        rd.problem(name, str(e))
+        return None, True
 
 
 def summarize(raw: Path) -> dict[str, Any]:
-    spec = RunSpec.from_dict(json.loads((raw / "spec.json").read_text()))
-    skipped = _load(raw / "skipped.json")
-    if skipped:
-        return _skipped(spec, skipped["reason"])
-    meta = _load(raw / "meta.json") or {}
-    cal = _load(raw / "calibration.json") or {}
-    rcs = meta.get("client_rc") or [None] * len(spec.flows)
+    """summary.json's content for one raw/ directory (module docstring: the rule for
+    damaged files). Raises CcbenchError only for spec.json."""
+    spec = load_spec(raw)
+    rd = RawDir(raw)
+    if rd.exists("skipped.json"):
+        skipped = rd.json("skipped.json")
+        if skipped and isinstance(skipped.get("reason"), str):
+            return _skipped(spec, skipped["reason"])
+        if skipped is not None:
+            rd.problem("skipped.json", "no reason string")
+    meta, rcs = _meta(rd, len(spec.flows))
+    cal = _calibration(rd)
     reasons: list[str] = []
-    if (raw / "error.txt").exists():
-        reasons.append(f"run failed: {(raw / 'error.txt').read_text().strip()}")
+    if rd.failed:
+        err = (raw / "error.txt").read_bytes().decode("utf-8", "replace").strip()
+        reasons.append(f"run failed: {err}")
     flows: list[dict[str, Any]] = []
     results: list[Iperf3Result | None] = []
     for k, f in enumerate(spec.flows, start=1):
-        doc = _load(raw / f"iperf3-{k}.json")
-        res = parse_iperf3(doc) if isinstance(doc, dict) else None
+        res, unreadable = _iperf3(rd, k)
         results.append(res)
         variant = spec.extra.get("variant") or {}
-        stack_cc = variant.get("os") == "freebsd" and (
-            f.cc == "bbr" or variant.get("stack") == "bbr"
+        stack_cc = isinstance(variant, dict) and (
+            variant.get("os") == "freebsd" and (f.cc == "bbr" or variant.get("stack") == "bbr")
         )
-        reasons += validity.check_flow(k, spec, res, rcs[k - 1], stack_cc)
+        if not unreadable:  # else the file's own reason says it
+            reasons += validity.check_flow(k, spec, res, rcs[k - 1], stack_cc)
         flows.append(
             {
                 "flow": k,
@@ -185,34 +460,41 @@ def summarize(raw: Path) -> dict[str, Any]:
             }
         )
     tputs: list[float | None] = [f["throughput_bps"] for f in flows]
+    ok = [t for t in tputs if t is not None]
     complete = all(t is not None for t in tputs)
     # Aggregate rate = all bytes delivered over the whole traffic window, so staggered
     # flows are not double-counted (summing their mean rates would be).
     window_s = spec.traffic_s - min(f.start_s for f in spec.flows)
     total = sum(f["bytes_received"] or 0 for f in flows) * 8 / window_s if complete else None
-    delay = _delay(raw)
-    setup = _load(raw / "sender-setup.json") or {}
-    for node, rec in setup.items():
-        reasons += [f"{node}: stack {rec['stack']}: {p}" for p in rec.get("problems", [])]
-    reasons += validity.check_calibration(cal)
-    reasons += validity.check_delay(delay, cal.get("delay_method"))
-    bneck = _bottleneck(raw)
-    probe = _probe(raw)
-    if meta.get("probe_argv"):  # the run started a probe: it must have measured
+    delay_method = cal.get("delay_method") if cal else None
+    delay = _delay(rd, needed=delay_method == "ccdelay")
+    reasons += _sender_setup(rd)
+    if cal is not None:  # else calibration.json's own reason says it
+        reasons += validity.check_calibration(cal)
+        if delay is not None or not any(r.startswith("delay-") for r in rd.problems):
+            reasons += validity.check_delay(delay, delay_method)
+    bneck = _bottleneck(rd)
+    probe = _probe(rd)
+    if meta.get("probe_argv") and not (probe and probe.get("tool") == "unreadable"):
         reasons += validity.check_probe(probe, spec.probe_tool)
+    util = metrics.utilization_pct(total, spec.topology.rate_bps) if total is not None else None
+    reasons += validity.check_plausibility(spec, results, util, bneck)
+    router_cpu = _router_cpu(rd)
+    if rd.exists("facts.json"):
+        rd.json("facts.json")  # provenance: only checked to be an object
+    cal = cal or {}
+    reasons += rd.problems
     return {
         **_header(spec),
         "started_unix": meta.get("started_unix"),
         "flows": flows,
         "throughput_sum_bps": total,
-        "utilization_pct": metrics.utilization_pct(total, spec.topology.rate_bps)
-        if total is not None
-        else None,
-        "jain": metrics.jain([t for t in tputs if t is not None]) if complete else None,
+        "utilization_pct": util,
+        "jain": metrics.jain(ok) if complete and min(ok) >= 0 else None,
         "bottleneck": bneck,
         "delay_element": delay,
         "probe": probe,
-        "router_cpu": _router_cpu(raw),
+        "router_cpu": router_cpu,
         "calibration": {
             "delay_method": cal.get("delay_method"),
             "idle_rtt": cal.get("idle_rtt"),
@@ -221,6 +503,47 @@ def summarize(raw: Path) -> dict[str, Any]:
         "valid": not reasons,
         "reasons": reasons,
     }
+
+
+def parse_run_dir(run_dir: Path) -> dict[str, Any]:
+    """`ccbench parse RUN_DIR`: raw/ -> summary.json and timeseries.parquet; returns the
+    summary. Both are written to temporary names and renamed only when both are
+    complete, the summary last, so a summary.json never exists without the time series
+    it goes with. Problems the time series finds in sampler files (ss, siftr) are
+    reasons too. CcbenchError (one line) only when RUN_DIR is not a run directory or
+    its raw/spec.json is unusable (see the module docstring)."""
+    from ccbench import timeseries
+
+    raw = run_dir / "raw"
+    if not (raw / "spec.json").exists():
+        raise CcbenchError(f"{run_dir}: not a run directory (no raw/spec.json)")
+    s = summarize(raw)
+    df, problems = timeseries.build_checked(raw)
+    new = [p for p in problems if p not in s["reasons"]]
+    if new and not s.get("skipped"):
+        s["reasons"] = s["reasons"] + new
+        s["valid"] = False
+    att = run_dir / "attempts.json"
+    if att.exists():
+        try:
+            s["attempt"] = len(json.loads(att.read_text())["attempts"])
+        except (OSError, ValueError, KeyError, TypeError):
+            s["reasons"].append("attempts.json: unreadable (not the run's attempt list)")
+            s["valid"] = False
+    ts_out, sum_out = run_dir / "timeseries.parquet", run_dir / "summary.json"
+    ts_tmp = ts_out.with_name(ts_out.name + ".tmp")
+    sum_tmp = sum_out.with_name(sum_out.name + ".tmp")
+    try:
+        df.to_parquet(ts_tmp, index=False)
+        sum_tmp.write_text(json.dumps(_clean(s), indent=2, allow_nan=False))
+        ts_tmp.replace(ts_out)
+        sum_tmp.replace(sum_out)
+    except OSError as e:
+        raise CcbenchError(f"{run_dir}: cannot write its outputs ({e.strerror or e})") from None
+    finally:
+        for tmp in (ts_tmp, sum_tmp):
+            tmp.unlink(missing_ok=True)
+    return s
 
 
 def _header(spec: RunSpec) -> dict[str, Any]:

@@ -15,20 +15,42 @@ import pandas as pd
 
 from ccbench.parse.iperf3 import parse_iperf3
 from ccbench.parse.siftr import parse_siftr
-from ccbench.parse.ss import parse_ss_samples
-from ccbench.spec import RunSpec
+from ccbench.parse.ss import SsRecord, parse_ss_samples
 
 COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "rtt_us",
            "retransmits"]  # fmt: skip
 
 
+# The sampler runs from before the first flow to after the last: its samples must
+# reach this share of the traffic, else the file was cut short.
+SS_MIN_COVERAGE = 0.9
+
+
 def build(raw: Path) -> pd.DataFrame:
-    spec = RunSpec.from_dict(json.loads((raw / "spec.json").read_text()))
-    meta = json.loads((raw / "meta.json").read_text()) if (raw / "meta.json").exists() else {}
+    """The time series; rows from files that do not parse are left out (build_checked
+    says which)."""
+    return build_checked(raw)[0]
+
+
+def build_checked(raw: Path) -> tuple[pd.DataFrame, list[str]]:
+    """The time series and one problem (naming the file) per sampler file (ss, siftr)
+    that is not text, does not parse, or was cut short: its rows are left out, and
+    summary.parse_run_dir makes the run invalid. iperf3 and meta.json problems are
+    the summary's (they are its files too); here such a file just gives no rows.
+    Raises CcbenchError only for an unusable spec.json (summary.load_spec)."""
+    from ccbench.summary import RawDir, load_spec
+
+    spec = load_spec(raw)
     if (raw / "skipped.json").exists():
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=COLUMNS), []
+    rd = RawDir(raw)
+    meta = _meta(raw)
     t0 = meta.get("started_unix")
-    started = {m["flow"]: m["started_s"] for m in meta.get("flows", [])}
+    t0 = t0 if isinstance(t0, (int, float)) and not isinstance(t0, bool) else None
+    started: dict[Any, Any] = {}
+    for m in meta.get("flows", []) if isinstance(meta.get("flows"), list) else []:
+        if isinstance(m, dict) and isinstance(m.get("started_s"), (int, float)):
+            started[m.get("flow")] = m["started_s"]
     rows: list[dict[str, Any]] = []
     local_to_flow: dict[str, int] = {}
     for k, f in enumerate(spec.flows, start=1):
@@ -59,26 +81,35 @@ def build(raw: Path) -> pd.DataFrame:
                     "retransmits": sum(i["retransmits"] or 0 for i in ivs),
                 }
             )
-    if t0 is not None:
-        for ss_file in sorted(raw.glob("ss-s*.txt")):
-            for r in parse_ss_samples(ss_file.read_text()):
-                flow = local_to_flow.get(r.get("local") or "")
-                if flow is None:
-                    continue  # iperf3's control connection, or another socket
-                rows.append(
-                    {
-                        "run_id": spec.run_id,
-                        "flow": flow,
-                        "source": "ss",
-                        "t_s": r["t_s"] - t0,
-                        "throughput_bps": r.get("delivery_rate_bps"),
-                        "cwnd_bytes": r.get("cwnd_bytes"),
-                        "rtt_us": r.get("rtt_us"),
-                        "retransmits": None,
-                    }
-                )
+    for ss_file in sorted(raw.glob("ss-s*.txt")):
+        samples = _ss_samples(rd, ss_file.name, t0, spec.traffic_s)
+        if t0 is None:
+            continue
+        for r in samples:
+            flow = local_to_flow.get(r.get("local") or "")
+            if flow is None:
+                continue  # iperf3's control connection, or another socket
+            rows.append(
+                {
+                    "run_id": spec.run_id,
+                    "flow": flow,
+                    "source": "ss",
+                    "t_s": r["t_s"] - t0,
+                    "throughput_bps": r.get("delivery_rate_bps"),
+                    "cwnd_bytes": r.get("cwnd_bytes"),
+                    "rtt_us": r.get("rtt_us"),
+                    "retransmits": None,
+                }
+            )
     for siftr_file in sorted(raw.glob("siftr-s*.log")):
-        log = parse_siftr(siftr_file.read_text())
+        text = rd.text(siftr_file.name)
+        if text is None:
+            continue
+        try:
+            log = parse_siftr(text)
+        except ValueError as e:
+            rd.problem(siftr_file.name, str(e))
+            continue
         for r in log.records:
             flow = local_to_flow.get(r.get("local") or "")
             if flow is None or r.get("direction") != "out" or t0 is None:
@@ -96,8 +127,47 @@ def build(raw: Path) -> pd.DataFrame:
                 }
             )
     df = pd.DataFrame(rows, columns=COLUMNS)
-    return df.astype({"flow": "int64", "t_s": "float64", "throughput_bps": "float64",
-                      "cwnd_bytes": "float64", "rtt_us": "float64"})  # fmt: skip
+    df = df.astype({"flow": "int64", "t_s": "float64", "throughput_bps": "float64",
+                    "cwnd_bytes": "float64", "rtt_us": "float64"})  # fmt: skip
+    return df, rd.problems
+
+
+def _meta(raw: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads((raw / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def _ss_samples(rd: Any, name: str, t0: float | None, traffic_s: float) -> list[SsRecord]:
+    """One sampler file's records; [] and a problem when it is not ss output, and a
+    problem when its samples stop before SS_MIN_COVERAGE of the traffic (cut short)."""
+    text = rd.text(name)
+    if text is None:
+        return []
+    try:
+        samples = parse_ss_samples(text)
+    except ValueError as e:
+        rd.problem(name, f"not ss samples ({e})")
+        return []
+    last = _last_ts(text)
+    if last is None:
+        rd.problem(name, "no samples")
+        return []
+    if t0 is not None and traffic_s > 0 and last - t0 < SS_MIN_COVERAGE * traffic_s:
+        rd.problem(name, f"samples end {last - t0:.1f} s into {traffic_s:g} s of traffic "
+                         "(cut short)")  # fmt: skip
+    return samples
+
+
+def _last_ts(text: str) -> float | None:
+    """The last complete `TS` line's time (parse_ss_samples has checked them)."""
+    complete = text[: text.rfind("\n") + 1]
+    at = complete.rfind("\nTS ")
+    if at < 0:
+        return float(complete[3:].split("\n", 1)[0]) if complete.startswith("TS ") else None
+    return float(complete[at + 4 :].split("\n", 1)[0])
 
 
 def _mean(xs: list[Any]) -> float | None:

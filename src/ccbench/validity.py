@@ -119,3 +119,93 @@ def check_delay(delay: dict[str, Any] | None, method: str | None) -> list[str]:
     if delay.get("queue_full_drops", 0) > 0:
         reasons.append(f"delay element: kernel queue overflowed ({delay['queue_full_drops']})")
     return reasons
+
+
+# Plausibility: numbers no run can produce, so the raw files must be damaged.
+# Utilization is iperf3 payload over the link rate for the traffic window (TCP/IP and
+# Ethernet headers alone keep it below ~96 % at MTU 1500). The receivers may still
+# read for one RTT plus the time to drain a full queue after the window, so the limit
+# is 100 % of the link over window + drain, plus this margin (pacing jitter, the
+# shaper's burst, rounding in iperf3's seconds).
+UTILIZATION_MARGIN_PCT = 2.0
+
+
+def _drain_s(spec: RunSpec) -> float:
+    """How long after the traffic the bottleneck may still deliver: one RTT and a full
+    queue (for AQMs, whose queue is theirs to size, the same as a drop-tail BDP)."""
+    t = spec.topology
+    queue_ms = t.full_queue_ms if t.full_queue_ms is not None else t.rtt_ms
+    return (t.rtt_ms + queue_ms) / 1e3
+
+
+def check_plausibility(
+    spec: RunSpec,
+    results: list[Iperf3Result | None],
+    utilization_pct: float | None,
+    bottleneck: dict[str, Any],
+) -> list[str]:
+    """Each flow's numbers are non-negative, its receiver got no more than its sender
+    sent and no more than the bottleneck can carry in the flow's time; the run's
+    utilization is at most 100 % (+ UTILIZATION_MARGIN_PCT, over the window plus the
+    drain time); the bottleneck's counters did not go backwards and it sent at least
+    the bytes the receivers got (tc counts them with their headers)."""
+    reasons: list[str] = []
+    rate = spec.topology.rate_bps
+    drain = _drain_s(spec)
+    margin = 1 + UTILIZATION_MARGIN_PCT / 100
+    received = 0
+    for k, res in enumerate(results, start=1):
+        if res is None or res.error:
+            continue
+        f = spec.flows[k - 1]
+        for label, v in (
+            ("throughput", res.throughput_bps),
+            ("sender throughput", res.sender_bps),
+            ("bytes received", res.bytes_received),
+            ("bytes sent", res.bytes_sent),
+            ("retransmits", res.retransmits),
+            ("duration", res.duration_s),
+        ):
+            if v is not None and v < 0:
+                reasons.append(f"flow {k}: negative {label} ({v:g})")
+        rcvd, sent = res.bytes_received, res.bytes_sent
+        if rcvd is not None and sent is not None and rcvd > sent:
+            reasons.append(f"flow {k}: receiver got {rcvd} bytes, more than the {sent} sent")
+        if rcvd is not None:
+            received += max(rcvd, 0)
+            cap = rate / 8 * (f.duration_s + drain) * margin
+            if rcvd > cap:
+                reasons.append(
+                    f"flow {k}: {rcvd} bytes received, more than the {rate / 1e6:g} Mbit/s "
+                    f"bottleneck can carry in {f.duration_s:g} s ({cap:.0f})"
+                )
+        if res.throughput_bps is not None and res.throughput_bps > rate * margin:
+            reasons.append(
+                f"flow {k}: throughput {res.throughput_bps / 1e6:.1f} Mbit/s above the "
+                f"{rate / 1e6:g} Mbit/s bottleneck"
+            )
+    window = spec.traffic_s - min(f.start_s for f in spec.flows)
+    limit = 100 * (window + drain) / window + UTILIZATION_MARGIN_PCT
+    if utilization_pct is not None and utilization_pct > limit:
+        reasons.append(
+            f"utilization {utilization_pct:.1f}% above the {limit:.1f}% the bottleneck can "
+            f"give in {window:g} s"
+        )
+    for name in ("queue", "shaper"):
+        rec = bottleneck.get(name)
+        if not isinstance(rec, dict):
+            continue
+        back = [f"{c} {rec[c]}" for c in ("sent_pkts", "sent_bytes", "dropped", "overlimits")
+                if rec.get(c) is not None and rec[c] < 0]  # fmt: skip
+        if back:
+            reasons.append(
+                f"bottleneck {name}: counters went backwards from tc-before.json to "
+                f"tc-after.json ({', '.join(back)})"
+            )
+    queue = bottleneck.get("queue")
+    if isinstance(queue, dict) and received > queue["sent_bytes"] >= 0:
+        reasons.append(
+            f"flows received {received} bytes, more than the {queue['sent_bytes']} the "
+            f"bottleneck queue sent (tc-before.json/tc-after.json)"
+        )
+    return reasons

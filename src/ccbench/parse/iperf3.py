@@ -10,6 +10,7 @@ fixed in 3.2 per its RELNOTES), hence `cwnd_trusted`.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,18 +90,29 @@ def is_cwnd_trusted(os_name: str | None, version: tuple[int, ...] | None) -> boo
     return version is not None and version >= _FREEBSD_CWND_FIXED
 
 
-def parse_iperf3(doc: dict[str, Any]) -> Iperf3Result:
-    """Parse a client-side iperf3 `-J` document (already json-loaded)."""
-    start = _obj(doc.get("start"))
-    end = _obj(doc.get("end"))
-    test_start = _obj(start.get("test_start"))
-    sum_sent = _obj(end.get("sum_sent"))
-    sum_received = _obj(end.get("sum_received"))
+class Iperf3FormatError(ValueError):
+    """The document is JSON but not an iperf3 client document: a field has the wrong
+    type (a list where an object belongs, a string or NaN where a number belongs).
+    The message names the field, e.g. `end.sum_received.bits_per_second`."""
 
-    version_str = start.get("version")
+
+def parse_iperf3(doc: dict[str, Any]) -> Iperf3Result:
+    """Parse a client-side iperf3 `-J` document (already json-loaded).
+
+    Absent fields become None; present fields of the wrong type raise Iperf3FormatError.
+    """
+    if not isinstance(doc, dict):
+        raise Iperf3FormatError(f"a JSON {_jtype(doc)} where an iperf3 document belongs")
+    start = _obj(doc.get("start"), "start")
+    end = _obj(doc.get("end"), "end")
+    test_start = _obj(start.get("test_start"), "start.test_start")
+    sum_sent = _obj(end.get("sum_sent"), "end.sum_sent")
+    sum_received = _obj(end.get("sum_received"), "end.sum_received")
+
+    version_str = _str(start.get("version"), "start.version")
     version = parse_version(version_str)
-    system_info = start.get("system_info")
-    os_name = system_info.split()[0].lower() if system_info else None
+    system_info = _str(start.get("system_info"), "start.system_info")
+    os_name = system_info.split()[0].lower() if system_info and system_info.split() else None
 
     streams = _end_streams(end, start)
     min_rtts = [s.min_rtt_us for s in streams if s.min_rtt_us is not None]
@@ -110,23 +122,28 @@ def parse_iperf3(doc: dict[str, Any]) -> Iperf3Result:
 
     error = doc.get("error")
     return Iperf3Result(
-        version=version_str.split()[-1] if version_str else None,
+        version=version_str.split()[-1] if version_str and version_str.split() else None,
         os=os_name,
         system_info=system_info,
         error=str(error) if error else None,
-        cc_sender=end.get("sender_tcp_congestion"),
-        cc_receiver=end.get("receiver_tcp_congestion"),
-        num_streams=_int(test_start.get("num_streams")),
+        cc_sender=_str(end.get("sender_tcp_congestion"), "end.sender_tcp_congestion"),
+        cc_receiver=_str(end.get("receiver_tcp_congestion"), "end.receiver_tcp_congestion"),
+        num_streams=_int(test_start.get("num_streams"), "start.test_start.num_streams"),
         reverse=bool(test_start.get("reverse", 0)),
-        requested_duration_s=_float(test_start.get("duration")),
-        omit_s=_float(test_start.get("omit")),
-        timestamp_s=_int(_obj(start.get("timestamp")).get("timesecs")),
-        duration_s=_float(sum_sent.get("seconds")),
-        bytes_sent=_int(sum_sent.get("bytes")),
-        bytes_received=_int(sum_received.get("bytes")),
-        throughput_bps=_float(sum_received.get("bits_per_second")),
-        sender_bps=_float(sum_sent.get("bits_per_second")),
-        retransmits=_int(sum_sent.get("retransmits")),
+        requested_duration_s=_float(test_start.get("duration"), "start.test_start.duration"),
+        omit_s=_float(test_start.get("omit"), "start.test_start.omit"),
+        timestamp_s=_int(
+            _obj(start.get("timestamp"), "start.timestamp").get("timesecs"),
+            "start.timestamp.timesecs",
+        ),
+        duration_s=_float(sum_sent.get("seconds"), "end.sum_sent.seconds"),
+        bytes_sent=_int(sum_sent.get("bytes"), "end.sum_sent.bytes"),
+        bytes_received=_int(sum_received.get("bytes"), "end.sum_received.bytes"),
+        throughput_bps=_float(
+            sum_received.get("bits_per_second"), "end.sum_received.bits_per_second"
+        ),
+        sender_bps=_float(sum_sent.get("bits_per_second"), "end.sum_sent.bits_per_second"),
+        retransmits=_int(sum_sent.get("retransmits"), "end.sum_sent.retransmits"),
         min_rtt_us=min(min_rtts) if min_rtts else None,
         mean_rtt_us=sum(mean_rtts) / len(mean_rtts) if mean_rtts else None,
         max_rtt_us=max(max_rtts) if max_rtts else None,
@@ -139,33 +156,38 @@ def parse_iperf3(doc: dict[str, Any]) -> Iperf3Result:
 
 def _end_streams(end: dict[str, Any], start: dict[str, Any]) -> list[Iperf3Stream]:
     conns: dict[int, dict[str, Any]] = {}
-    for c in start.get("connected") or []:
+    for i, c in enumerate(_list(start.get("connected"), "start.connected")):
         if isinstance(c, dict) and "socket" in c:
-            conns[int(c["socket"])] = c
+            sock = _int(c["socket"], f"start.connected[{i}].socket")
+            if sock is not None:
+                conns[sock] = c
     out: list[Iperf3Stream] = []
-    for s in end.get("streams") or []:
-        snd = _obj(s.get("sender"))
-        rcv = _obj(s.get("receiver"))
-        sock = _int(snd.get("socket", rcv.get("socket")))
+    for i, s in enumerate(_list(end.get("streams"), "end.streams")):
+        at = f"end.streams[{i}]"
+        s = _obj(s, at)
+        snd = _obj(s.get("sender"), f"{at}.sender")
+        rcv = _obj(s.get("receiver"), f"{at}.receiver")
+        sock = _int(snd.get("socket", rcv.get("socket")), f"{at}.sender.socket")
         if sock is None:  # UDP end streams carry "udp" instead: not ours
             continue
         conn = conns.get(sock, {})
+        at_s = f"{at}.sender"
         out.append(
             Iperf3Stream(
                 stream=sock,
                 local=_hostport(conn.get("local_host"), conn.get("local_port")),
                 peer=_hostport(conn.get("remote_host"), conn.get("remote_port")),
-                duration_s=_float(snd.get("seconds")),
-                bytes_sent=_int(snd.get("bytes")),
-                bytes_received=_int(rcv.get("bytes")),
-                sender_bps=_float(snd.get("bits_per_second")),
-                throughput_bps=_float(rcv.get("bits_per_second")),
-                retransmits=_int(snd.get("retransmits")),
-                max_snd_cwnd_bytes=_nonneg(snd.get("max_snd_cwnd")),
-                max_snd_wnd_bytes=_nonneg(snd.get("max_snd_wnd")),
-                min_rtt_us=_nonneg(snd.get("min_rtt")),
-                mean_rtt_us=_nonneg(snd.get("mean_rtt")),
-                max_rtt_us=_nonneg(snd.get("max_rtt")),
+                duration_s=_float(snd.get("seconds"), f"{at_s}.seconds"),
+                bytes_sent=_int(snd.get("bytes"), f"{at_s}.bytes"),
+                bytes_received=_int(rcv.get("bytes"), f"{at}.receiver.bytes"),
+                sender_bps=_float(snd.get("bits_per_second"), f"{at_s}.bits_per_second"),
+                throughput_bps=_float(rcv.get("bits_per_second"), f"{at}.receiver.bits_per_second"),
+                retransmits=_int(snd.get("retransmits"), f"{at_s}.retransmits"),
+                max_snd_cwnd_bytes=_nonneg(snd.get("max_snd_cwnd"), f"{at_s}.max_snd_cwnd"),
+                max_snd_wnd_bytes=_nonneg(snd.get("max_snd_wnd"), f"{at_s}.max_snd_wnd"),
+                min_rtt_us=_nonneg(snd.get("min_rtt"), f"{at_s}.min_rtt"),
+                mean_rtt_us=_nonneg(snd.get("mean_rtt"), f"{at_s}.mean_rtt"),
+                max_rtt_us=_nonneg(snd.get("max_rtt"), f"{at_s}.max_rtt"),
             )
         )
     return out
@@ -173,44 +195,93 @@ def _end_streams(end: dict[str, Any], start: dict[str, Any]) -> list[Iperf3Strea
 
 def _intervals(raw: Any) -> list[IntervalRow]:
     rows: list[IntervalRow] = []
-    for interval in raw or []:
-        for s in _obj(interval).get("streams") or []:
+    for i, interval in enumerate(_list(raw, "intervals")):
+        at_i = f"intervals[{i}]"
+        for j, s in enumerate(_list(_obj(interval, at_i).get("streams"), f"{at_i}.streams")):
+            at = f"{at_i}.streams[{j}]"
+            s = _obj(s, at)
             rows.append(
                 {
-                    "stream": _int(s.get("socket")),
-                    "t_start_s": _float(s.get("start")),
-                    "t_end_s": _float(s.get("end")),
-                    "bytes": _int(s.get("bytes")),
-                    "throughput_bps": _float(s.get("bits_per_second")),
-                    "retransmits": _nonneg(s.get("retransmits")),
-                    "cwnd_bytes": _nonneg(s.get("snd_cwnd")),
-                    "snd_wnd_bytes": _nonneg(s.get("snd_wnd")),
-                    "rtt_us": _nonneg(s.get("rtt")),
-                    "rttvar_us": _nonneg(s.get("rttvar")),
-                    "pmtu_bytes": _nonneg(s.get("pmtu")),
-                    "reorder": _nonneg(s.get("reorder")),
+                    "stream": _int(s.get("socket"), f"{at}.socket"),
+                    "t_start_s": _float(s.get("start"), f"{at}.start"),
+                    "t_end_s": _float(s.get("end"), f"{at}.end"),
+                    "bytes": _int(s.get("bytes"), f"{at}.bytes"),
+                    "throughput_bps": _float(s.get("bits_per_second"), f"{at}.bits_per_second"),
+                    "retransmits": _nonneg(s.get("retransmits"), f"{at}.retransmits"),
+                    "cwnd_bytes": _nonneg(s.get("snd_cwnd"), f"{at}.snd_cwnd"),
+                    "snd_wnd_bytes": _nonneg(s.get("snd_wnd"), f"{at}.snd_wnd"),
+                    "rtt_us": _nonneg(s.get("rtt"), f"{at}.rtt"),
+                    "rttvar_us": _nonneg(s.get("rttvar"), f"{at}.rttvar"),
+                    "pmtu_bytes": _nonneg(s.get("pmtu"), f"{at}.pmtu"),
+                    "reorder": _nonneg(s.get("reorder"), f"{at}.reorder"),
                     "omitted": bool(s.get("omitted", False)),
                 }
             )
     return rows
 
 
-def _obj(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
+def _jtype(x: Any) -> str:
+    """JSON's name for a Python value's type, for messages."""
+    if isinstance(x, dict):
+        return "object"
+    if isinstance(x, list):
+        return "list"
+    if isinstance(x, str):
+        return "string"
+    if isinstance(x, bool):
+        return "boolean"
+    if isinstance(x, (int, float)):
+        return "number"
+    return "null" if x is None else type(x).__name__
 
 
-def _int(x: Any) -> int | None:
-    return None if x is None or isinstance(x, bool) else int(x)
+def _obj(x: Any, where: str) -> dict[str, Any]:
+    if x is None:
+        return {}
+    if not isinstance(x, dict):
+        raise Iperf3FormatError(f"{where}: a JSON {_jtype(x)} where an object belongs")
+    return x
 
 
-def _nonneg(x: Any) -> int | None:
+def _list(x: Any, where: str) -> list[Any]:
+    if x is None:
+        return []
+    if not isinstance(x, list):
+        raise Iperf3FormatError(f"{where}: a JSON {_jtype(x)} where a list belongs")
+    return x
+
+
+def _str(x: Any, where: str) -> str | None:
+    if x is None or isinstance(x, str):
+        return x
+    raise Iperf3FormatError(f"{where}: a JSON {_jtype(x)} where a string belongs")
+
+
+def _number(x: Any, where: str) -> float | int | None:
+    """A JSON number, or None when absent (a boolean counts as absent, as before)."""
+    if x is None or isinstance(x, bool):
+        return None
+    if not isinstance(x, (int, float)):
+        raise Iperf3FormatError(f"{where}: {x!r} is not a number")
+    if isinstance(x, float) and not math.isfinite(x):
+        raise Iperf3FormatError(f"{where}: {x} is not a finite number")
+    return x
+
+
+def _int(x: Any, where: str) -> int | None:
+    v = _number(x, where)
+    return None if v is None else int(v)
+
+
+def _nonneg(x: Any, where: str) -> int | None:
     """iperf3 writes -1 for 'not available on this OS' (FreeBSD pmtu/reorder)."""
-    v = _int(x)
+    v = _int(x, where)
     return None if v is None or v < 0 else v
 
 
-def _float(x: Any) -> float | None:
-    return None if x is None or isinstance(x, bool) else float(x)
+def _float(x: Any, where: str) -> float | None:
+    v = _number(x, where)
+    return None if v is None else float(v)
 
 
 def _hostport(host: Any, port: Any) -> str | None:

@@ -17,14 +17,25 @@ def parse_cpu_line(text: str) -> dict[str, int]:
     for line in text.splitlines():
         parts = line.split()
         if parts and parts[0] == "cpu":
-            return {k: int(v) for k, v in zip(FIELDS, parts[1:], strict=False)}
+            try:
+                vals = {k: int(v) for k, v in zip(FIELDS, parts[1:], strict=False)}
+            except ValueError:
+                raise ValueError(f"bad /proc/stat cpu line: {line[:80]!r}") from None
+            if len(vals) < 4 or min(vals.values()) < 0:
+                raise ValueError(f"bad /proc/stat cpu line: {line[:80]!r}")
+            return vals
     raise ValueError("no aggregate 'cpu' line in /proc/stat text")
 
 
 def usage_between(before: str, after: str) -> dict[str, Any]:
-    """Busy, softirq and steal shares (% of all CPU time) between two snapshots."""
+    """Busy, softirq and steal shares (% of all CPU time) between two snapshots.
+
+    Raises ValueError when a snapshot does not parse or a counter went backwards."""
     a, b = parse_cpu_line(before), parse_cpu_line(after)
     d = {k: b.get(k, 0) - a.get(k, 0) for k in FIELDS}
+    back = [k for k, v in d.items() if v < 0]
+    if back:
+        raise ValueError(f"cpu counters went backwards ({', '.join(back)})")
     total = sum(d.values())
     if total <= 0:
         return {"busy_pct": None, "softirq_pct": None, "steal_pct": None, "jiffies": total}

@@ -14,6 +14,7 @@ absent `ssthresh` in slow start, ...) are None.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -81,27 +82,34 @@ def parse_ss_samples(text: str) -> list[SsRecord]:
     """One dict per socket per TS block, keys as in FIELDS, in file order.
 
     A trailing line without a newline (the sampler stopped mid-write) is dropped.
-    Raises ValueError for socket lines before the first TS line or a bad TS value.
+    Raises ValueError, naming the line number, for socket lines before the first TS
+    line, a bad TS value, TS values that go backwards, or a socket or info line whose
+    numbers do not parse (e.g. `cwnd:abc`).
     """
     lines = text.split("\n")
     lines.pop()  # "" after a final newline, or an incomplete last line
     records: list[SsRecord] = []
     t_s: float | None = None
     current: SsRecord | None = None
-    for line in lines:
+    for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        if line.startswith("TS "):
-            t_s = _timestamp(line)
-            current = None
-        elif line[0].isspace():
-            if current is not None:  # info for a socket whose address line we saw
-                _apply_info(current, line.split())
-        else:
-            if t_s is None:
-                raise ValueError(f"ss output before the first TS line: {line!r}")
-            current = _address_record(t_s, line.split())
-            records.append(current)
+        try:
+            if line.startswith("TS "):
+                t = _timestamp(line)
+                if t_s is not None and t < t_s:
+                    raise ValueError(f"TS {t} goes back from {t_s}")
+                t_s, current = t, None
+            elif line[0].isspace():
+                if current is not None:  # info for a socket whose address line we saw
+                    _apply_info(current, line.split())
+            else:
+                if t_s is None:
+                    raise ValueError(f"ss output before the first TS line: {line[:80]!r}")
+                current = _address_record(t_s, line.split())
+                records.append(current)
+        except ValueError as e:
+            raise ValueError(f"line {n}: {e}") from None
     return records
 
 
@@ -115,9 +123,12 @@ def parse_rate_bps(token: str) -> float | None:
 
 def _timestamp(line: str) -> float:
     try:
-        return float(line[3:].strip())
+        t = float(line[3:].strip())
     except ValueError:
-        raise ValueError(f"bad TS line: {line!r}") from None
+        raise ValueError(f"bad TS line: {line[:80]!r}") from None
+    if not math.isfinite(t) or t < 0:
+        raise ValueError(f"bad TS line: {line[:80]!r}")
+    return t
 
 
 def _address_record(t_s: float, cols: list[str]) -> SsRecord:
@@ -126,9 +137,12 @@ def _address_record(t_s: float, cols: list[str]) -> SsRecord:
     if cols and not cols[0].isdigit():  # a state column (no `state` filter given)
         cols = cols[1:]
     if len(cols) < 4:
-        raise ValueError(f"unexpected ss socket line: {' '.join(cols)!r}")
-    rec["recv_q_bytes"] = int(cols[0])
-    rec["send_q_bytes"] = int(cols[1])
+        raise ValueError(f"unexpected ss socket line: {' '.join(cols)[:80]!r}")
+    try:
+        rec["recv_q_bytes"] = int(cols[0])
+        rec["send_q_bytes"] = int(cols[1])
+    except ValueError:
+        raise ValueError(f"unexpected ss socket line: {' '.join(cols)[:80]!r}") from None
     rec["local"] = cols[2]
     rec["peer"] = cols[3]
     return rec
@@ -154,6 +168,13 @@ def _apply_info(rec: SsRecord, tokens: list[str]) -> None:
 
 
 def _apply_item(rec: SsRecord, key: str, value: str) -> None:
+    try:
+        _apply_value(rec, key, value)
+    except ValueError:
+        raise ValueError(f"bad ss value {key}:{value[:40]}") from None
+
+
+def _apply_value(rec: SsRecord, key: str, value: str) -> None:
     if key in _INT_KEYS:
         rec[_INT_KEYS[key]] = int(value)
     elif key == "rtt":
@@ -185,4 +206,7 @@ def _apply_bbr(rec: SsRecord, value: str) -> None:
 
 def _ms_to_us(ms: str) -> float:
     # ss prints ms with 3 decimals; rounding drops binary noise like 40499.999...
-    return round(float(ms) * 1000.0, 3)
+    v = float(ms)
+    if not math.isfinite(v):
+        raise ValueError(f"{ms!r} ms")
+    return round(v * 1000.0, 3)

@@ -13,6 +13,7 @@ Units differ between the two iproute2 formats and are normalised here:
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -53,11 +54,16 @@ class QdiscStats:
 
 
 def parse_tc_qdisc_json(text: str) -> list[QdiscStats]:
-    """Parse `tc -s -j qdisc show [dev X]` output."""
+    """Parse `tc -s -j qdisc show [dev X]` output.
+
+    Raises ValueError (json.JSONDecodeError for text that is not JSON) with a message
+    naming the entry and field for JSON that is not tc's: a list where an object
+    belongs, a string, NaN or a negative number where a counter belongs.
+    """
     data = json.loads(text) if text.strip() else []
     if not isinstance(data, list):
         raise ValueError("tc -j output is not a JSON list")
-    return [_from_json(q) for q in data]
+    return [_from_json(q, i) for i, q in enumerate(data)]
 
 
 def parse_tc_qdisc_text(text: str) -> list[QdiscStats]:
@@ -89,29 +95,41 @@ def parse_tc_size_bytes(token: str) -> int:
     return round(float(m.group(1)) * _SIZE_PREFIX[m.group(2)])
 
 
-def _from_json(q: dict[str, Any]) -> QdiscStats:
-    kind = str(q["kind"])
+def _from_json(q: Any, i: int) -> QdiscStats:
+    at = f"qdisc [{i}]"
+    if not isinstance(q, dict):
+        raise ValueError(f"{at}: a JSON {type(q).__name__} where an object belongs")
+    if not isinstance(q.get("kind"), str):
+        raise ValueError(f"{at}: no 'kind'")
+    kind = q["kind"]
     opts = q.get("options") or {}
+    if not isinstance(opts, dict):
+        raise ValueError(f"{at} ({kind}): options is not an object")
     limit = opts.get("limit")
     is_tbf = kind == "tbf"
-    rate = opts.get("rate") if is_tbf else None
+    rate = _num(opts.get("rate"), f"{at} ({kind}) rate") if is_tbf else None
+    lat = _num(opts.get("lat"), f"{at} ({kind}) lat") if is_tbf else None
+
+    def c(key: str) -> int | None:
+        return _int(q.get(key), f"{at} ({kind}) {key}")
+
     return QdiscStats(
         kind=kind,
         handle=str(q.get("handle", "")),
         parent="root" if q.get("root") else str(q.get("parent", "")),
         dev=q.get("dev"),
-        sent_bytes=_int(q.get("bytes")),
-        sent_pkts=_int(q.get("packets")),
-        dropped=_int(q.get("drops")),
-        overlimits=_int(q.get("overlimits")),
-        requeues=_int(q.get("requeues")),
-        backlog_bytes=_int(q.get("backlog")),
-        backlog_pkts=_int(q.get("qlen")),
-        limit_pkts=_int(limit) if kind not in _BYTE_LIMIT_KINDS else None,
-        limit_bytes=_int(limit) if kind in _BYTE_LIMIT_KINDS else None,
+        sent_bytes=c("bytes"),
+        sent_pkts=c("packets"),
+        dropped=c("drops"),
+        overlimits=c("overlimits"),
+        requeues=c("requeues"),
+        backlog_bytes=c("backlog"),
+        backlog_pkts=c("qlen"),
+        limit_pkts=_int(limit, f"{at} ({kind}) limit") if kind not in _BYTE_LIMIT_KINDS else None,
+        limit_bytes=_int(limit, f"{at} ({kind}) limit") if kind in _BYTE_LIMIT_KINDS else None,
         rate_bps=float(rate) * 8.0 if rate is not None else None,
-        burst_bytes=_int(opts.get("burst")) if is_tbf else None,
-        latency_us=float(opts["lat"]) if is_tbf and "lat" in opts else None,
+        burst_bytes=_int(opts.get("burst"), f"{at} ({kind}) burst") if is_tbf else None,
+        latency_us=float(lat) if lat is not None else None,
     )
 
 
@@ -169,5 +187,17 @@ def _header_options(tokens: list[str]) -> dict[str, str]:
     return opts
 
 
-def _int(x: Any) -> int | None:
-    return None if x is None else int(x)
+def _num(x: Any, where: str) -> float | int | None:
+    """A non-negative JSON number (tc's counters and options are unsigned), or None."""
+    if x is None:
+        return None
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ValueError(f"{where}: {x!r} is not a number")
+    if not math.isfinite(x) or x < 0:
+        raise ValueError(f"{where}: {x!r} is not a count")
+    return x
+
+
+def _int(x: Any, where: str) -> int | None:
+    v = _num(x, where)
+    return None if v is None else int(v)
