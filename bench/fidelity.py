@@ -5,7 +5,9 @@ For 100 Mbit/s, 500 Mbit/s and 1 Gbit/s at 40 ms RTT it runs, for real:
     wire limit of goodput over 1514-byte frames),
   - 2 x bbr and 2 x cubic through the seeds' 48-packet pfifo,
 and prints one table: utilization, Jain, mean RTT vs configured, share of packets
-the delay element released > 5 ms late, its CPU, and machine CPU.
+the delay element released > 5 ms late, its CPU, and machine CPU. A case that could
+not be measured (e.g. the testbed failed calibration every try) is a row saying why;
+the other cases go on.
 
 Run as root: sudo .venv/bin/python bench/fidelity.py [--duration 10] [--rates 100,500,1000]
 """
@@ -13,6 +15,7 @@ Run as root: sudo .venv/bin/python bench/fidelity.py [--duration 10] [--rates 10
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import sys
 import tempfile
@@ -20,6 +23,7 @@ import time
 from pathlib import Path
 
 from ccbench.config import TestbedConfig
+from ccbench.errors import CcbenchError
 from ccbench.run import execute
 from ccbench.spec import Flow, RunSpec, Topology, bdp_packets
 from ccbench.testbed import local
@@ -61,6 +65,17 @@ def one(rate: int, queue: int, ccs: list[str], duration: float, out: Path) -> di
     }
 
 
+def failed(reason: str) -> dict:
+    """The row of a case that could not be measured: no numbers, the reason."""
+    nan = math.nan
+    return {"util": nan, "jain": nan, "rtt": nan, "late": nan, "elem_cpu": nan, "cpu": nan,
+            "valid": False, "reasons": [f"not measured: {reason}"], "method": None}  # fmt: skip
+
+
+def cell(x: float, digits: int) -> str:
+    return "" if x is None or math.isnan(x) else f"{x:.{digits}f}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--duration", type=float, default=10.0)
@@ -78,19 +93,25 @@ def main() -> int:
                 ("2 x cubic, 48 pkts", 48, ["cubic", "cubic"]),
             ):
                 print(f"# {rate} Mbit/s: {label} ...", file=sys.stderr, flush=True)
-                r = one(rate, queue, ccs, a.duration, work / f"{rate}-{len(rows)}")
+                try:
+                    r = one(rate, queue, ccs, a.duration, work / f"{rate}-{len(rows)}")
+                except Exception as e:  # e.g. calibration failed every try: go on
+                    why = str(e) if isinstance(e, CcbenchError) else f"{type(e).__name__}: {e}"
+                    print(f"#   not measured: {why}", file=sys.stderr, flush=True)
+                    r = failed(why)
                 rows.append((rate, label, r))
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\nFidelity, 40 ms RTT, {a.duration:g} s per run, delay via {rows[0][2]['method']}, "
+    method = next((r["method"] for _, _, r in rows if r["method"]), "n/a")
+    print(f"\nFidelity, 40 ms RTT, {a.duration:g} s per run, delay via {method}, "
           f"{time.strftime('%Y-%m-%d')}\n")  # fmt: skip
     print("| rate | scenario | util % | Jain | mean RTT ms (cfg 40) | late >5 ms % "
           "| element CPU % | machine CPU % | valid |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|")
     for rate, label, r in rows:
-        jain = "" if len(label) and label.startswith("1 x") else f"{r['jain']:.3f}"
-        print(f"| {rate} Mbit/s | {label} | {r['util']:.1f} | {jain} | {r['rtt']:.1f} | "
-              f"{r['late']:.2f} | {r['elem_cpu']:.0f} | {r['cpu']:.0f} | "
+        jain = "" if label.startswith("1 x") else cell(r["jain"], 3)
+        print(f"| {rate} Mbit/s | {label} | {cell(r['util'], 1)} | {jain} | {cell(r['rtt'], 1)} | "
+              f"{cell(r['late'], 2)} | {cell(r['elem_cpu'], 0)} | {cell(r['cpu'], 0)} | "
               f"{'yes' if r['valid'] else 'no: ' + '; '.join(r['reasons'])} |")  # fmt: skip
     return 0
 

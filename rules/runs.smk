@@ -3,12 +3,8 @@
 
 rule run:
     input:
-        # ancient(): a rebuilt testbed or rewritten matrix must not make finished runs
-        # look stale; a run's id already changes with everything that affects it.
         matrix=ancient(f"{RESULTS}/matrix.json"),
-        cal=ancient(
-            lambda wc: f"{RESULTS}/testbeds/{testbed_of(wc.run)}/calibration.json"
-        ),
+        cal=run_cal,
         prev=previous_run,
     output:
         f"{RESULTS}/runs/{{run}}/attempts.json",

@@ -1,9 +1,12 @@
 """All runs' summaries -> tidy tables with confidence intervals and deltas.
 
 Tables (CSV and Parquet, units in column names):
-- runs:    one row per run (valid or not, with reasons), in the order they ran.
+- runs:    one row per run (valid or not, with reasons), in the order they ran; a run
+           that could not run (its testbed lacks what it asks, or could not be
+           calibrated) has status "not run" and its not_run_reason.
 - flows:   one row per flow per run.
-- summary: per scenario x variant over VALID repetitions only: mean and 95 % CI
+- summary: per scenario x variant (n_valid, n_invalid, n_not_run) over VALID
+           repetitions only: mean and 95 % CI
            half-width (Student t) of each metric, and the % delta vs the baseline
            variant (paired by repetition where both are valid) with its CI.
 """
@@ -98,6 +101,12 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if not math.isnan(mathis)
         else math.nan,
         "skipped": bool(s.get("skipped", False)),
+        # valid / invalid (ran, failed a check) / not run (the testbed lacks what it
+        # asks, or could not be calibrated: see not_run_reason)
+        "status": "not run" if s.get("skipped") else "valid" if s["valid"] else "invalid",
+        "not_run_reason": "; ".join(r.removeprefix("skipped: ") for r in s["reasons"])
+        if s.get("skipped")
+        else "",
     }
     frows = []
     for f in flows:
@@ -162,7 +171,9 @@ def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
                 "variant": var,
                 "baseline": var == baseline,
                 "n_valid": len(grp),
-                "n_invalid": int((~grp_all["valid"]).sum()),
+                # runs that ran and failed a check; runs not run are counted apart
+                "n_invalid": int((~grp_all["valid"] & ~grp_all["skipped"]).sum()),
+                "n_not_run": int(grp_all["skipped"].sum()),
             }
             for col in METRICS:
                 ci = metrics.mean_ci(grp[col].dropna().tolist())

@@ -1,5 +1,9 @@
 """The one exception type users see: its message is the single line ccbench prints."""
 
+from __future__ import annotations
+
+from typing import Any
+
 
 class CcbenchError(Exception):
     """A problem the user can fix (bad config, not root, missing qdisc, ...)."""
@@ -8,3 +12,18 @@ class CcbenchError(Exception):
 class Unavailable(CcbenchError):
     """What the config asks for does not exist here (e.g. an AQM this kernel lacks).
     The workflow turns it into a skipped scenario with this reason, not a failure."""
+
+    # Would trying again later help? Not for a missing qdisc; yes for a calibration.
+    retry = False
+
+
+class CalibrationFailed(Unavailable):
+    """A testbed that was built but could not be calibrated, every try of it. The
+    workflow reports its runs as not run (like an Unavailable scenario) and tries the
+    testbed again when the same command is rerun. `record` holds every try."""
+
+    retry = True
+
+    def __init__(self, msg: str, record: dict[str, Any] | None = None):
+        super().__init__(msg)
+        self.record = record or {}

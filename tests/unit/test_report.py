@@ -376,17 +376,17 @@ def test_skipped_scenario_shows_its_reason(built_loss: Built) -> None:
     assert len(sk) == 1
     reason = sk["reasons"].iloc[0]
     assert reason.startswith("skipped: ")
-    assert f"Skipped: {reason.removeprefix('skipped: ')}" in built_loss.text
+    assert f"Not run: {reason.removeprefix('skipped: ')}" in built_loss.text
     assert reason.removeprefix("skipped: ") in html.unescape(built_loss.html)
     scen = sk["scenario"].iloc[0]
     manifest = json.loads((built_loss.out / "figures" / "figures.json").read_text())
     assert not [e for e in manifest if e["scenario"] == scen]  # no empty plots
     # Counted apart from invalid runs; a skipped run is not in the invalid-runs table.
     ran = len(runs) - len(sk)
-    assert f"{ran} executed: {int(runs['valid'].sum())} valid, 0 invalid; 1 skipped" in (
+    assert f"{ran} executed: {int(runs['valid'].sum())} valid, 0 invalid; 1 not run" in (
         built_loss.text
     )
-    assert f"Scenario {scen} (skipped)" in built_loss.text
+    assert f"Scenario {scen} (not run)" in built_loss.text
 
 
 # Pure helpers, on hand-made inputs.

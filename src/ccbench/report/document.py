@@ -44,8 +44,8 @@ def _figures(figures_dir: Path) -> list[dict[str, Any]]:
 
 def _runs_text(n_valid: int, n_ran: int, n_skip: int) -> str:
     if n_skip and not n_ran:
-        return "skipped"
-    return f"{n_valid}/{n_ran}" + (f" ({n_skip} skipped)" if n_skip else "")
+        return "not run"
+    return f"{n_valid}/{n_ran}" + (f" ({n_skip} not run)" if n_skip else "")
 
 
 def _load_figs_title(figs: list[dict[str, Any]]) -> str:
@@ -57,9 +57,9 @@ def _load_figs_title(figs: list[dict[str, Any]]) -> str:
 
 def _runs_sentence(n_valid: int, n_ran: int, n_skip: int) -> str:
     if n_skip and not n_ran:
-        return "all runs skipped"
+        return "no run ran"
     s = f"{n_valid}/{n_ran} runs valid"
-    return s + (f", {n_skip} skipped (never ran)" if n_skip else "")
+    return s + (f", {n_skip} not run" if n_skip else "")
 
 
 def _conditions_row(c: data.Conditions, runs_text: str) -> dict[str, str]:

@@ -58,7 +58,7 @@ def _slug(s: str) -> str:
 def _invalid_note(runs: pd.DataFrame) -> str:
     bad = runs[data.is_invalid(runs)]
     n_skip = int(runs["skipped"].sum())
-    skip = f" {n_skip} skipped run(s) (never ran)." if n_skip else ""
+    skip = f" {n_skip} run(s) not run." if n_skip else ""
     if bad.empty:
         return "No invalid runs." + skip
     per = ", ".join(f"{v} {n}" for v, n in bad.groupby("variant", sort=False).size().items())
@@ -161,7 +161,7 @@ def _timeseries(
         )
         if rep is None:
             if len(runs) and runs["skipped"].all():
-                why = "skipped: " + "; ".join(data.skip_reasons(runs))
+                why = "not run: " + "; ".join(data.skip_reasons(runs))
             else:
                 why = (
                     f"no valid run with a time series\n({len(runs)} run(s), "

@@ -45,7 +45,7 @@ class VariantStats:
 
     @property
     def empty_text(self) -> str:
-        return "skipped" if self.skipped else "no valid runs"
+        return "not run" if self.skipped else "no valid runs"
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def placeholder_figure(text: str, size: tuple[float, float]) -> Figure:
 
 
 def _tick_label(v: VariantStats) -> str:
-    n = "skipped" if v.skipped else f"n = {v.n_valid}/{v.n_total}"
+    n = "not run" if v.skipped else f"n = {v.n_valid}/{v.n_total}"
     lines = [_wrap(v.label, 14), "(baseline)" if v.baseline else "", n]
     return "\n".join(x for x in lines if x)
 

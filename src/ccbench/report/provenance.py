@@ -242,7 +242,7 @@ def run_order(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> lis
         if rid in done.index:
             r = done.loc[rid]
             skipped = bool(r.get("skipped", False))
-            status = "skipped" if skipped else "valid" if r["valid"] else "invalid"
+            status = "not run" if skipped else "valid" if r["valid"] else "invalid"
             row.update(
                 executed="-" if skipped else str(r["order"]),
                 started=utc(r["started_unix"]),

@@ -75,8 +75,10 @@ def _n_text(r: pd.Series, runs: pd.DataFrame | None) -> str:
         return f"{n_valid}/{n_valid + n_invalid}"
     g = runs[(runs["scenario"] == r["scenario"]) & (runs["variant"] == r["variant"])]
     n_skip = int(g["skipped"].sum())
-    text = f"{n_valid}/{n_valid + n_invalid - n_skip}"
-    return text + f" ({n_skip} skipped)" if n_skip else text
+    # Older tables counted runs not run among n_invalid; newer ones apart (n_not_run).
+    ran_invalid = n_invalid if "n_not_run" in r.index else n_invalid - n_skip
+    text = f"{n_valid}/{n_valid + ran_invalid}"
+    return text + f" ({n_skip} not run)" if n_skip else text
 
 
 def _flow_count(df: pd.DataFrame) -> int:
@@ -232,7 +234,7 @@ def per_run_table(
 
 
 def _status(r: pd.Series) -> str:
-    return "skipped" if r["skipped"] else "yes" if r["valid"] else "NO"
+    return "not run" if r["skipped"] else "yes" if r["valid"] else "NO"
 
 
 def scenario_counts(runs: pd.DataFrame, scenario: str) -> tuple[int, int, int]:
