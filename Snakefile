@@ -2,9 +2,10 @@
 # Main job: `sudo snakemake --cores 4 all` (optionally --configfile config/<yours>.yaml).
 
 
-# The default config only when none is given: `--configfile` must replace it, not be
-# merged into it (a merge would mix the default's scenarios into the user's).
-if not config:
+# The default config only when no --configfile is given: a user's file must replace it,
+# not be merged into it (a merge would mix the default's scenarios into the user's), and
+# an empty one is an error, not the default comparison.
+if not workflow.overwrite_configfiles:
 
     configfile: "config/config.yaml"
 

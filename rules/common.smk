@@ -4,18 +4,21 @@ import os
 import subprocess
 import sys
 
-from snakemake.utils import min_version, validate
+from snakemake.utils import min_version
 
 min_version("8.0")
 
 
-validate(config, "../config/schema.yaml")
-
-
-def _expand_matrix(cfg):
+# Validation is `ccbench matrix`'s (config/schema.yaml, with the package's checks beyond
+# what a schema says): a bad config is one line naming the field, printed first.
+# The config files are read again strictly there (duplicate keys, encoding, size), and
+# the config goes on stdin, not the command line (argv has a size limit).
+def _expand_matrix(cfg, files):
     """The run matrix from `ccbench matrix` (one clear line and exit 1 on bad config)."""
+    sources = [a for f in files for a in ("--source", str(f))]
     cp = subprocess.run(
-        ["ccbench", "matrix", "--json", "--config-json", json.dumps(cfg)],
+        ["ccbench", "matrix", "--json", "--config-json", "-", *sources],
+        input=json.dumps(cfg),
         capture_output=True,
         text=True,
     )
@@ -25,7 +28,7 @@ def _expand_matrix(cfg):
     return json.loads(cp.stdout)
 
 
-MATRIX = _expand_matrix(config)
+MATRIX = _expand_matrix(config, workflow.configfiles)
 RESULTS = MATRIX["results_dir"]
 RUNS = MATRIX["order"]
 TESTBEDS = sorted(MATRIX["testbeds"])
@@ -74,6 +77,66 @@ def testbed_of(run_id):
 
 def dumbbell_of(run_id):
     return MATRIX["testbeds"][testbed_of(run_id)]["dumbbell"]
+
+
+# --- Testbeds that could not be calibrated (rules/testbed.smk) --------------------
+# Their calibration.json holds the tries, "skipped" (the reason) and "retry": true;
+# their runs are recorded as not run. Rerunning the workflow tries exactly those again:
+# the testbed because its params (calibration_failures) changed, its runs because their
+# calibration input is then not ancient (run_cal) and is made again.
+
+
+def read_json(path):
+    """The JSON in `path`, or None if it is missing or unreadable."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def calibration_path(tb):
+    return f"{RESULTS}/testbeds/{tb}/calibration.json"
+
+
+def calibration_failures(tb):
+    """How many times `up` of this testbed failed calibration in every try (a line each
+    in calibration-failures.jsonl beside calibration.json, which then records the not
+    run). A params of testbed_up: when it grows, the failed testbed is due again; after
+    it came up, it stays the same and nothing reruns."""
+    try:
+        with open(f"{RESULTS}/testbeds/{tb}/calibration-failures.jsonl") as fh:
+            return sum(1 for line in fh if line.strip())
+    except OSError:
+        return 0
+
+
+def testbed_threads(wc):
+    # Calibration times pings to a millisecond: locally, no other job (e.g. the parse
+    # of the previous testbed's last run) may run beside it, so it takes every core.
+    # A remote testbed is calibrated on its own hosts.
+    return (
+        workflow.cores if MATRIX["testbeds"][wc.tb]["testbed"]["kind"] == "local" else 1
+    )
+
+
+def not_run_to_retry(run):
+    """True if the run was recorded as not run because its testbed's calibration
+    failed (rules/testbed.smk), so the workflow should try it again. A run skipped
+    for what this kernel lacks stays skipped."""
+    att = read_json(f"{RESULTS}/runs/{run}/attempts.json")
+    if not att or "skipped" not in att:
+        return False
+    cal = read_json(calibration_path(testbed_of(run)))
+    return not cal or "skipped" not in cal or bool(cal.get("retry"))
+
+
+def run_cal(wc):
+    # ancient(): a rebuilt testbed or rewritten matrix must not make finished runs
+    # look stale; a run's id already changes with everything that affects it. A run
+    # not run for a failed calibration follows its testbed when that comes up again.
+    path = calibration_path(testbed_of(wc.run))
+    return path if not_run_to_retry(wc.run) else ancient(path)
 
 
 def testbeds_down():

@@ -18,11 +18,16 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
+# Beside `testbed up --calibration-out FILE`: one line per calibration that failed every
+# try (rules/common.smk counts them to retry that testbed when the workflow is rerun).
+FAILURES_LOG = "calibration-failures.jsonl"
+
+
 def cmd_testbed(a: argparse.Namespace) -> int:
     from ccbench.privileges import require_root
 
     require_root()
-    from ccbench import testbed
+    from ccbench import safe, testbed
     from ccbench.config import load_testbed_config
     from ccbench.testbed import local
 
@@ -34,7 +39,7 @@ def cmd_testbed(a: argparse.Namespace) -> int:
         elif a.config:
             ids = [load_testbed_config(a.config)[0].id]
         elif a.id:
-            ids = [a.id]
+            ids = [safe.testbed_id(a.id, "--id")]
         else:
             raise CcbenchError("down: say which testbed: --id ID, --config FILE or --all")
         for tb_id in ids:
@@ -64,7 +69,7 @@ def cmd_testbed(a: argparse.Namespace) -> int:
     else:
         tbc, topo = load_testbed_config(a.config)
     if a.id:
-        tbc = type(tbc)(**{**tbc.__dict__, "id": a.id})
+        tbc = type(tbc)(**{**tbc.__dict__, "id": safe.testbed_id(a.id, "--id")})
     tb = testbed.make(tbc, topo)
     if a.action == "up":
         if a.replace:
@@ -78,15 +83,25 @@ def cmd_testbed(a: argparse.Namespace) -> int:
         except Unavailable as e:
             if not (a.skip_unavailable and a.calibration_out):
                 raise
-            # The workflow goes on; this testbed's runs are reported as skipped.
-            Path(a.calibration_out).parent.mkdir(parents=True, exist_ok=True)
-            Path(a.calibration_out).write_text(json.dumps({"skipped": str(e)}, indent=2))
-            print(f"testbed {tb.id}: skipped: {e}")
+            # The workflow goes on; this testbed's runs are reported as not run. A
+            # failed calibration (`retry`) is tried again when the workflow is rerun;
+            # its record keeps every try.
+            rec = {**getattr(e, "record", {}), "skipped": str(e), "retry": e.retry}
+            out = Path(a.calibration_out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(rec, indent=2))
+            if e.retry:  # one line per failed `up`: the workflow reruns it when this grows
+                with out.with_name(FAILURES_LOG).open("a") as fh:
+                    fh.write(json.dumps({"time": rec.get("time"), "reason": str(e)}) + "\n")
+            print(f"testbed {tb.id}: not run: {e}")
             return 0
         if a.calibration_out:
             Path(a.calibration_out).parent.mkdir(parents=True, exist_ok=True)
             Path(a.calibration_out).write_text(json.dumps(cal, indent=2))
-        rtts = ", ".join(f"{k} {v['median_ms']:.2f} ms" for k, v in cal["idle_rtt"].items())
+        rtts = ", ".join(
+            f"{k} {v['judged_ms']:.2f} ms ({v['judged_on']}, median {v['median_ms']:.2f})"
+            for k, v in cal["idle_rtt"].items()
+        )
         ratio = cal["rate"]["ratio"]
         print(
             f"testbed {tb.id} up: delay via {cal['delay_method']}; idle RTT {rtts}; "
@@ -109,7 +124,7 @@ def _inventory(a: argparse.Namespace) -> int:
     p = Path(a.manifest)
     if not p.is_file():
         raise CcbenchError(f"{p}: no such manifest")
-    inv = inventory.from_manifest(p.read_bytes(), str(p))
+    inv = inventory.from_manifest(p.read_bytes(), str(p), user=a.user)
     text = "# ccbench hosts inventory, from " + p.name + "\n" + yaml.safe_dump(inv.to_dict())
     if a.out:
         Path(a.out).write_text(text)
@@ -179,20 +194,12 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_parse(a: argparse.Namespace) -> int:
-    from ccbench import timeseries
-    from ccbench.summary import summarize, write_json
+    from ccbench.summary import parse_run_dir
 
     if a.nice:
         os.nice(19)
     for d in map(Path, a.run_dirs):
-        if not (d / "raw" / "spec.json").exists():
-            raise CcbenchError(f"{d}: not a run directory (no raw/spec.json)")
-        s = summarize(d / "raw")
-        att = d / "attempts.json"
-        if att.exists():
-            s["attempt"] = len(json.loads(att.read_text())["attempts"])
-        write_json(d / "summary.json", s)
-        timeseries.build(d / "raw").to_parquet(d / "timeseries.parquet", index=False)
+        parse_run_dir(d)
     return 0
 
 
@@ -206,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("action", choices=["up", "status", "down", "inventory"])
     t.add_argument("--manifest", help="with inventory: the experiment's manifest RSpec")
     t.add_argument("--out", help="with inventory: write the hosts YAML here (default stdout)")
+    t.add_argument("--user", help="with inventory: your login name on the nodes (default: what "
+                   "your ssh config says; never another member's from the manifest)")  # fmt: skip
     t.add_argument("--config", help="YAML config (testbed + topology sections)")
     t.add_argument("--id", help="testbed id (overrides the config's)")
     t.add_argument("--all", action="store_true", help="with down: every ccbench testbed")
@@ -260,6 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ccbench: interrupted; cleaned up", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`ccbench matrix | head -1`): end quietly, as cat does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

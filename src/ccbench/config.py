@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import math
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -11,6 +13,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from ccbench import safe
 from ccbench.errors import CcbenchError
 from ccbench.spec import Flow, RunSpec, Topology, bdp_packets, check_flows, check_topology
 
@@ -24,16 +27,93 @@ def schema_path(name: str) -> Path:
     return Path(str(resources.files("ccbench").joinpath(f"schemas/{name}.yaml")))
 
 
+MAX_CONFIG_BYTES = 1_000_000
+# Expanded size (nodes, counting every alias as a copy) above which a YAML document is
+# refused: anchors are fine, a "billion laughs" is not.
+MAX_YAML_NODES = 200_000
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (PyYAML lets the last one win)."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            dup = key in seen
+        except TypeError:  # an unhashable key: let PyYAML say so
+            break
+        if dup:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _expanded_size(node: yaml.Node) -> int:
+    """Nodes the document would have with every alias expanded (memoized: linear)."""
+    memo: dict[int, int] = {}
+
+    def size(n: yaml.Node) -> int:
+        if id(n) in memo:
+            return memo[id(n)]
+        memo[id(n)] = 1  # a recursive alias counts once
+        if isinstance(n, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in n.value)
+        elif isinstance(n, yaml.SequenceNode):
+            total = 1 + sum(size(v) for v in n.value)
+        else:
+            total = 1
+        memo[id(n)] = total
+        return total
+
+    return size(node)
+
+
+def parse_yaml(raw: bytes, source: str) -> Any:
+    """YAML bytes -> data, refusing what a config never is: over 1 MB, not UTF-8,
+    binary, duplicate keys, alias bombs. One clear line per problem."""
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise CcbenchError(f"{source}: {len(raw)} bytes; a config may have at most "
+                           f"{MAX_CONFIG_BYTES}")  # fmt: skip
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CcbenchError(f"{source}: not UTF-8 text (byte {e.start})") from e
+    if "\x00" in text:
+        raise CcbenchError(f"{source}: a binary file, not YAML")
+    try:
+        node = yaml.compose(text, Loader=_StrictLoader)
+        if node is not None and _expanded_size(node) > MAX_YAML_NODES:
+            raise CcbenchError(f"{source}: its aliases expand to more than {MAX_YAML_NODES} "
+                               "values (a YAML alias bomb?)")  # fmt: skip
+        loader = _StrictLoader(text)
+        try:
+            return loader.get_single_data()
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None) or getattr(e, "context_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise CcbenchError(f"{source}:{where}: not valid YAML ({problem})") from e
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise CcbenchError(f"{p}: no such config file")
     try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise CcbenchError(f"{p}:{where}: not valid YAML ({getattr(e, 'problem', e)})") from e
+        raw = p.read_bytes()
+    except OSError as e:
+        raise CcbenchError(f"{p}: cannot read ({e.strerror})") from e
+    data = parse_yaml(raw, str(p))
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -54,7 +134,39 @@ def _fill_defaults(validator_cls: Any) -> Any:
     return jsonschema.validators.extend(validator_cls, {"properties": set_defaults})
 
 
-_Validator = _fill_defaults(jsonschema.Draft202012Validator)
+def _strict_types(validator_cls: Any) -> Any:
+    """'integer' means an int: JSON Schema accepts 2.0, which would reach iperf3 as
+    `-P 2.0`. Refused with the usual message instead."""
+    checker = validator_cls.TYPE_CHECKER.redefine(
+        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
+    )
+
+    def pattern(validator: Any, patrn: str, instance: Any, sch: Any) -> Any:
+        # Python's `$` also matches before a final newline: "cubic\n" would pass
+        # "^[a-z0-9_]{1,16}$" and reach file names and argv. Anchor at the true end.
+        if isinstance(instance, str) and patrn.endswith("$") and not patrn.endswith("\\$"):
+            if not re.search(patrn[:-1] + r"\Z", instance):
+                yield jsonschema.ValidationError(f"{instance!r} does not match {patrn!r}")
+            return
+        yield from validator_cls.VALIDATORS["pattern"](validator, patrn, instance, sch)
+
+    return jsonschema.validators.extend(validator_cls, {"pattern": pattern}, type_checker=checker)
+
+
+_Validator = _fill_defaults(_strict_types(jsonschema.Draft202012Validator))
+
+
+def _check_finite(data: Any, path: str = "") -> None:
+    """NaN and infinity pass JSON Schema's minimum/maximum (every comparison with NaN
+    is false): refuse them wherever they stand."""
+    if isinstance(data, float) and not math.isfinite(data):
+        raise CcbenchError(f"{path or '(top level)'}: {data} is not a finite number")
+    if isinstance(data, dict):
+        for k, v in data.items():
+            _check_finite(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            _check_finite(v, f"{path}[{i}]")
 
 
 def _resolve_ref_defaults(sch: dict[str, Any]) -> dict[str, Any]:
@@ -81,6 +193,10 @@ def _resolve_ref_defaults(sch: dict[str, Any]) -> dict[str, Any]:
 
 def validate(data: dict[str, Any], schema_name: str, source: str) -> dict[str, Any]:
     """Validate a copy of `data`, fill defaults, raise one clear line on the first error."""
+    try:
+        _check_finite(data)
+    except CcbenchError as bad:
+        raise CcbenchError(f"{source}: {bad}") from None
     data = copy.deepcopy(data)
     sch = _resolve_ref_defaults(schema(schema_name))
     validator = _Validator(sch)
@@ -90,7 +206,10 @@ def validate(data: dict[str, Any], schema_name: str, source: str) -> dict[str, A
         if errors:
             e = errors[0]
             where = ".".join(str(p) for p in e.absolute_path) or "(top level)"
-            raise CcbenchError(f"{source}: {where}: {e.message}")
+            msg = " ".join(e.message.split())  # one line, however odd the value
+            if len(msg) > 240:
+                msg = msg[:200] + " ... " + msg[-35:]
+            raise CcbenchError(f"{source}: {where}: {msg}")
     return data
 
 
@@ -104,8 +223,18 @@ class TestbedConfig:
     inventory: str | None = None
     dumbbell: int = 1
 
+    def __post_init__(self) -> None:
+        # Whatever the source (config, matrix, state file, --id), the id names
+        # namespaces and a state directory: check it before anything uses it.
+        safe.testbed_id(self.id, "testbed.id")
+
     @staticmethod
     def from_dict(d: dict[str, Any]) -> TestbedConfig:
+        if not isinstance(d, dict):
+            raise CcbenchError("testbed: not a mapping")
+        unknown = set(d) - set(TestbedConfig.__dataclass_fields__)
+        if unknown:
+            raise CcbenchError(f"testbed: unknown keys {', '.join(sorted(unknown))}")
         return TestbedConfig(**d)
 
 

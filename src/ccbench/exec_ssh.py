@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import signal
+import stat
 import subprocess
 import tempfile
 import time
@@ -21,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ccbench import safe
 from ccbench.errors import CcbenchError
 from ccbench.exec import GATE, CommandFailed, LocalProc, Result
 
@@ -29,17 +32,55 @@ from ccbench.exec import GATE, CommandFailed, LocalProc, Result
 PID_WRAPPER = ["sh", "-c", 'echo "ccbench-pid $$" >&2; exec "$@"', "ccbench-pid"]
 
 
+# An ssh_config option as `-o` takes it: "Keyword=value" or "Keyword value", one line.
+_OPTION = re.compile(r"^[A-Za-z][A-Za-z0-9]*(=| +)[^\n\r]+$")
+
+
 @dataclass(frozen=True)
 class SshTarget:
+    """Where one node's commands go. Checked on creation, whatever the source (a
+    manifest, a hand-written inventory, a state file): ssh reads a destination that
+    starts with '-' as an option (`-oProxyCommand=...` would run a local command)."""
+
     host: str
     user: str | None = None
     port: int = 22
     identity: str | None = None
     options: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        safe.ssh_host(self.host, "host")
+        if self.user is not None:
+            safe.ssh_user(self.user, f"{self.host}: user")
+        if isinstance(self.port, bool) or not isinstance(self.port, int):
+            raise CcbenchError(f"{self.host}: port {self.port!r} is not a number")
+        if not 1 <= self.port <= 65535:
+            raise CcbenchError(f"{self.host}: port {self.port} is not in 1..65535")
+        if self.identity is not None and (not isinstance(self.identity, str)
+                                          or not self.identity.strip()
+                                          or "\n" in self.identity):  # fmt: skip
+            raise CcbenchError(f"{self.host}: identity {self.identity!r} is not a file name")
+        for opt in self.options:
+            if not isinstance(opt, str) or not _OPTION.fullmatch(opt):
+                raise CcbenchError(f"{self.host}: ssh option {opt!r} is not 'Keyword=value'")
+
     @property
     def dest(self) -> str:
         return f"{self.user}@{self.host}" if self.user else self.host
+
+
+def private_dir() -> Path:
+    """ccbench's own ssh directory (shared-connection sockets, known_hosts): 0700,
+    owned by this user, not a link; $CCBENCH_SSH_DIR, else ~/.cache/ccbench/ssh. A
+    predictable name in /tmp would let another local user plant the control socket."""
+    d = Path(os.environ.get("CCBENCH_SSH_DIR") or Path.home() / ".cache" / "ccbench" / "ssh")
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = d.lstat()
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise CcbenchError(f"{d}: not a directory of this user's (ccbench's ssh directory)")
+    if st.st_mode & 0o077:
+        d.chmod(0o700)
+    return d
 
 
 class SshExecutor:
@@ -48,16 +89,26 @@ class SshExecutor:
         name: str,
         target: SshTarget,
         *,
-        control_dir: Path = Path("/tmp"),
+        control_dir: Path | None = None,
         connect_timeout_s: int = 10,
         retries: int = 2,
     ):
         self.name = name
         self.target = target
         self.retries = retries
-        self.base = [
-            "ssh",
+        control_dir = control_dir or private_dir()
+        self.base = ["ssh"]
+        # The inventory's own options first: for each keyword ssh takes the first value,
+        # so a lab's settings (e.g. StrictHostKeyChecking=no for throw-away hosts) win.
+        for opt in target.options:
+            self.base += ["-o", opt]
+        self.base += [
             "-p", str(target.port),
+            # First contact with a new pcNNN must work without a prompt (BatchMode), yet
+            # a changed key must not: accept-new, into a known_hosts file of ccbench's
+            # own, after the user's.
+            "-o", "StrictHostKeyChecking=accept-new",
+            "-o", f"UserKnownHostsFile={control_dir}/known_hosts ~/.ssh/known_hosts",
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={connect_timeout_s}",
             "-o", "ServerAliveInterval=5",
@@ -68,12 +119,11 @@ class SshExecutor:
         ]  # fmt: skip
         if target.identity:
             self.base += ["-i", target.identity, "-o", "IdentitiesOnly=yes"]
-        for opt in target.options:
-            self.base += ["-o", opt]
 
     def command(self, argv: Sequence[str]) -> list[str]:
         remote = " ".join(shlex.quote(str(a)) for a in argv)
-        return [*self.base, self.target.dest, "--", remote]
+        # `--` before the destination: nothing after it is read as an ssh option.
+        return [*self.base, "--", self.target.dest, remote]
 
     def run(
         self,
@@ -130,7 +180,7 @@ class SshExecutor:
         """End this host's shared connection (ControlMaster) now rather than after
         ControlPersist: `down` leaves no ssh process behind. No master: nothing to do."""
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run([*self.base, "-O", "exit", self.target.dest],
+            subprocess.run([*self.base, "-O", "exit", "--", self.target.dest],
                            capture_output=True, timeout=10, stdin=subprocess.DEVNULL)  # fmt: skip
 
     def wrap_spawned(self, argv: list[str]) -> list[str]:

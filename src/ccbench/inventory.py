@@ -6,10 +6,10 @@ or written by hand for any SSH-reachable dumbbell. Format (YAML):
     ssh: {user: alice, identity: ~/.ssh/id_ed25519, sudo: true, options: []}
     dumbbells:
       1:
-        s1:  {host: pc401.emulab.net, port: 22, os: freebsd, address: 10.1.1.11}
+        s1:  {host: pc401.emulab.net, port: 22, os: freebsd, address: 10.1.1.2}
         rt1: {host: pc402.emulab.net, address: 10.1.2.1}   # bottleneck side address
         rt2: {host: pc403.emulab.net, address: 10.1.2.2}
-        r1:  {host: pc404.emulab.net, address: 10.1.3.11}
+        r1:  {host: pc404.emulab.net, address: 10.1.3.2}
 
 `address` is the node's experiment-network address (for rt1: the one on the
 bottleneck link, which is how its interface is found).
@@ -17,14 +17,15 @@ bottleneck link, which is how its interface is found).
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from lxml import etree
 
+from ccbench import safe
 from ccbench.errors import CcbenchError
 from ccbench.exec_ssh import SshTarget
 
@@ -44,6 +45,7 @@ class Inventory:
     dumbbells: dict[int, dict[str, Node]]
     sudo: bool = False
     source: str = ""
+    user: str | None = None  # the ssh login for every node (ssh config decides if None)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def dumbbell(self, n: int) -> dict[str, Node]:
@@ -53,13 +55,17 @@ class Inventory:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "ssh": {"sudo": self.sudo},
+            "ssh": {"sudo": self.sudo, **({"user": self.user} if self.user else {})},
             "dumbbells": {
                 d: {
                     n.name: {
                         "host": n.target.host,
                         "port": n.target.port,
-                        **({"user": n.target.user} if n.target.user else {}),
+                        **(
+                            {"user": n.target.user}
+                            if n.target.user and n.target.user != self.user
+                            else {}
+                        ),
                         "os": n.os,
                         **({"address": n.address} if n.address else {}),
                     }
@@ -70,37 +76,125 @@ class Inventory:
         }
 
 
+OSES = ("linux", "freebsd", "dummynet")  # dummynet: the delay node, never logged in to
+_SSH_KEYS = {"user", "identity", "sudo", "port", "options"}
+_NODE_KEYS = {"host", "port", "user", "identity", "os", "address"}
+
+
+def _mapping(value: Any, where: str) -> dict[Any, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CcbenchError(f"{where}: not a mapping")
+    return value
+
+
+def _port(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
+        raise CcbenchError(f"{where}: port {value!r} is not a number in 1..65535")
+    return value
+
+
+def _node(where: str, name: Any, n: Any, ssh: dict[str, Any], default_port: int) -> Node:
+    """One role's entry of a hand-written inventory, checked."""
+    if not isinstance(name, str) or not ROLE.fullmatch(name) or "-d" in name:
+        raise CcbenchError(f"{where}: '{name}' is not a role (s1, rt1, r1 ...)")
+    where = f"{where}: {name}"
+    n = _mapping(n, where)
+    if set(n) - _NODE_KEYS:
+        raise CcbenchError(f"{where}: unknown keys {', '.join(sorted(set(n) - _NODE_KEYS))}")
+    if "host" not in n:
+        raise CcbenchError(f"{where}: no host")
+    os_name = n.get("os", "dummynet" if name == "dl" else "linux")
+    if os_name not in OSES or (os_name == "dummynet") != (name == "dl"):
+        raise CcbenchError(f"{where}: os '{os_name}' (senders and receivers: linux or "
+                           "freebsd; dl: dummynet)")  # fmt: skip
+    address = n.get("address")
+    try:
+        if address is not None:
+            ipaddress.ip_address(address)
+        target = SshTarget(
+            host=n["host"],
+            user=n.get("user", ssh.get("user")),
+            port=_port(n.get("port", default_port), where),
+            identity=n.get("identity", ssh.get("identity")),
+            options=tuple(ssh.get("options", [])),
+        )
+    except ValueError:
+        raise CcbenchError(f"{where}: address {address!r} is not an IP address") from None
+    except CcbenchError as e:
+        raise CcbenchError(f"{where}: {e}") from None
+    return Node(name, target, os_name, address)
+
+
 def load(path: str | Path) -> Inventory:
+    """Read and check a whole hosts inventory before any ssh starts: strict YAML, known
+    keys, roles, ports, os, host and user names, no node listed twice."""
+    from ccbench.config import load_yaml
+
     p = Path(path)
     if not p.is_file():
         raise CcbenchError(f"{p}: no such inventory (make one: ccbench testbed inventory)")
-    data = yaml.safe_load(p.read_text()) or {}
-    ssh = data.get("ssh") or {}
+    data = load_yaml(p)
+    unknown = set(data) - {"ssh", "dumbbells"}
+    if unknown:
+        raise CcbenchError(f"{p}: unknown keys {', '.join(map(str, sorted(unknown, key=str)))}")
+    ssh = _mapping(data.get("ssh"), f"{p}: ssh")
+    if set(ssh) - _SSH_KEYS:
+        raise CcbenchError(f"{p}: ssh: unknown keys {', '.join(sorted(set(ssh) - _SSH_KEYS))}")
+    options = ssh.get("options", [])
+    if not isinstance(options, list):
+        raise CcbenchError(f"{p}: ssh.options: a list of 'Keyword=value' strings")
+    if not isinstance(ssh.get("sudo", False), bool):
+        raise CcbenchError(f"{p}: ssh.sudo: true or false")
+    default_port = _port(ssh.get("port", 22), f"{p}: ssh")
     dbs: dict[int, dict[str, Node]] = {}
-    for d, nodes in (data.get("dumbbells") or {}).items():
+    for d, nodes in _mapping(data.get("dumbbells"), f"{p}: dumbbells").items():
+        if isinstance(d, bool) or str(d) not in ("1", "2", "3", "4"):
+            raise CcbenchError(f"{p}: dumbbells: '{d}' is not a dumbbell number (1-4)")
+        if int(d) in dbs:
+            raise CcbenchError(f"{p}: dumbbells: {d} is listed twice")
         dbs[int(d)] = {}
-        for name, n in (nodes or {}).items():
-            if not ROLE.match(name) or "-d" in name:
-                raise CcbenchError(f"{p}: dumbbell {d}: '{name}' is not a role (s1, rt1, r1 ...)")
-            if "host" not in n:
-                raise CcbenchError(f"{p}: dumbbell {d}: {name}: no host")
-            target = SshTarget(
-                host=str(n["host"]),
-                user=n.get("user", ssh.get("user")),
-                port=int(n.get("port", ssh.get("port", 22))),
-                identity=n.get("identity", ssh.get("identity")),
-                options=tuple(ssh.get("options", [])),
-            )
-            dbs[int(d)][name] = Node(name, target, n.get("os", "linux"), n.get("address"))
+        seen: dict[tuple[str, int], str] = {}
+        for name, n in _mapping(nodes, f"{p}: dumbbell {d}").items():
+            node = _node(f"{p}: dumbbell {d}", name, n, ssh, default_port)
+            key = (node.target.host, node.target.port)
+            if key in seen:
+                raise CcbenchError(f"{p}: dumbbell {d}: {name}: same host and port as "
+                                   f"{seen[key]} ({key[0]}:{key[1]})")  # fmt: skip
+            seen[key] = name
+            dbs[int(d)][name] = node
     if not dbs:
         raise CcbenchError(f"{p}: no dumbbells in the inventory")
     return Inventory(dbs, bool(ssh.get("sudo", False)), str(p))
 
 
-def from_manifest(xml: bytes, source: str = "manifest") -> Inventory:
-    """Roles, SSH logins and experiment addresses from a GENI v3 manifest RSpec."""
+# A manifest is data from the network: no entities resolved, no DTD or network access.
+_XML = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=False)
+
+
+def _ssh_endpoint(node: Any, user: str | None) -> tuple[str, int] | None:
+    """(hostname, port) to reach a node: from the <login> of `user` if the manifest lists
+    one, else any <login> (every member's has the same host and port), else <host name>.
+    The login's username is never taken: it may be another project member's."""
+    logins = list(node.iter("{*}login"))
+    mine = [g for g in logins if user is not None and g.get("username") == user]
+    for g in mine or logins:
+        if g.get("hostname"):
+            return g.get("hostname"), int(g.get("port") or 22)
+    host = next((h.get("name") for h in node.iter("{*}host") if h.get("name")), None)
+    return (host, 22) if host else None
+
+
+def from_manifest(xml: bytes, source: str = "manifest", user: str | None = None) -> Inventory:
+    """Roles, SSH endpoints and experiment addresses from a GENI v3 manifest RSpec.
+
+    `user` is the login name to use (yours); without it ssh's own config decides. The
+    delay node (dl) is recorded as what it is, a dummynet bridge: nothing is run there."""
+    if user is not None:
+        safe.ssh_user(user, "--user")
     try:
-        root = etree.fromstring(xml)
+        root = etree.fromstring(xml, _XML)
     except etree.XMLSyntaxError as e:
         raise CcbenchError(f"{source}: not XML ({e})") from e
     dbs: dict[int, dict[str, Node]] = {}
@@ -108,13 +202,16 @@ def from_manifest(xml: bytes, source: str = "manifest") -> Inventory:
     for node in root.iter("{*}node"):
         cid = node.get("client_id", "")
         seen.append(cid)
-        m = ROLE.match(cid)
+        m = ROLE.fullmatch(cid)
         if not m:
             continue
         role, d = m.group(1), int(m.group(2) or 1)
-        login = next(iter(node.iter("{*}login")), None)
-        if login is None:
-            raise CcbenchError(f"{source}: node {cid} has no <login> (is this a manifest?)")
+        endpoint = _ssh_endpoint(node, user)
+        if endpoint is None:
+            if role == "dl":
+                continue  # not logged in to anyway
+            raise CcbenchError(f"{source}: node {cid} has neither <login> nor <host> (is this "
+                               "the manifest, not the request?)")  # fmt: skip
         image = " ".join(i.get("name", "") for i in node.iter("{*}disk_image"))
         addrs = {
             (iface.get("client_id") or ""): ip.get("address")
@@ -122,18 +219,18 @@ def from_manifest(xml: bytes, source: str = "manifest") -> Inventory:
             for ip in iface.iter("{*}ip")
         }
         address = _pick_address(role, addrs)
-        target = SshTarget(
-            host=login.get("hostname", ""),
-            user=login.get("username"),
-            port=int(login.get("port", "22")),
-        )
+        try:
+            target = SshTarget(host=endpoint[0], user=user, port=endpoint[1])
+        except CcbenchError as e:
+            raise CcbenchError(f"{source}: node {cid}: {e}") from None
         # The OS: the start-up script profile.py chose for it says it best (a custom
         # image's name need not); else the image name.
         commands = " ".join(e.get("command", "") for e in node.iter("{*}execute"))
         freebsd = "setup-freebsd-sender.sh" in commands or (
             "setup-linux-host.sh" not in commands and "FBSD" in image.upper()
         )
-        dbs.setdefault(d, {})[role] = Node(role, target, "freebsd" if freebsd else "linux", address)
+        os_name = "dummynet" if role == "dl" else ("freebsd" if freebsd else "linux")
+        dbs.setdefault(d, {})[role] = Node(role, target, os_name, address)
     if not dbs:
         raise CcbenchError(
             f"{source}: no dumbbell roles among its nodes ({', '.join(seen) or 'none'}); "
@@ -143,7 +240,7 @@ def from_manifest(xml: bytes, source: str = "manifest") -> Inventory:
         missing = [r for r in ("s1", "rt1", "rt2", "r1") if r not in nodes]
         if missing:
             raise CcbenchError(f"{source}: dumbbell {d} lacks {', '.join(missing)}")
-    return Inventory(dbs, sudo=True, source=source)
+    return Inventory(dbs, sudo=True, source=source, user=user)
 
 
 def _pick_address(role: str, addrs: dict[str, str | None]) -> str | None:

@@ -64,9 +64,73 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def load(config: dict[str, Any], source: str = "config") -> dict[str, Any]:
-    """Validate a comparison config (defaults filled) and expand it."""
+    """Validate a comparison config (defaults filled), expand it, and check that what
+    it asks of this machine exists here (the local testbed's CCs)."""
     cfg = validate(config, "matrix", source)
-    return expand(cfg, source)
+    m = expand(cfg, source)
+    if cfg["testbed"]["kind"] == "local":
+        _check_local_ccs(m, source)
+    return m
+
+
+def _check_local_ccs(m: dict[str, Any], source: str) -> None:
+    from ccbench.hosts.linux import loadable_ccs
+
+    have = loadable_ccs()
+    for r in m["runs"].values():
+        for f in r["spec"]["run"]["flows"]:
+            if f["cc"] not in have:
+                raise CcbenchError(
+                    f"{source}: scenarios.{r['scenario']} (variant {r['variant']}): this "
+                    f"kernel has no TCP congestion control '{f['cc']}' and cannot load it "
+                    f"(it has: {', '.join(sorted(have))})"
+                )
+
+
+def _check_variant(source: str, v: dict[str, Any]) -> None:
+    """A variant that names what its OS does not have is refused, not ignored."""
+    where = f"{source}: variant {v['label']}"
+    if v.get("os", "linux") == "linux":
+        if v.get("stack", "default") != "default":
+            raise CcbenchError(f"{where}: stack '{v['stack']}' is a FreeBSD setting; a Linux "
+                               "variant has one TCP stack (leave stack out)")  # fmt: skip
+        return
+    from ccbench.hosts.freebsd import resolve_variant
+
+    try:
+        resolve_variant(v["cc"], v.get("stack", "default"))
+    except CcbenchError as e:
+        raise CcbenchError(f"{where}: {e}") from None
+
+
+def _check_results_dir(source: str, path: str) -> None:
+    if ".." in path.split("/"):
+        raise CcbenchError(f"{source}: results_dir: '{path}' may not contain '..'")
+
+
+def _check_inventory(
+    source: str, tb_cfg: dict[str, Any], testbeds: dict[str, dict[str, Any]]
+) -> None:
+    """kind ssh: the inventory must exist, parse, and hold every dumbbell with the pairs
+    its testbeds need, now, not after testbeds come up."""
+    if tb_cfg["kind"] != "ssh":
+        return
+    if not tb_cfg.get("inventory"):
+        raise CcbenchError(f"{source}: testbed.inventory: kind ssh needs a hosts inventory "
+                           "(make one: ccbench testbed inventory --manifest FILE)")  # fmt: skip
+    from ccbench import inventory
+
+    try:
+        inv = inventory.load(tb_cfg["inventory"])
+        for tb in testbeds.values():
+            have = inventory.pairs(inv.dumbbell(tb["dumbbell"]))
+            if tb["topology"]["pairs"] > have:
+                raise CcbenchError(
+                    f"dumbbell {tb['dumbbell']} has {have} sender/receiver "
+                    f"pairs, a scenario asks for {tb['topology']['pairs']}"
+                )
+    except CcbenchError as e:
+        raise CcbenchError(f"{source}: testbed.inventory: {e}") from None
 
 
 def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
@@ -88,6 +152,9 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
             if key in e and e[key] not in known:
                 raise CcbenchError(f"{source}: expectations[{i}].{key}: no {what} '{e[key]}'")
     tb_cfg = cfg["testbed"]
+    _check_results_dir(source, cfg["results_dir"])
+    for v in variants:
+        _check_variant(source, v)
     runs: list[dict[str, Any]] = []
     testbeds: dict[str, dict[str, Any]] = {}
     for sname, sc in cfg["scenarios"].items():
@@ -106,6 +173,9 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
                     "(the local testbed is Linux namespaces)"
                 )
             flows = _flows(sc.get("flows", 1), v["cc"], duration)
+            for f in flows:
+                if f.cc != v["cc"]:
+                    _check_variant(f"{source}: scenarios.{sname}", {**v, "cc": f.cc})
             try:
                 check_flows(topo, flows)
             except CcbenchError as e:
@@ -178,6 +248,7 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
             d = free.index(tb_id) % n_db + 1
         tb["dumbbell"] = d
         tb["testbed"]["dumbbell"] = d
+    _check_inventory(source, tb_cfg, testbeds)
     return {
         "title": cfg["title"],
         "question": cfg["question"],

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccbench import probe
+from ccbench import probe, safe
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor, NetnsExecutor, Proc
 from ccbench.progress import console, info
@@ -293,7 +292,7 @@ def execute(
     tried: list[dict[str, Any]] = []
     for attempt in range(1, attempts + 1):
         tmp = out / f".raw.tmp-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
+        safe.remove_tree(tmp, out)
         tmp.mkdir()
         try:
             run_once(tb, spec, tmp)
@@ -305,11 +304,14 @@ def execute(
                 (tmp / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
         except BaseException:
             with signals_deferred():
-                shutil.rmtree(tmp, ignore_errors=True)
+                safe.remove_tree(tmp, out)
             raise
         raw = out / "raw"
-        if raw.exists():
-            shutil.rmtree(raw)
+        if raw.exists() and not (raw / "spec.json").exists():
+            # Only a previous run's raw/ is replaced, never a folder of something else.
+            raise CcbenchError(f"{raw} exists and is not a ccbench run's raw data: "
+                               "choose another --out")  # fmt: skip
+        safe.remove_tree(raw, out)
         tmp.rename(raw)
         summary = summarize(raw)
         summary["attempt"] = attempt
@@ -320,7 +322,7 @@ def execute(
         info(f"attempt {attempt} invalid ({'; '.join(summary['reasons'])}); retrying")
         keep = out / "invalid-attempts" / str(attempt)
         keep.parent.mkdir(exist_ok=True)
-        shutil.rmtree(keep, ignore_errors=True)
+        safe.remove_tree(keep, out)
         raw.rename(keep)
     if write_summary:
         write_json(out / "summary.json", summary)

@@ -15,9 +15,19 @@ from pathlib import Path
 def cmd_matrix(a: argparse.Namespace) -> int:
     from ccbench import matrix
     from ccbench.config import load_yaml
+    from ccbench.errors import CcbenchError
 
+    for f in a.source or []:
+        load_yaml(f)  # strictly: one line on duplicate keys, bad encoding, size
     if a.config_json:
-        cfg, source = json.loads(a.config_json), "config"
+        text = sys.stdin.read() if a.config_json == "-" else a.config_json
+        try:
+            cfg = json.loads(text)
+        except ValueError as e:
+            raise CcbenchError(f"--config-json: not JSON ({e})") from None
+        source = ", ".join(a.source) if a.source else "config"
+        if not isinstance(cfg, dict):
+            raise CcbenchError(f"{source}: the top level must be a mapping")
     else:
         cfg, source = load_yaml(a.config), a.config
     m = matrix.load(cfg, source)
@@ -63,6 +73,12 @@ def cmd_gate(a: argparse.Namespace) -> int:
     from ccbench import verdicts
     from ccbench.errors import CcbenchError
 
+    if a.runs:
+        runs = pd.read_csv(a.runs)
+        ran = ~runs["skipped"].astype(bool) if "skipped" in runs else pd.Series(True, runs.index)
+        if not ran.any():
+            why = sorted({str(r).removeprefix("skipped: ") for r in runs.get("reasons", [])})
+            raise CcbenchError(f"nothing could run ({len(runs)} runs not run): {'; '.join(why)}")
     failed = verdicts.failed_gates(pd.read_csv(a.verdicts))
     if failed:
         for line in failed[1:]:
@@ -102,7 +118,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     m = sub.add_parser("matrix", help="expand a comparison config into runs")
     src = m.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="comparison YAML (config/config.yaml)")
-    src.add_argument("--config-json", help="the same, as JSON (used by the Snakefile)")
+    src.add_argument("--config-json", help="the same, as JSON; '-' reads it from stdin "
+                     "(how the Snakefile passes it)")  # fmt: skip
+    m.add_argument("--source", action="append",
+                   help="a YAML file the JSON config came from: read strictly first "
+                   "(repeat for several)")  # fmt: skip
     m.add_argument("--json", action="store_true", help="print the expanded matrix as JSON")
     m.set_defaults(func=cmd_matrix)
 
@@ -121,6 +141,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     gt = sub.add_parser("gate", help="exit non-zero if a gated expectation failed")
     gt.add_argument("--verdicts", required=True)
     gt.add_argument("--ok", help="write this file when every gate passed")
+    gt.add_argument("--runs", help="the runs table: fail also if no run could run at all")
     gt.set_defaults(func=cmd_gate)
 
     t = sub.add_parser("timeseries", help="raw/ -> timeseries.parquet for run dirs")

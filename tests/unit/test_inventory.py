@@ -48,18 +48,26 @@ def _manifest_from_profile(tmp_path: Path, *args: str) -> bytes:
         services = node.find("{*}services")
         if services is None:
             services = etree.SubElement(node, "services")
-        login = etree.SubElement(services, "login")
-        login.attrib.update({"authentication": "ssh-keys", "hostname": f"pc{400 + i}.emulab.net",
-                             "port": "22", "username": "alice"})  # fmt: skip
+        # One login per project member, the user's own not first (as on emulab.net).
+        for member in ("zoe", "alice", "bob"):
+            login = etree.SubElement(services, "login")
+            login.attrib.update(
+                {
+                    "authentication": "ssh-keys",
+                    "port": "22",
+                    "hostname": f"pc{400 + i}.emulab.net",
+                    "username": member,
+                }
+            )
     return bytes(etree.tostring(root))
 
 
 def test_profile_manifest_maps_roles_addresses_and_os(tmp_path: Path) -> None:
-    inv = inventory.from_manifest(_manifest_from_profile(tmp_path))
+    inv = inventory.from_manifest(_manifest_from_profile(tmp_path), user="alice")
     db = inv.dumbbell(1)
     assert {"s1", "s2", "rt1", "rt2", "r1", "r2"} <= set(db)
-    assert db["s1"].address == "10.1.1.11" and db["s1"].os == "freebsd"
-    assert db["r2"].address == "10.1.3.12" and db["r2"].os == "linux"
+    assert db["s1"].address == "10.1.1.2" and db["s1"].os == "freebsd"
+    assert db["r2"].address == "10.1.3.6" and db["r2"].os == "linux"
     assert db["rt1"].address == "10.1.2.1"  # the bottleneck-side address
     assert db["rt1"].target.user == "alice" and db["rt1"].target.host.endswith(".emulab.net")
     assert inventory.pairs(db) == 2
@@ -98,9 +106,10 @@ def test_ssh_argv_quotes_every_element() -> None:
     argv = ex.command(["sysctl", "-w", "net.ipv4.tcp_rmem=4096 131072 10485760", "$(reboot)"])
     assert argv[:3] == ["ssh", "-p", "2222"]
     assert "ControlMaster=auto" in argv and "BatchMode=yes" in argv
+    # `--` before the destination: nothing after it can be read as an ssh option.
     assert argv[-3:] == [
-        "alice@pc1.emulab.net",
         "--",
+        "alice@pc1.emulab.net",
         "sysctl -w 'net.ipv4.tcp_rmem=4096 131072 10485760' '$(reboot)'",
     ]
 

@@ -14,6 +14,17 @@ from ccbench.errors import CcbenchError
 REPO = Path(__file__).resolve().parents[2]
 
 
+def write_inventory(d: Path, pairs: int = 2) -> Path:
+    """A hand-written hosts inventory of one dumbbell (as a lab user writes one)."""
+    nodes = {"rt1": {"host": "rt1.example.org"}, "rt2": {"host": "rt2.example.org"}}
+    for i in range(1, pairs + 1):
+        nodes[f"s{i}"] = {"host": f"s{i}.example.org", "os": "freebsd"}
+        nodes[f"r{i}"] = {"host": f"r{i}.example.org"}
+    p = d / "hosts.yaml"
+    p.write_text(yaml.safe_dump({"ssh": {"user": "alice"}, "dumbbells": {1: nodes}}))
+    return p
+
+
 def default() -> dict:
     return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
 
@@ -90,9 +101,9 @@ def test_probe_tool_per_scenario_and_default_ids_unchanged() -> None:
     assert {r["spec"]["run"]["probe_tool"] for r in irtt} == {"irtt"}
 
 
-def test_probe_on_freebsd_senders_is_refused() -> None:
+def test_probe_on_freebsd_senders_is_refused(tmp_path: Path) -> None:
     cfg = default()
-    cfg["testbed"] = {"kind": "ssh", "inventory": "hosts.yaml"}
+    cfg["testbed"] = {"kind": "ssh", "inventory": str(write_inventory(tmp_path))}
     cfg["variants"][1].update(os="freebsd", stack="rack")
     cfg["probe_tool"] = "flent"
     with pytest.raises(CcbenchError, match="probe_tool flent needs Linux senders"):

@@ -242,7 +242,7 @@ class FreeBSDHost:
         """TSO/LRO/checksum offload off (FACTS §2: offloads distort a small queue).
         `-tso` clears TSO4 and TSO6; the IPv6 checksum flags exist only on some NICs,
         so that step may fail."""
-        if not _IFNAME.match(ifname):
+        if not _IFNAME.fullmatch(ifname):
             raise CcbenchError(f"bad interface name '{ifname}'")
         return [
             Step(["ifconfig", ifname, "-tso", "-lro", "-txcsum", "-rxcsum"]),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 
 from ccbench.errors import CcbenchError
 from ccbench.hosts.base import SOCKBUF_MAX, Argv, iperf3_client_argv
@@ -147,3 +149,14 @@ class LinuxHost:
 
     def ss_sample(self) -> Argv:
         return ["ss", "-tinH", "state", "established"]
+
+
+def loadable_ccs(proc: Path = Path("/proc/sys/net/ipv4"), modules: Path | None = None) -> set[str]:
+    """CCs this kernel has now or can load: the available list plus tcp_<cc> modules."""
+    have = set((proc / "tcp_available_congestion_control").read_text().split())
+    if modules is None:
+        modules = Path("/lib/modules") / os.uname().release / "kernel" / "net" / "ipv4"
+    if modules.is_dir():
+        for m in modules.glob("tcp_*.ko*"):
+            have.add(m.name.split(".", 1)[0].removeprefix("tcp_"))
+    return have

@@ -21,8 +21,10 @@ def down(tb_id: str) -> str:
     """Remove testbed `tb_id` of either kind, also a stale one; returns what was done."""
     import json
 
+    from ccbench import safe
     from ccbench.testbed import local
 
+    tb_id = safe.testbed_id(tb_id)
     st_path = local.STATE_ROOT / tb_id / "state.json"
     try:
         st = json.loads(st_path.read_text())

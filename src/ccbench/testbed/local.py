@@ -22,10 +22,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration
+from ccbench import calibration, safe
 from ccbench import topology as tp
 from ccbench.config import TestbedConfig
-from ccbench.errors import CcbenchError, Unavailable
+from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.exec import CommandFailed, NetnsExecutor
 from ccbench.hosts.linux import OFFLOADS, LinuxHost
 from ccbench.native import ccdelay_path
@@ -305,16 +305,16 @@ class LocalTestbed:
 
     # --- calibration ---------------------------------------------------------
     def calibrate(self, method: str) -> dict[str, Any]:
-        problems: list[str] = []
-        cal = calibration.base_record(self, method)
-        cal["idle_rtt"] = calibration.idle_rtt(self, problems)
-        cal["bottleneck"] = calibration.readback_queue(self, problems)
-        cal["offloads"] = self._readback_offloads(problems)
-        cal["rate"] = calibration.measure_rate(self, problems)
-        cal["problems"] = problems
+        """Every check, a failed one tried again after a pause (calibration.calibrate);
+        raises CalibrationFailed with every try if the last one still failed."""
+        try:
+            cal = calibration.calibrate(
+                self, method, lambda problems: {"offloads": self._readback_offloads(problems)}
+            )
+        except CalibrationFailed as e:
+            (self.state_dir / "calibration.json").write_text(json.dumps(e.record, indent=2))
+            raise
         (self.state_dir / "calibration.json").write_text(json.dumps(cal, indent=2))
-        if problems:
-            raise CcbenchError(f"testbed {self.id} calibration failed: {'; '.join(problems)}")
         return cal
 
     def _readback_offloads(self, problems: list[str]) -> dict[str, dict[str, str]]:
@@ -381,6 +381,7 @@ def pids_in(ns: str) -> list[int]:
 def down(tb_id: str) -> list[str]:
     """Remove testbed `tb_id` whatever state it is in (also a stale one). Idempotent."""
     require_root()
+    tb_id = safe.testbed_id(tb_id)
     prefix = ns_prefix(tb_id)
     names = list_namespaces(prefix)
     for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
@@ -396,8 +397,8 @@ def down(tb_id: str) -> list[str]:
     for n in names:
         NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
     for d in ETC_NETNS.glob(f"{prefix}*"):
-        shutil.rmtree(d, ignore_errors=True)
-    shutil.rmtree(STATE_ROOT / tb_id, ignore_errors=True)
+        safe.remove_tree(d, ETC_NETNS)
+    safe.remove_tree(STATE_ROOT / tb_id, STATE_ROOT)
     return names
 
 
@@ -432,5 +433,10 @@ def all_ids() -> list[str]:
         if m:
             ids.add(m.group(1))
     if STATE_ROOT.is_dir():
-        ids |= {p.name for p in STATE_ROOT.iterdir() if p.is_dir()}
+        # Only what ccbench could have made: anything else there is not ours to remove.
+        ids |= {
+            p.name
+            for p in STATE_ROOT.iterdir()
+            if p.is_dir() and not p.is_symlink() and safe.TESTBED_ID.fullmatch(p.name)
+        }
     return sorted(ids)
