@@ -19,8 +19,12 @@ Two rules make a run invalid (validity reasons, never averaged in):
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 from typing import Any
 
+from ccbench.errors import CcbenchError
+from ccbench.exec import Executor
 from ccbench.parse import drops as parse_drops
 
 SCHEMA = "ccbench-drops/1"
@@ -31,8 +35,8 @@ RETX_SLACK_PKTS = 10
 RETX_SLACK_SHARE = 0.05
 
 
-def snapshot_plan(os_name: str, role: str) -> dict[str, list[str]]:
-    """What to read on a node of `os_name` playing `role` (s1, rt1, dl, r1 ...)."""
+def snapshot_plan(os_name: str) -> dict[str, list[str]]:
+    """What to read on a node of `os_name` (linux, freebsd, dummynet: the delay node)."""
     if os_name == "linux":
         return {
             "links": ["ip", "-s", "-j", "link", "show"],
@@ -43,6 +47,38 @@ def snapshot_plan(os_name: str, role: str) -> dict[str, list[str]]:
     if os_name == "dummynet":  # Emulab's FreeBSD delay node: its pipes, nothing else
         return {"dummynet": ["ipfw", "pipe", "show"]}
     return {}  # FreeBSD senders: their losses show as retransmits (rule 2)
+
+
+def collect(
+    executors: dict[str, Executor], oses: dict[str, str], dest: Path, *,
+    control_route: bool, softnet_host_wide: bool,
+) -> None:  # fmt: skip
+    """Snapshot every node's drop counters into `dest` (raw tool output, parsed later).
+
+    `control_route`: nodes have a control network (Emulab): record the default route so
+    its interface is left out. `softnet_host_wide`: the nodes share one kernel (network
+    namespaces): softnet_stat is read once, as node "host". A counter that cannot be
+    read is listed under "errors" (the ledger says what it could not count)."""
+    nodes: dict[str, dict[str, str]] = {}
+    errors: dict[str, str] = {}
+    for node, ex in executors.items():
+        for key, argv in snapshot_plan(oses[node]).items():
+            if key == "default_route" and not control_route:
+                continue
+            owner = "host" if key == "softnet" and softnet_host_wide else node
+            if key in nodes.get(owner, {}):
+                continue
+            try:
+                res = ex.run(argv, check=False, timeout=30)
+            except CcbenchError as e:
+                errors[f"{node} {key}"] = str(e)
+                continue
+            if res.ok:
+                nodes.setdefault(owner, {})[key] = res.stdout
+            else:
+                errors[f"{node} {key}"] = (res.stderr.strip().splitlines() or ["failed"])[-1]
+    snap = {"schema": SCHEMA, "time_unix": time.time(), "nodes": nodes, "errors": errors}
+    dest.write_text(json.dumps(snap, indent=1))
 
 
 def _delta(after: int, before: int) -> int:
@@ -123,25 +159,26 @@ def account(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
 def check(
     ledger: dict[str, Any], bottleneck_pkts: int | None, delay_pkts: int, retransmits: int | None
 ) -> list[str]:
-    """Validity reasons from a ledger (empty: every lost packet is accounted for)."""
+    """Validity reasons from a ledger (empty: every lost packet is accounted for).
+    The delay element's own drops (`delay_pkts`) are reported by its check
+    (validity.check_delay); here they only count as drops that were seen."""
     reasons = []
-    outside = dict(ledger["outside"])
-    if delay_pkts:
-        outside["delay element"] = delay_pkts
+    outside = ledger["outside"]
     if outside:
         where = ", ".join(f"{k} {v}" for k, v in sorted(outside.items(), key=lambda kv: -kv[1]))
         reasons.append(
-            f"{sum(outside.values())} packets were lost outside the bottleneck ({where})"
+            f"{ledger['outside_pkts']} packets were lost outside the bottleneck ({where})"
         )
     if bottleneck_pkts is None or retransmits is None:
         return reasons
     configured = bottleneck_pkts + ledger["loss_rules_pkts"]
+    seen = configured + ledger["outside_pkts"] + delay_pkts
     slack = max(RETX_SLACK_PKTS, RETX_SLACK_SHARE * configured)
-    if retransmits > configured + slack:
+    if retransmits > seen + slack:
         reasons.append(
             f"the senders retransmitted {retransmits} packets, the path dropped {configured} "
             f"(bottleneck {bottleneck_pkts}, loss rules {ledger['loss_rules_pkts']}): "
-            f"{retransmits - configured} retransmissions have no counted drop behind them "
+            f"{retransmits - seen} retransmissions have no counted drop behind them "
             "(packets lost or held in the host)"
         )
     return reasons

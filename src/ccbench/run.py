@@ -150,6 +150,7 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
     router = tb.driver(bn_node)
     _record(rt1, router.qdisc_stats(bn_dev), raw / "tc-before.json")  # type: ignore[attr-defined]
     tb.snapshot_delay(raw / "delay-before.json")
+    tb.snapshot_drops(raw / "drops-before.json")
 
     procs = RunProcs()
     cfg = getattr(tb, "cfg", None)
@@ -214,6 +215,7 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
             procs.stop_all()
     _record(rt1, router.qdisc_stats(bn_dev), raw / "tc-after.json")  # type: ignore[attr-defined]
     tb.snapshot_delay(raw / "delay-after.json")
+    tb.snapshot_drops(raw / "drops-after.json")
     meta["finished_unix"] = time.time()
     (raw / "meta.json").write_text(json.dumps(meta, indent=2))
     return meta

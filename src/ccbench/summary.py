@@ -23,7 +23,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from ccbench import metrics, validity
+from ccbench import ledger, metrics, validity
 from ccbench.errors import CcbenchError
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
 from ccbench.parse.procstat import usage_between
@@ -274,6 +274,37 @@ def _delay_between(b: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _ledger(rd: RawDir) -> dict[str, Any] | None:
+    """The loss ledger (ccbench.ledger) from drops-before/after.json; None for runs
+    recorded before ccbench took these snapshots."""
+    if not (rd.exists("drops-before.json") or rd.exists("drops-after.json")):
+        return None
+    before = rd.json("drops-before.json", required=True)
+    after = rd.json("drops-after.json", required=True)
+    if before is None or after is None:
+        return None
+    try:
+        return ledger.account(before, after)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        rd.problem("drops-after.json", f"drop counters unreadable ({e})")
+        return None
+
+
+def _ledger_reasons(
+    led: dict[str, Any], flows: list[dict[str, Any]], bneck: dict[str, Any],
+    delay: dict[str, Any] | None,
+) -> list[str]:  # fmt: skip
+    retx = [f["retransmits"] for f in flows]
+    # tbf/htb count their child queue's drops in their own: the larger is the total.
+    parts = [bneck.get(k, {}).get("dropped") for k in ("queue", "shaper") if k in bneck]
+    bottleneck = max(parts) if parts and None not in parts else None
+    delay_pkts = ((delay or {}).get("queue_full_drops") or 0) + ((delay or {}).get("lost") or 0)
+    total_retx = sum(retx) if retx and None not in retx else None
+    led["bottleneck_pkts"] = bottleneck
+    led["retransmits"] = total_retx
+    return ledger.check(led, bottleneck, delay_pkts, total_retx)
+
+
 # A probe file that is not its tool's output: what its parser may raise.
 _PROBE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, OSError,
                  EOFError, zlib.error)  # fmt: skip
@@ -474,6 +505,9 @@ def summarize(raw: Path) -> dict[str, Any]:
         if delay is not None or not any(r.startswith("delay-") for r in rd.problems):
             reasons += validity.check_delay(delay, delay_method)
     bneck = _bottleneck(rd)
+    losses = _ledger(rd)
+    if losses is not None:
+        reasons += _ledger_reasons(losses, flows, bneck, delay)
     probe = _probe(rd)
     if meta.get("probe_argv") and not (probe and probe.get("tool") == "unreadable"):
         reasons += validity.check_probe(probe, spec.probe_tool)
@@ -493,6 +527,7 @@ def summarize(raw: Path) -> dict[str, Any]:
         "jain": metrics.jain(ok) if complete and min(ok) >= 0 else None,
         "bottleneck": bneck,
         "delay_element": delay,
+        **({"loss_ledger": losses} if losses is not None else {}),
         "probe": probe,
         "router_cpu": router_cpu,
         "calibration": {

@@ -45,6 +45,10 @@ class Testbed(Protocol):
         """Copy fresh delay-element statistics to `dest` (nothing if none)."""
         ...
 
+    def snapshot_drops(self, dest: Path) -> None:
+        """Write every node's drop counters to `dest` (ccbench.ledger.collect)."""
+        ...
+
     def sampler_argv(self, node: str, interval_s: float) -> list[str] | None:
         """Command printing TS blocks of `ss -tinH` to stdout (None: not on this OS)."""
         ...

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, safe
+from ccbench import calibration, ledger, safe
 from ccbench import topology as tp
 from ccbench.config import TestbedConfig
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
@@ -124,6 +124,13 @@ class LocalTestbed:
             time.sleep(0.005)
         if p.exists():
             shutil.copyfile(p, dest)
+
+    def snapshot_drops(self, dest: Path) -> None:
+        # Counters are read with the host's tools, also with `tools: container`.
+        nodes = tp.nodes(self.topo.pairs)
+        ledger.collect({n: NetnsExecutor(self.ns(n)) for n in nodes},
+                       dict.fromkeys(nodes, "linux"), dest,
+                       control_route=False, softnet_host_wide=True)  # fmt: skip
 
     # --- naming --------------------------------------------------------------
     def ns(self, node: str) -> str:

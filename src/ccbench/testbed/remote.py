@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, inventory, safe
+from ccbench import calibration, inventory, ledger, safe
 from ccbench.config import TestbedConfig
 from ccbench.container import DEFAULT_IMAGE, host_network_argv
 from ccbench.errors import CalibrationFailed, CcbenchError
@@ -148,6 +148,12 @@ class RemoteTestbed:
 
     def calibration(self) -> dict[str, Any]:
         return dict((self.read_state() or {}).get("calibration", {}))
+
+    def snapshot_drops(self, dest: Path) -> None:
+        # Every node's own counters (each is a machine), the delay node's dummynet pipes.
+        names = sorted(self.nodes)
+        ledger.collect({n: self.ex(n) for n in names}, {n: self.nodes[n].os for n in names},
+                       dest, control_route=True, softnet_host_wide=False)  # fmt: skip
 
     def snapshot_delay(self, dest: Path) -> None:
         return None  # Emulab's dummynet/netem delay node reports no per-packet lateness
