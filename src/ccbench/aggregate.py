@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from ccbench import metrics
+from ccbench.spec import TCP_IP_HEADER_BYTES
 
 METRICS = {
     # column in runs table -> label used in the summary table
@@ -64,7 +65,7 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     mathis = math.nan
     if tb["loss_mode"] != "none" and tb["loss_rate"] > 0 and tb["rtt_ms"] > 0:
         # Mathis et al.: MSS/RTT * sqrt(3/2)/sqrt(p), per flow, configured RTT and loss.
-        mss = tb["mtu"] - 52  # IPv4 + TCP with timestamps
+        mss = tb["mtu"] - TCP_IP_HEADER_BYTES
         mathis = metrics.mathis_bps(mss, tb["rtt_ms"] / 1e3, tb["loss_rate"]) / 1e6
     run = {
         "run_id": s["run_id"],

@@ -21,9 +21,9 @@ from typing import Any
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.parse.ping import parse_ping
 from ccbench.progress import info
+from ccbench.spec import RTT_TOLERANCE_MS
 from ccbench.testbed.base import Testbed
 
-RTT_TOLERANCE_MS = 1.0
 RTT_PERCENTILE = 10  # judge the idle RTT on this percentile of each ping series
 PROBE_PORT = 5999
 # Pauses before the 2nd, 3rd ... try of a calibration that failed a check host jitter

@@ -24,9 +24,8 @@ FAILURES_LOG = "calibration-failures.jsonl"
 
 
 def cmd_testbed(a: argparse.Namespace) -> int:
-    from ccbench.privileges import require_root
-
-    require_root()
+    # Root only where namespaces are touched: the local testbed asks for it itself
+    # (testbed.local up/down); inventories and SSH testbeds are a lab user's business.
     from ccbench import safe, testbed
     from ccbench.config import load_testbed_config
     from ccbench.testbed import local
@@ -134,11 +133,9 @@ def _inventory(a: argparse.Namespace) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from ccbench.privileges import require_root
-
-    require_root()
     from ccbench import testbed
     from ccbench.config import TestbedConfig, load_run_config
+    from ccbench.privileges import require_root
     from ccbench.run import execute
     from ccbench.spec import RunSpec
     from ccbench.testbed.base import signals_deferred
@@ -168,6 +165,8 @@ def cmd_run(a: argparse.Namespace) -> int:
         record_skip(spec, Path(a.out), reason)
         print(f"{a.out}: skipped: {reason}")
         return 0
+    if tbc.kind == "local":
+        require_root()
     tb = testbed.make(tbc, spec.topology)
     ephemeral = not tb.is_up()
     if ephemeral:

@@ -17,15 +17,6 @@ from ccbench.config import topology_from, validate
 from ccbench.errors import CcbenchError
 from ccbench.spec import Flow, RunSpec, check_flows
 
-TOPOLOGY_DEFAULTS: dict[str, Any] = {
-    "pairs": 2,
-    "rate_mbit": 100,
-    "rtt_ms": 40,
-    "mtu": 1500,
-    "queue": {"kind": "pfifo", "limit_pkts": 48},
-    "loss": {"mode": "none", "rate": 0},
-}
-
 
 def _check_probe(
     source: str, sname: str, tool: str, flent_test: str, tb_cfg: dict[str, Any],
@@ -158,8 +149,9 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     testbeds: dict[str, dict[str, Any]] = {}
     for sname, sc in cfg["scenarios"].items():
-        tdict = _merge(_merge(TOPOLOGY_DEFAULTS, cfg.get("topology", {})), sc.get("topology", {}))
-        # Validate the merged topology with the run schema (same rules as `ccbench run`).
+        tdict = _merge(cfg.get("topology", {}), sc.get("topology", {}))
+        # Validate the merged topology with the run schema (same rules as `ccbench run`);
+        # its defaults are the one place topology defaults live.
         tdict = validate({"topology": tdict}, "run", f"{source}: scenarios.{sname}")["topology"]
         topo = topology_from(tdict)
         duration = float(sc.get("duration_s", cfg["duration_s"]))

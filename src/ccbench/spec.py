@@ -15,8 +15,12 @@ from typing import Any
 from ccbench.errors import CcbenchError
 
 ETH_OVERHEAD_BYTES = 14  # what a tbf/pfifo on a veth counts beyond the IP packet
+TCP_IP_HEADER_BYTES = 52  # IPv4 (20) + TCP (20) + timestamps option (12): MSS = MTU - 52
 QUEUE_KINDS = ("pfifo", "bfifo", "fq_codel", "codel", "pie", "red")
 LOSS_MODES = ("none", "nth", "random")
+# How far an emulated path's RTT may be from the configured one: calibration's idle
+# RTT check and a flow's minimum RTT (validity) both use it.
+RTT_TOLERANCE_MS = 1.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,10 @@ class Topology:
     @property
     def frame_bytes(self) -> int:
         return self.mtu + ETH_OVERHEAD_BYTES
+
+    @property
+    def mss_bytes(self) -> int:
+        return self.mtu - TCP_IP_HEADER_BYTES
 
     @property
     def bdp_pkts(self) -> int:

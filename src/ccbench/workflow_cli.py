@@ -89,15 +89,6 @@ def cmd_gate(a: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_timeseries(a: argparse.Namespace) -> int:
-    from ccbench import timeseries
-
-    for d in a.run_dirs:
-        df = timeseries.build(Path(d) / "raw")
-        df.to_parquet(Path(d) / "timeseries.parquet", index=False)
-    return 0
-
-
 def cmd_figures(a: argparse.Namespace) -> int:
     from ccbench.report import figures
 
@@ -143,10 +134,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     gt.add_argument("--ok", help="write this file when every gate passed")
     gt.add_argument("--runs", help="the runs table: fail also if no run could run at all")
     gt.set_defaults(func=cmd_gate)
-
-    t = sub.add_parser("timeseries", help="raw/ -> timeseries.parquet for run dirs")
-    t.add_argument("run_dirs", nargs="+")
-    t.set_defaults(func=cmd_timeseries)
 
     f = sub.add_parser("figures", help="tables + time series -> figures")
     f.add_argument("--matrix", required=True)

@@ -14,6 +14,7 @@ import pandas as pd
 from ccbench import metrics
 from ccbench.probe import read_probe
 from ccbench.report.fmt import fmt
+from ccbench.spec import Topology
 
 # Columns of the runs table a results set made before they existed lacks: read as
 # "not measured" (NaN) or "not skipped", so an older results set still renders.
@@ -161,9 +162,18 @@ class Conditions:
     probe_interval_s: float = math.nan
 
     @property
+    def topology(self) -> Topology:
+        """The run's path model, which owns every derived quantity (one place each)."""
+        return Topology(
+            rate_mbit=self.rate_mbit, rtt_ms=self.rtt_ms, queue_kind=self.queue_kind,
+            queue_limit_pkts=self.queue_limit_pkts or 0, loss_mode=self.loss_mode,
+            loss_rate=self.loss_rate, mtu=self.mtu,
+        )  # fmt: skip
+
+    @property
     def mss(self) -> int:
-        """MSS of the Mathis model, as aggregate computes it: IPv4 + TCP with timestamps."""
-        return self.mtu - 52
+        """MSS of the Mathis model, as aggregate computes it (Topology.mss_bytes)."""
+        return self.topology.mss_bytes
 
     @property
     def has_loss(self) -> bool:
@@ -179,10 +189,12 @@ class Conditions:
 
     @property
     def full_queue_ms(self) -> float:
-        """Queueing delay of a full tail-drop packet queue; NaN where not defined."""
-        if self.queue_kind != "pfifo" or not self.queue_limit_pkts:
+        """Queueing delay of a full drop-tail queue (Topology.full_queue_ms, the value
+        validity uses); NaN where not defined."""
+        if not self.queue_limit_pkts:
             return math.nan
-        return self.queue_limit_pkts * self.mtu * 8 / (self.rate_mbit * 1e6) * 1e3
+        v = self.topology.full_queue_ms
+        return math.nan if v is None else v
 
     @property
     def queue_bytes(self) -> float:

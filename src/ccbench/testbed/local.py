@@ -34,7 +34,12 @@ from ccbench.progress import info
 from ccbench.spec import Topology
 from ccbench.testbed.base import signals_deferred
 
-STATE_ROOT = Path(os.environ.get("CCBENCH_STATE", "/run/ccbench/testbeds"))
+# Testbed state: root's under /run (gone at reboot, like the namespaces); a lab user
+# driving SSH testbeds keeps it in their cache.
+STATE_ROOT = Path(
+    os.environ.get("CCBENCH_STATE")
+    or ("/run/ccbench/testbeds" if os.geteuid() == 0 else Path.home() / ".cache/ccbench/testbeds")
+)
 # ss sampling as a constant script (remote hosts, containers): the interval is its
 # positional argument, never pasted in.
 SS_LOOP = 'while :; do echo "TS $(date +%s.%N)"; ss -tinH state established; sleep "$1"; done'
