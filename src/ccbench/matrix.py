@@ -124,6 +124,26 @@ def _check_inventory(
         raise CcbenchError(f"{source}: testbed.inventory: {e}") from None
 
 
+def _check_references(
+    source: str, cfg: dict[str, Any], labels: list[str], scenarios: list[str]
+) -> None:
+    """A reference row names a scenario and a variant of this config, and a flow the
+    scenario has."""
+    for i, r in enumerate(cfg.get("references", [])):
+        where = f"{source}: references[{i}]"
+        if r["scenario"] not in scenarios:
+            raise CcbenchError(f"{where}.scenario: no scenario '{r['scenario']}'")
+        if r["variant"] not in labels:
+            raise CcbenchError(f"{where}.variant: no variant '{r['variant']}'")
+        if r["metric"].startswith("flow"):
+            k = int(r["metric"][4:].split("_", 1)[0])
+            flows = cfg["scenarios"][r["scenario"]].get("flows", 1)
+            n = flows if isinstance(flows, int) else len(flows)
+            if k > n:
+                raise CcbenchError(f"{where}.metric: scenario '{r['scenario']}' has {n} "
+                                   f"flow(s), no flow {k}")  # fmt: skip
+
+
 def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
     variants = cfg["variants"]
     labels = [v["label"] for v in variants]
@@ -142,6 +162,7 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
         ):
             if key in e and e[key] not in known:
                 raise CcbenchError(f"{source}: expectations[{i}].{key}: no {what} '{e[key]}'")
+    _check_references(source, cfg, labels, scenarios)
     tb_cfg = cfg["testbed"]
     _check_results_dir(source, cfg["results_dir"])
     for v in variants:
@@ -254,6 +275,7 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
         "repetitions": cfg["repetitions"],
         "seed": cfg["seed"],
         "expectations": cfg.get("expectations", []),
+        "references": cfg.get("references", []),
         "testbeds": testbeds,
         "runs": {r["id"]: r for r in runs},
         "order": order,

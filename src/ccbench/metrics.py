@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 NAN = math.nan
 
@@ -225,3 +225,34 @@ def _t_quantile(q: float, dof: float) -> float:
     from scipy import stats
 
     return float(stats.t.ppf(q, dof))
+
+
+def rtt_excess(
+    bound_ms: float,
+    timed: Mapping[str, Sequence[tuple[float, float]]],
+    untimed: Sequence[float] = (),
+) -> dict[str, Any]:
+    """RTT samples above what the path can give (`bound_ms`: RTT + a full queue +
+    slack): their share of all samples, the worst excess, and the longest stretch a
+    timed series (t_s, rtt_us) stayed above. Such samples are host stalls, not the
+    path (validity.check_rtt_excess)."""
+    bound_us = bound_ms * 1e3
+    all_rtts = [r for s in timed.values() for _, r in s] + list(untimed)
+    above = [r for r in all_rtts if r > bound_us]
+    longest = 0.0
+    for series in timed.values():
+        start: float | None = None
+        for t, r in sorted(series):
+            if r > bound_us:
+                start = t if start is None else start
+                longest = max(longest, t - start)
+            else:
+                start = None
+    return {
+        "bound_ms": bound_ms,
+        "samples": len(all_rtts),
+        "above": len(above),
+        "share": len(above) / len(all_rtts) if all_rtts else None,
+        "max_excess_ms": (max(above) - bound_us) / 1e3 if above else 0.0,
+        "longest_above_s": longest,
+    }

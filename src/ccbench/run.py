@@ -8,12 +8,14 @@ retried up to `attempts` times; earlier attempts are kept under `invalid-attempt
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,10 +39,11 @@ class RunProcs:
     samplers: list[Proc] = field(default_factory=list)  # stopped after the flows
     probes: list[Proc] = field(default_factory=list)  # end by themselves (irtt, flent)
     gated_probes: list[Proc] = field(default_factory=list)  # released before the flows
+    snapshots: list[Proc] = field(default_factory=list)  # one-shot reads while flows run
     probe_lead_s: float = 0.0  # how long before the first flow
 
     def all(self) -> list[Proc]:
-        return [*self.servers, *self.clients, *self.samplers, *self.probes]
+        return [*self.servers, *self.clients, *self.samplers, *self.probes, *self.snapshots]
 
     def stop_all(self) -> None:
         for p in self.all():
@@ -73,9 +76,32 @@ def _facts(tb: Testbed, raw: Path, senders: list[str]) -> None:
             **{n: tb.ex(node).run(a, check=False).stdout.strip() for n, a in drv.facts().items()},
         }
     facts["python"] = sys.version.split()[0]
+    nics = _nic_records(tb)
+    if nics is not None:
+        facts["nics"] = nics
     (raw / "facts.json").write_text(json.dumps(facts, indent=2))
     node, _dev = tb.bottleneck
     _record(tb.ex(node), ["tc", "qdisc", "show"], raw / "qdisc-config.txt")
+
+
+def _nic_records(tb: Testbed) -> dict[str, str] | None:
+    """SSH testbeds: every node's NIC records as its start-up script wrote them (one
+    JSON object per line; summary.py parses them). None locally: namespaces have veths,
+    not NICs, and no records."""
+    if tb.kind == "local":
+        return None
+    nodes = getattr(tb, "nodes", {})
+    out: dict[str, str] = {}
+    for node in sorted(nodes):
+        if getattr(nodes[node], "os", None) not in ("linux", "freebsd"):
+            continue  # the delay node: a dummynet bridge ccbench does not log in to
+        drv = tb.driver(node)
+        plan = getattr(drv, "nic_records", None)
+        if plan is None:
+            continue
+        res = tb.ex(node).run(plan(), check=False)
+        out[node] = res.stdout if res.ok else res.stdout + res.stderr
+    return out
 
 
 def _prepare_senders(tb: Testbed, spec: RunSpec, senders: list[str], raw: Path) -> None:
@@ -109,9 +135,23 @@ SIFTR_LOG = "/var/tmp/ccbench-siftr.log"
 SIFTR_PPL = 4  # log every 4th packet: 1 Gbit/s at ppl 1 is tens of millions of lines
 
 
-def _siftr_start(tb: Testbed, senders: list[str]) -> list[str]:
-    """FreeBSD senders log cwnd/srtt with siftr(4) (their `ss`); returns those nodes."""
-    started = []
+def _siftr_logger(tb: Testbed, node: str) -> str:
+    """siftr2 where the kernel has it (its sysctl tree exists or its module loads),
+    else siftr(4)."""
+    from ccbench.hosts.freebsd import FreeBSDHost
+
+    drv = tb.driver(node)
+    assert isinstance(drv, FreeBSDHost)
+    for step in drv.siftr2_probe_plan():
+        if tb.ex(node).run(step.argv, check=not step.allow_fail).ok:
+            return "siftr2"
+    return "siftr"
+
+
+def _siftr_start(tb: Testbed, senders: list[str]) -> dict[str, str]:
+    """FreeBSD senders log cwnd/srtt with siftr2 or siftr(4) (their `ss`); returns
+    node -> the logger started there."""
+    started = {}
     for node in senders:
         drv = tb.driver(node)
         if drv.os != "freebsd":
@@ -119,20 +159,21 @@ def _siftr_start(tb: Testbed, senders: list[str]) -> list[str]:
         from ccbench.hosts.freebsd import FreeBSDHost
 
         assert isinstance(drv, FreeBSDHost)
+        logger = _siftr_logger(tb, node)
         tb.ex(node).run(["rm", "-f", SIFTR_LOG])
-        for argv in drv.siftr_start(SIFTR_LOG, 0, ppl=SIFTR_PPL):
+        for argv in drv.siftr_start(SIFTR_LOG, 0, logger=logger, ppl=SIFTR_PPL):
             tb.ex(node).run(argv)
-        started.append(node)
+        started[node] = logger
     return started
 
 
-def _siftr_collect(tb: Testbed, nodes: list[str], raw: Path) -> None:
-    for node in nodes:
+def _siftr_collect(tb: Testbed, nodes: dict[str, str], raw: Path) -> None:
+    for node, logger in nodes.items():
         from ccbench.hosts.freebsd import FreeBSDHost
 
         drv = tb.driver(node)
         assert isinstance(drv, FreeBSDHost)
-        for argv in drv.siftr_stop():
+        for argv in drv.siftr_stop(logger):
             tb.ex(node).run(argv, check=False)
         tb.ex(node).get(SIFTR_LOG, raw / f"siftr-{node}.log")
         tb.ex(node).run(["rm", "-f", SIFTR_LOG], check=False)
@@ -192,12 +233,20 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
             )  # fmt: skip
         meta["client_argv"] = argvs
         siftr_nodes = _siftr_start(tb, senders)
+        if siftr_nodes:
+            meta["siftr"] = siftr_nodes  # node -> siftr or siftr2
+        during = _sockstat_plan(tb, spec, procs, raw, meta)
         if spec.probe_interval_s > 0:
             meta["probe_argv"] = _probe_start(tb, spec, procs, raw)
         # The router's CPU over the traffic (locally: the whole machine), so a run that
         # shared its CPU with a hypervisor's other guests (steal) says so.
         _record(rt1, ["cat", "/proc/stat"], raw / "cpu-before.txt")
-        _drive(spec, procs, meta, label)
+        _drive(spec, procs, meta, label, during)
+        for p in procs.snapshots:
+            try:
+                p.wait(timeout=SOCKSTAT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                p.stop(signal.SIGTERM, grace_s=1.0)
         _record(rt1, ["cat", "/proc/stat"], raw / "cpu-after.txt")
         for p in procs.samplers:
             p.stop(signal.SIGINT)  # ping prints its summary on SIGINT
@@ -248,9 +297,55 @@ def _probe_start(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list
     return pl.client
 
 
-def _drive(spec: RunSpec, procs: RunProcs, meta: dict[str, Any], label: str) -> None:
-    """Release each gated client at its offset; show progress; wait for all to end."""
+SOCKSTAT_AFTER_S = 5.0  # sample a flow this long after its start (at most half its length)
+SOCKSTAT_GRACE_S = 15.0
+
+
+def _sockstat_plan(
+    tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path, meta: dict[str, Any]
+) -> list[tuple[float, Callable[[], None]]]:
+    """FreeBSD senders: one `sockstat -46 -CS -P tcp` per flow while it runs, so each
+    connection's CC module and TCP stack are read from the kernel (summary.py checks
+    them). Returns (seconds after the traffic starts, action) for _drive; meta.json's
+    `sockstat` lists each flow's sample (its `at_s` is set when it is taken)."""
+    plan: list[tuple[float, Callable[[], None]]] = []
+    entries: list[dict[str, Any]] = []
+    for k, f in enumerate(spec.flows, start=1):
+        node = f"s{f.pair}"
+        drv = tb.driver(node)
+        sockstat = getattr(drv, "sockstat_tcp", None)
+        if drv.os != "freebsd" or sockstat is None:
+            continue
+        entry = {"flow": k, "node": node, "peer": f"{tb.address(f'r{f.pair}')}:{BASE_PORT + k}",
+                 "file": f"sockstat-{k}.txt", "at_s": None}  # fmt: skip
+        entries.append(entry)
+        take = functools.partial(_take_sockstat, tb, node, sockstat(), entry, procs, raw, meta)
+        plan.append((f.start_s + min(SOCKSTAT_AFTER_S, f.duration_s / 2), take))
+    if entries:
+        meta["sockstat"] = entries
+    return sorted(plan, key=lambda x: x[0])
+
+
+def _take_sockstat(
+    tb: Testbed, node: str, argv: list[str], entry: dict[str, Any], procs: RunProcs,
+    raw: Path, meta: dict[str, Any],
+) -> None:  # fmt: skip
+    entry["at_s"] = round(time.time() - (meta.get("started_unix") or time.time()), 3)
+    procs.snapshots.append(
+        tb.ex(node).spawn(argv, stdout=raw / entry["file"],
+                          stderr=raw / f"sockstat-{entry['flow']}.err")
+    )  # fmt: skip
+
+
+def _drive(
+    spec: RunSpec, procs: RunProcs, meta: dict[str, Any], label: str,
+    during: list[tuple[float, Callable[[], None]]] | None = None,
+) -> None:  # fmt: skip
+    """Release each gated client at its offset; do each `during` action at its time
+    (seconds after the traffic starts; one not reached before the clients end is
+    skipped); show progress; wait for all to end."""
     pending = sorted(range(len(spec.flows)), key=lambda i: spec.flows[i].start_s)
+    actions = sorted(during or [], key=lambda x: x[0])
     total = spec.traffic_s
     show = console.is_terminal
     if not show:
@@ -269,6 +364,8 @@ def _drive(spec: RunSpec, procs: RunProcs, meta: dict[str, Any], label: str) -> 
             i = pending.pop(0)
             procs.clients[i].release()
             meta["flows"].append({"flow": i + 1, "started_s": round(now - t0, 4)})
+        while actions and now - t0 >= actions[0][0]:  # each after its flow's release
+            actions.pop(0)[1]()
         if not pending and all(c.poll() is not None for c in procs.clients):
             break
         if now > deadline:

@@ -27,6 +27,7 @@ from ccbench import ledger, metrics, validity
 from ccbench.errors import CcbenchError
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
 from ccbench.parse.procstat import usage_between
+from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
 from ccbench.parse.tc import parse_tc_qdisc_json
 from ccbench.probe import RAW_FILES, read_probe
 from ccbench.spec import RunSpec
@@ -420,6 +421,116 @@ def _sender_setup(rd: RawDir) -> list[str]:
     return reasons
 
 
+# NIC record keys (emulab/lib-linux.sh record_nic) that name an offload -> short name.
+NIC_OFFLOADS = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
+                "generic-receive-offload": "gro", "large-receive-offload": "lro"}  # fmt: skip
+
+
+def nic_records(nics: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """facts.json `nics` (node -> the records its start-up script wrote, one JSON object
+    per line) -> (records, notes, problems). Each record keeps its keys plus `node`
+    and `offloads` ({tso: "off", ...}); a note says where a TX ring asked for and the
+    one the driver set differ ("rt1 eth5: TX ring 48 asked, 80 set: igb raised it:
+    below its minimum")."""
+    records: list[dict[str, Any]] = []
+    notes: list[str] = []
+    problems: list[str] = []
+    for node, text in sorted(nics.items()):
+        if not isinstance(text, str):
+            problems.append(f"nics {node}: not the text of NIC records")
+            continue
+        for n, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line, parse_constant=_reject_constant)
+            except ValueError as e:
+                problems.append(f"nics {node}: line {n} is not a NIC record ({e})")
+                continue
+            if not isinstance(rec, dict) or not isinstance(rec.get("interface"), str):
+                problems.append(f"nics {node}: line {n} is not a NIC record (no interface)")
+                continue
+            rec = {"node": node, **rec}
+            rec["offloads"] = {s: rec[k] for k, s in NIC_OFFLOADS.items() if rec.get(k)}
+            records.append(rec)
+            asked, got = rec.get("tx_ring_asked"), rec.get("tx_ring_set")
+            if (
+                isinstance(asked, int)
+                and not isinstance(asked, bool)
+                and asked > 0
+                and asked != got
+            ):
+                why = rec.get("tx_ring_note") or ""
+                set_text = f"{got} set" if _is_num(got) else "the driver reports no ring size"
+                notes.append(f"{node} {rec['interface']}: TX ring {asked} asked, {set_text}"
+                             + (f": {why}" if why and _is_num(got) else ""))  # fmt: skip
+    return records, notes, problems
+
+
+def _nics(rd: RawDir) -> dict[str, Any] | None:
+    """The NIC records of an SSH testbed's nodes from facts.json; None where there are
+    none (local runs: veths; runs recorded before ccbench read them)."""
+    if not rd.exists("facts.json"):
+        return None
+    facts = rd.json("facts.json")
+    if facts is None or "nics" not in facts:
+        return None
+    if not isinstance(facts["nics"], dict):
+        rd.problem("facts.json", "nics is not an object of node -> records")
+        return None
+    records, notes, problems = nic_records(facts["nics"])
+    for p in problems:
+        rd.problem("facts.json", p)
+    return {"records": records, "notes": notes}
+
+
+def _sockstat(rd: RawDir, spec: RunSpec, meta: dict[str, Any]) -> dict[str, Any] | None:
+    """FreeBSD senders: each flow's connections as `sockstat -46 -CS -P tcp` listed them
+    while the flow ran (meta.json `sockstat`, raw/sockstat-<k>.txt) -> {flows, reasons}:
+    a connection on another TCP stack or CC than the variant asked makes the run invalid
+    (validity.check_sockstat). None when no sample was planned (Linux senders)."""
+    entries = meta.get("sockstat")
+    if entries is None:
+        return None
+    variant = spec.extra.get("variant") or {}
+    stack = variant.get("stack", "default") if isinstance(variant, dict) else "default"
+    out: dict[str, Any] = {"flows": [], "reasons": []}
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        rd.problem("meta.json", "sockstat is not a list of samples")
+        return out
+    for e in entries:
+        k, node, peer, name = e.get("flow"), e.get("node"), e.get("peer"), e.get("file")
+        if not (isinstance(k, int) and 1 <= k <= len(spec.flows) and isinstance(node, str)
+                and isinstance(peer, str) and isinstance(name, str)):  # fmt: skip
+            rd.problem("meta.json", f"sockstat sample {e!r} is not a flow's sample")
+            continue
+        if e.get("at_s") is None:
+            out["reasons"].append(f"flow {k}: no sockstat sample was taken while it ran")
+            continue
+        text = rd.text(name, required=True)
+        if text is None:
+            continue
+        try:
+            conns = connections_to(parse_sockstat(text), *_addr_port(peer))
+        except ValueError as err:
+            rd.problem(name, str(err))
+            continue
+        out["flows"].append({
+            "flow": k, "node": node, "peer": peer, "at_s": e.get("at_s"), "raw": name,
+            "connections": [{"local": c.local, "stack": c.stack, "cc": c.cc} for c in conns],
+        })  # fmt: skip
+        out["reasons"] += validity.check_sockstat(k, node, peer, conns, spec.flows[k - 1].cc,
+                                                  stack)  # fmt: skip
+    return out
+
+
+def _addr_port(peer: str) -> tuple[str, int]:
+    host, port = split_addr(peer)
+    if not port.isdigit():
+        raise ValueError(f"sockstat sample peer {peer!r} has no port")
+    return host, int(port)
+
+
 def _iperf3(rd: RawDir, k: int) -> tuple[Iperf3Result | None, bool]:
     """Flow k's iperf3 result; the flag says the file was there but unreadable (its
     reason is already recorded). An empty file is no output (the client died first)."""
@@ -514,8 +625,10 @@ def summarize(raw: Path) -> dict[str, Any]:
     util = metrics.utilization_pct(total, spec.topology.rate_bps) if total is not None else None
     reasons += validity.check_plausibility(spec, results, util, bneck)
     router_cpu = _router_cpu(rd)
-    if rd.exists("facts.json"):
-        rd.json("facts.json")  # provenance: only checked to be an object
+    socks = _sockstat(rd, spec, meta)
+    if socks is not None:
+        reasons += socks.pop("reasons")
+    nics = _nics(rd)  # provenance: facts.json is checked to be an object here
     cal = cal or {}
     reasons += rd.problems
     return {
@@ -528,6 +641,8 @@ def summarize(raw: Path) -> dict[str, Any]:
         "bottleneck": bneck,
         "delay_element": delay,
         **({"loss_ledger": losses} if losses is not None else {}),
+        **({"sockstat": socks} if socks is not None else {}),
+        **({"nics": nics["records"], "nic_notes": nics["notes"]} if nics is not None else {}),
         "probe": probe,
         "router_cpu": router_cpu,
         "calibration": {
@@ -538,6 +653,28 @@ def summarize(raw: Path) -> dict[str, Any]:
         "valid": not reasons,
         "reasons": reasons,
     }
+
+
+def _rtt_excess(raw: Path, df: Any) -> dict[str, Any] | None:
+    """Share of RTT samples (sender srtt from ss/siftr, the probe's) above what the
+    configured path can give; None for AQM queues (no fixed bound) or no samples."""
+    spec = load_spec(raw)
+    full = spec.topology.full_queue_ms
+    if full is None:
+        return None
+    timed: dict[str, list[tuple[float, float]]] = {}
+    if len(df):
+        rows = df[df["source"].isin(["ss", "siftr"])].dropna(subset=["rtt_us"])
+        for flow, g in rows.groupby("flow"):
+            timed[f"flow {flow}"] = list(zip(g["t_s"], g["rtt_us"], strict=True))
+    try:
+        pr = read_probe(raw)
+    except Exception:  # an unreadable probe is its own reason (summarize)
+        pr = None
+    untimed = list(pr.rtts_us) if pr else []
+    ex = metrics.rtt_excess(spec.topology.rtt_ms + full + validity.HIDDEN_QUEUE_MS, timed,
+                            untimed)  # fmt: skip
+    return ex if ex["samples"] else None
 
 
 def parse_run_dir(run_dir: Path) -> dict[str, Any]:
@@ -554,6 +691,9 @@ def parse_run_dir(run_dir: Path) -> dict[str, Any]:
         raise CcbenchError(f"{run_dir}: not a run directory (no raw/spec.json)")
     s = summarize(raw)
     df, problems = timeseries.build_checked(raw)
+    if not s.get("skipped"):
+        s["rtt_excess"] = _rtt_excess(raw, df)
+        problems += validity.check_rtt_excess(s["rtt_excess"])
     new = [p for p in problems if p not in s["reasons"]]
     if new and not s.get("skipped"):
         s["reasons"] = s["reasons"] + new

@@ -9,9 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ccbench.parse.iperf3 import Iperf3Result
-from ccbench.spec import RunSpec
+from ccbench.spec import RTT_TOLERANCE_MS, RunSpec
 
-RTT_TOLERANCE_MS = 1.0  # idle RTT vs configured
 LATE_SHARE_MAX = 0.01  # share of packets the delay element released > 5 ms late
 PROBE_COVERAGE_MIN = 0.9  # share of the traffic a self-starting probe (flent) must span
 MIN_DURATION_SHARE = 0.9  # a flow must run at least 90 % of what was asked
@@ -209,3 +208,47 @@ def check_plausibility(
             f"bottleneck queue sent (tc-before.json/tc-after.json)"
         )
     return reasons
+
+
+def _same_stack(seen: str | None, want: str) -> bool:
+    """A stack may be listed under an alias of its name (e.g. rack_18q21 for rack)."""
+    return seen is not None and (seen == want or seen.startswith(f"{want}_"))
+
+
+def check_sockstat(
+    k: int, node: str, peer: str, conns: list[Any], cc: str, stack: str
+) -> list[str]:
+    """Flow k's connections (parse.sockstat.connections_to, sampled on FreeBSD sender
+    `node` while the flow ran) each ran on the stack and CC the variant asked for.
+    iperf3's control and data connections go to the same port and sockstat cannot tell
+    them apart, so every one of them must match. On the bbr stack the CC is the
+    stack's own: only the stack is checked."""
+    from ccbench.hosts.freebsd import resolve_variant
+
+    want_cc, want_stack = resolve_variant(cc, stack)
+    if not conns:
+        return [f"flow {k}: sockstat on {node} lists no connection to {peer} while it ran"]
+    reasons = []
+    for c in conns:
+        who = f"flow {k}: {node} {c.local} -> {c.foreign}"
+        if not _same_stack(c.stack, want_stack):
+            reasons.append(f"{who} ran on TCP stack {c.stack or '(none)'}, asked {want_stack}")
+        if want_cc is not None and c.cc != want_cc:
+            reasons.append(f"{who} ran CC {c.cc or '(none)'}, asked {want_cc}")
+    return reasons
+
+
+# RTT samples (ss/siftr srtt, the probe) above RTT + a full queue + HIDDEN_QUEUE_MS are
+# host stalls (the path cannot give them). A run with more than this share of them
+# measured the host, not the path.
+RTT_EXCESS_SHARE_MAX = 0.02
+
+
+def check_rtt_excess(ex: dict[str, Any] | None) -> list[str]:
+    if not ex or ex.get("share") is None or ex["share"] <= RTT_EXCESS_SHARE_MAX:
+        return []
+    return [
+        f"{ex['share'] * 100:.1f}% of RTT samples above the {ex['bound_ms']:.1f} ms the path "
+        f"can give (limit {RTT_EXCESS_SHARE_MAX * 100:g}%; worst +{ex['max_excess_ms']:.1f} ms, "
+        f"longest {ex['longest_above_s']:.2f} s): the host stalled"
+    ]

@@ -164,3 +164,26 @@ def test_real_run_with_a_host_drop_is_invalid(tmp_path: Path) -> None:
 def test_real_run_with_one_snapshot_missing_is_invalid(tmp_path: Path) -> None:
     s = _parse_copy(tmp_path, lambda raw: (raw / "drops-before.json").unlink())
     assert not s["valid"] and any(r.startswith("drops-before.json") for r in s["reasons"])
+
+
+def test_rtt_samples_above_the_path_are_a_host_stall(tmp_path: Path) -> None:
+    """Issue 12: srtt samples of 60-100 ms on a 20 ms path with a 48-packet queue
+    (11.6 ms at 50 Mbit/s) are not the path's; above 2 % of samples the run is invalid."""
+    import re
+
+    ok = _parse_copy(tmp_path / "a")["rtt_excess"]
+    assert ok["above"] == 0 and ok["samples"] > 100 and 36 < ok["bound_ms"] < 37
+
+    def stall(raw: Path) -> None:
+        lines = (raw / "ss-s1.txt").read_text().splitlines()
+        # 3 s of s1's samples (its data connection's and iperf3's control connection's)
+        hits = [i for i, x in enumerate(lines) if "rtt:" in x][10:40]
+        for i in hits:
+            lines[i] = re.sub(r"rtt:[0-9.]+/", "rtt:95.0/", lines[i])
+        (raw / "ss-s1.txt").write_text("\n".join(lines) + "\n")
+
+    s = _parse_copy(tmp_path / "b", stall)
+    ex = s["rtt_excess"]
+    assert ex["above"] >= 12 and abs(ex["max_excess_ms"] - (95.0 - ex["bound_ms"])) < 1e-6
+    assert ex["longest_above_s"] > 1.0  # consecutive samples at 0.1 s
+    assert not s["valid"] and any("of RTT samples above" in r for r in s["reasons"])

@@ -83,15 +83,30 @@ def test_stack_that_did_not_take_makes_the_run_invalid(tmp_path: Path) -> None:
     assert any(r.startswith("s1: stack freebsd:") for r in summary["reasons"])
 
 
-def test_siftr_logs_the_run_and_is_fetched(tmp_path: Path) -> None:
+class NoSiftr2Ex(RecordingEx):
+    """A kernel without siftr2: its sysctl tree is unknown and its module will not load."""
+
+    def run(self, argv: list[str], *, check: bool = True, **kw: Any) -> Result:
+        if argv in (["sysctl", "-N", "net.inet.siftr2"], ["kldload", "-n", "siftr2"]):
+            assert not check, f"probing for siftr2 must be allowed to fail: {argv}"
+            self.calls.append(list(argv))
+            return Result(tuple(argv), 1, "", "no such module")
+        return super().run(argv, check=check, **kw)
+
+
+def test_siftr_logs_the_run_and_is_fetched_where_there_is_no_siftr2(tmp_path: Path) -> None:
     from ccbench.run import SIFTR_LOG, _siftr_collect, _siftr_start
 
     tb = FakeTestbed()
+    tb.exs["s1"] = NoSiftr2Ex()
     fetched: list[tuple[str, Path]] = []
     tb.exs["s1"].get = lambda remote, local: fetched.append((remote, local))  # type: ignore[attr-defined]
     nodes = _siftr_start(tb, ["s1"])  # type: ignore[arg-type]
+    assert nodes == {"s1": "siftr"}
     _siftr_collect(tb, nodes, tmp_path)  # type: ignore[arg-type]
     assert tb.exs["s1"].calls == [
+        ["sysctl", "-N", "net.inet.siftr2"],
+        ["kldload", "-n", "siftr2"],
         ["rm", "-f", SIFTR_LOG],
         ["kldload", "-n", "siftr"],
         ["sysctl", f"net.inet.siftr.logfile={SIFTR_LOG}"],
@@ -102,3 +117,43 @@ def test_siftr_logs_the_run_and_is_fetched(tmp_path: Path) -> None:
         ["rm", "-f", SIFTR_LOG],
     ]
     assert fetched == [(SIFTR_LOG, tmp_path / "siftr-s1.log")]
+
+
+def test_siftr2_is_chosen_where_the_kernel_has_it(tmp_path: Path) -> None:
+    from ccbench.run import SIFTR_LOG, _siftr_collect, _siftr_start
+
+    tb = FakeTestbed()  # every command succeeds: `sysctl -N net.inet.siftr2` finds the tree
+    tb.exs["s1"].get = lambda remote, local: None  # type: ignore[attr-defined]
+    nodes = _siftr_start(tb, ["s1"])  # type: ignore[arg-type]
+    assert nodes == {"s1": "siftr2"}
+    _siftr_collect(tb, nodes, tmp_path)  # type: ignore[arg-type]
+    assert tb.exs["s1"].calls == [
+        ["sysctl", "-N", "net.inet.siftr2"],
+        ["rm", "-f", SIFTR_LOG],
+        ["kldload", "-n", "siftr2"],
+        ["sysctl", f"net.inet.siftr2.logfile={SIFTR_LOG}"],
+        ["sysctl", "net.inet.siftr2.ppl=4"],
+        ["sysctl", "net.inet.siftr2.port_filter=0"],
+        ["sysctl", "net.inet.siftr2.enabled=1"],
+        ["sysctl", "net.inet.siftr2.enabled=0"],
+        ["rm", "-f", SIFTR_LOG],
+    ]
+
+
+def test_siftr2_module_that_loads_is_chosen(tmp_path: Path) -> None:
+    from ccbench.run import _siftr_start
+
+    class LoadableSiftr2(RecordingEx):
+        def run(self, argv: list[str], *, check: bool = True, **kw: Any) -> Result:
+            if argv == ["sysctl", "-N", "net.inet.siftr2"]:
+                self.calls.append(list(argv))
+                return Result(tuple(argv), 1, "", "unknown oid")
+            return super().run(argv, check=check, **kw)
+
+    tb = FakeTestbed()
+    tb.exs["s1"] = LoadableSiftr2()
+    assert _siftr_start(tb, ["s1"]) == {"s1": "siftr2"}  # type: ignore[arg-type]
+    assert tb.exs["s1"].calls[:2] == [
+        ["sysctl", "-N", "net.inet.siftr2"],
+        ["kldload", "-n", "siftr2"],
+    ]

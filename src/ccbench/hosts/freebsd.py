@@ -43,6 +43,12 @@ BBR = "bbr"
 
 LOGGERS = ("siftr", "siftr2")
 
+# Prints each start-up-script NIC record on a line of its own (a constant: no value of
+# a config reaches the shell).
+NIC_RECORDS_SCRIPT = (
+    'for f in /var/tmp/ccbench/nic-*.json; do [ -f "$f" ] && cat "$f" && echo; done; true'
+)
+
 _IFNAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,15}$")
 
 
@@ -236,6 +242,27 @@ class FreeBSDHost:
     def siftr_stop(self, logger: str = "siftr") -> list[Argv]:
         # Disabling writes the footer (flow list; siftr2: each flow's stack and CC).
         return [["sysctl", f"net.inet.{_logger(logger)}.enabled=0"]]
+
+    def siftr2_probe_plan(self) -> list[Step]:
+        """Steps that decide the logger, tried in order: the first that succeeds means
+        siftr2 (its sysctl tree exists, or its module loads); none succeeds: siftr.
+        Both may fail, by design."""
+        return [
+            Step(["sysctl", "-N", "net.inet.siftr2"], allow_fail=True),
+            Step(["kldload", "-n", "siftr2"], allow_fail=True),
+        ]
+
+    # --- per-flow truth --------------------------------------------------------
+    def sockstat_tcp(self) -> Argv:
+        """Every TCP socket with its CC module (-C) and TCP stack (-S); read by
+        ccbench.parse.sockstat. Sampled while the flows run (FACTS §6)."""
+        return ["sockstat", "-46", "-CS", "-P", "tcp"]
+
+    # --- provenance ----------------------------------------------------------------
+    def nic_records(self) -> Argv:
+        """The NIC records the start-up script wrote (one JSON object per interface,
+        /var/tmp/ccbench/nic-<interface>.json), one per line; nothing if none."""
+        return ["sh", "-c", NIC_RECORDS_SCRIPT]
 
     # --- interfaces ----------------------------------------------------------
     def offloads_off(self, ifname: str) -> list[Step]:

@@ -52,6 +52,14 @@ class LinuxHost:
             "iperf3": ["iperf3", "--version"],
         }
 
+    def nic_records(self) -> Argv:
+        """The NIC records emulab/lib-linux.sh record_nic wrote (driver, link speed, TX
+        ring asked vs set, offloads: /var/tmp/ccbench/nic-<interface>.json), one JSON
+        object per line; nothing where there are none (a constant script)."""
+        return ["sh", "-c",
+                'for f in /var/tmp/ccbench/nic-*.json; do [ -f "$f" ] && cat "$f" && echo; '
+                "done; true"]  # fmt: skip
+
     def iperf3_server(self, port: int) -> Argv:
         # -1: serve exactly one test, so the server exits by itself when the flow ends.
         return ["iperf3", "-s", "-1", "-p", str(port)]

@@ -173,6 +173,7 @@ def context(
         "verdicts": tables.verdict_rows(t.verdicts, matrix),
         "verdict_summary": tables.verdict_summary(t.verdicts),
         "verdict_failed_gates": int((t.verdicts["gate"] & ~t.verdicts["passed"]).sum()),
+        "references": tables.reference_rows(t.summary, matrix),
         "loss": loss,
         "jain_converged": fmt(JAIN_CONVERGED, None),
         "jain_window": fmt(JAIN_WINDOW_S, None),

@@ -102,6 +102,52 @@ def _calibration(cal: dict[str, Any], n_runs: int) -> dict[str, Any]:
     }
 
 
+def _nic_row(rec: dict[str, Any]) -> dict[str, str]:
+    asked, got = rec.get("tx_ring_asked"), rec.get("tx_ring_set")
+    ring = "n/a" if got is None else str(got)
+    if asked:
+        ring = f"{asked} asked, {ring} set"
+    elif got is not None:
+        ring += " (driver default)"
+    off = rec.get("offloads") or {}
+    speed = rec.get("speed_mbps")
+    return {
+        "node": str(rec.get("node", "?")),
+        "interface": str(rec.get("interface", "?")),
+        # FreeBSD records name the media instead of a speed (emulab/setup-freebsd-sender.sh).
+        "driver": " ".join(str(rec[k]) for k in ("driver", "driver_version") if rec.get(k))
+        or "n/a",
+        "speed": f"{speed} Mbit/s" if speed is not None else str(rec.get("media") or "n/a"),
+        "tx_ring": ring,
+        "offloads": ", ".join(f"{k} {v}" for k, v in off.items())
+        or str(rec.get("options") or "n/a"),
+    }
+
+
+def nics(kind: str, rids: list[str], runs_dir: Path) -> dict[str, Any]:
+    """A testbed's NICs as its runs' summary.json recorded them (SSH testbeds: the
+    start-up scripts' records, read each run): the first run's records, and every note
+    where a TX ring asked for and the one set differ, with how many runs said so.
+    Local testbeds have veths, not NICs: `text` says so and nothing is invented."""
+    if kind == "local":
+        return {"text": "local veths (network namespaces): no NICs, nothing to record",
+                "rows": [], "notes": []}  # fmt: skip
+    rows: list[dict[str, str]] = []
+    notes: Counter[str] = Counter()
+    n = 0
+    for rid in rids:
+        s = _json(runs_dir / rid / "summary.json")
+        if not isinstance(s, dict) or "nics" not in s:
+            continue
+        n += 1
+        if not rows:
+            rows = [_nic_row(r) for r in s.get("nics") or [] if isinstance(r, dict)]
+        notes.update(str(x) for x in s.get("nic_notes") or [])
+    shown = [t if c == n else f"{t} (in {c} of {n} runs)" for t, c in notes.items()]
+    text = "" if n else "not recorded (no run recorded NIC records)"
+    return {"text": text, "rows": rows, "notes": shown}
+
+
 def testbeds(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> list[dict[str, Any]]:
     """Per testbed: its config, the scenarios on it and each distinct calibration its
     runs recorded (normally one; a rebuilt testbed shows up as a second)."""
@@ -149,6 +195,7 @@ def testbeds(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> list
                 "n_runs": len(rids),
                 "calibrations": [_calibration(c, n) for c, n in cals.values()],
                 "qdisc_config": qdisc,
+                "nics": nics(str(cfg.get("kind", "local")), rids, runs_dir),
             }
         )
     return out
@@ -168,6 +215,7 @@ def _facts_by_run(runs: pd.DataFrame, runs_dir: Path) -> list[tuple[str, str, di
     for _, r in runs.sort_values("order").iterrows():
         f = _json(raw_dir(runs_dir, str(r["run_id"])) / "facts.json")
         if isinstance(f, dict):
+            f.pop("nics", None)  # NIC records: their own table (testbeds(), nics())
             flat: dict[str, Any] = {}
             _flatten("", f, flat)
             out.append((str(r["run_id"]), str(r["variant"]), flat))

@@ -470,3 +470,44 @@ def loss_table(
         rows.append({"scenario": c.scenario, "cells": cells})
     swatches = [{"label": v, "colour": colours.get(v, "#999999")} for v in variants]
     return {"heads": heads, "rows": rows, "variants": swatches}
+
+
+def _metric_words(metric: str) -> tuple[str, str]:
+    """(label, unit) of a reference's metric ("flow2_throughput_mbps": flow 2)."""
+    if metric.startswith("flow") and metric.endswith("_throughput_mbps"):
+        return f"flow {metric[4:].split('_', 1)[0]} throughput", "Mbit/s"
+    m = BY_KEY.get(metric)
+    return METRIC_LABELS.get(metric, metric), m.unit if m else ""
+
+
+def reference_rows(summary: pd.DataFrame, matrix: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per `references` entry of the config: the published value, the measured
+    mean ± 95 % CI over valid runs (summary table) and measured / reference (± CI / ref).
+    A scenario/variant without valid runs reads n/a."""
+    rows = []
+    for r in matrix.get("references", []):
+        metric, ref = str(r["metric"]), float(r["value"])
+        d = digits_for(metric)
+        g = summary[(summary["scenario"] == r["scenario"]) & (summary["variant"] == r["variant"])]
+        mean = ci = float("nan")
+        if len(g) and f"{metric}_mean" in g.columns:
+            mean = float(g.iloc[0][f"{metric}_mean"])
+            ci = float(g.iloc[0].get(f"{metric}_ci95", float("nan")))
+        ratio = mean / ref if ref else float("nan")
+        ratio_ci = ci / abs(ref) if ref else float("nan")
+        label, unit = _metric_words(metric)
+        rows.append(
+            {
+                "scenario": str(r["scenario"]),
+                "variant": str(r["variant"]),
+                "metric": metric,
+                "metric_label": label,
+                "unit": unit,
+                "source": str(r["source"]),
+                "note": str(r.get("note", "")),
+                "reference": fmt(ref, d),
+                "measured": fmt_ci(mean, ci, d),
+                "ratio": fmt_ci(ratio, ratio_ci, DIGITS["ratio"]),
+            }
+        )
+    return rows
