@@ -90,16 +90,11 @@ def _nic_records(tb: Testbed) -> dict[str, str] | None:
     not NICs, and no records."""
     if tb.kind == "local":
         return None
-    nodes = getattr(tb, "nodes", {})
     out: dict[str, str] = {}
-    for node in sorted(nodes):
-        if getattr(nodes[node], "os", None) not in ("linux", "freebsd"):
+    for node, os_name in sorted(tb.node_os().items()):
+        if os_name not in ("linux", "freebsd"):
             continue  # the delay node: a dummynet bridge ccbench does not log in to
-        drv = tb.driver(node)
-        plan = getattr(drv, "nic_records", None)
-        if plan is None:
-            continue
-        res = tb.ex(node).run(plan(), check=False)
+        res = tb.ex(node).run(tb.driver(node).nic_records(), check=False)
         out[node] = res.stdout if res.ok else res.stdout + res.stderr
     return out
 
@@ -112,19 +107,17 @@ def _prepare_senders(tb: Testbed, spec: RunSpec, senders: list[str], raw: Path) 
     record: dict[str, Any] = {}
     for node in senders:
         drv = tb.driver(node)
-        if drv.os != "freebsd":
-            continue
-        from ccbench.hosts import freebsd
-
-        assert isinstance(drv, freebsd.FreeBSDHost)
         cc = next(f.cc for f in spec.flows if f"s{f.pair}" == node)
         stack = variant.get("stack", "default")
-        done, problems = [], []
+        verify = drv.verify_stack(stack)
+        if verify is None:
+            continue  # nothing host-wide to set (Linux)
+        done = []
         for step in drv.variant_plan(cc, stack):
             res = tb.ex(node).run(step.argv, check=not step.allow_fail)
             done.append({"argv": step.argv, "rc": res.returncode})
-        avail = tb.ex(node).run(drv.verify_stack(stack)).stdout
-        problems += freebsd.check_stack(freebsd.parse_functions_available(avail), stack)
+        avail = tb.ex(node).run(verify).stdout
+        problems = drv.stack_problems(avail, stack)
         record[node] = {"stack": stack, "cc": cc, "steps": done,
                         "functions_available": avail, "problems": problems}  # fmt: skip
     if record:
@@ -138,11 +131,7 @@ SIFTR_PPL = 4  # log every 4th packet: 1 Gbit/s at ppl 1 is tens of millions of 
 def _siftr_logger(tb: Testbed, node: str) -> str:
     """siftr2 where the kernel has it (its sysctl tree exists or its module loads),
     else siftr(4)."""
-    from ccbench.hosts.freebsd import FreeBSDHost
-
-    drv = tb.driver(node)
-    assert isinstance(drv, FreeBSDHost)
-    for step in drv.siftr2_probe_plan():
+    for step in tb.driver(node).siftr2_probe_plan():
         if tb.ex(node).run(step.argv, check=not step.allow_fail).ok:
             return "siftr2"
     return "siftr"
@@ -155,10 +144,7 @@ def _siftr_start(tb: Testbed, senders: list[str]) -> dict[str, str]:
     for node in senders:
         drv = tb.driver(node)
         if drv.os != "freebsd":
-            continue
-        from ccbench.hosts.freebsd import FreeBSDHost
-
-        assert isinstance(drv, FreeBSDHost)
+            continue  # Linux senders: the testbed samples ss
         logger = _siftr_logger(tb, node)
         tb.ex(node).run(["rm", "-f", SIFTR_LOG])
         for argv in drv.siftr_start(SIFTR_LOG, 0, logger=logger, ppl=SIFTR_PPL):
@@ -169,11 +155,7 @@ def _siftr_start(tb: Testbed, senders: list[str]) -> dict[str, str]:
 
 def _siftr_collect(tb: Testbed, nodes: dict[str, str], raw: Path) -> None:
     for node, logger in nodes.items():
-        from ccbench.hosts.freebsd import FreeBSDHost
-
-        drv = tb.driver(node)
-        assert isinstance(drv, FreeBSDHost)
-        for argv in drv.siftr_stop(logger):
+        for argv in tb.driver(node).siftr_stop(logger):
             tb.ex(node).run(argv, check=False)
         tb.ex(node).get(SIFTR_LOG, raw / f"siftr-{node}.log")
         tb.ex(node).run(["rm", "-f", SIFTR_LOG], check=False)
@@ -189,14 +171,13 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
     bn_node, bn_dev = tb.bottleneck
     rt1 = tb.ex(bn_node)
     router = tb.driver(bn_node)
-    _record(rt1, router.qdisc_stats(bn_dev), raw / "tc-before.json")  # type: ignore[attr-defined]
+    _record(rt1, router.qdisc_stats(bn_dev), raw / "tc-before.json")
     tb.snapshot_delay(raw / "delay-before.json")
     tb.snapshot_drops(raw / "drops-before.json")
 
     procs = RunProcs()
-    cfg = getattr(tb, "cfg", None)
     meta: dict[str, Any] = {"flows": [], "started_unix": None, "testbed": tb.id,
-                            "kind": tb.kind, "tools": getattr(cfg, "tools", "host")}  # fmt: skip
+                            "kind": tb.kind, "tools": tb.tools}  # fmt: skip
     label = f"{spec.scenario}/{spec.variant} rep {spec.repetition}"
     try:
         for k, f in enumerate(spec.flows, start=1):
@@ -217,6 +198,17 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
                         tb.ex(node).spawn(argv, stdout=raw / f"ss-{node}.txt",
                                           stderr=raw / f"ss-{node}.err")
                     )  # fmt: skip
+        qplan = getattr(router, "qdisc_sampler", None)  # Linux routers (both testbeds)
+        if spec.qdisc_interval_s > 0 and qplan is not None:
+            # The bottleneck queue over time; stopped with the samplers, so it spans
+            # the traffic from before its first packet (ccbench.parse.qdisc).
+            qargv: list[str] = qplan(bn_dev, spec.qdisc_interval_s)
+            meta["qdisc_sampler"] = {"node": bn_node, "dev": bn_dev, "argv": qargv[3:],
+                                     "interval_s": spec.qdisc_interval_s}  # fmt: skip
+            procs.samplers.append(
+                rt1.spawn(qargv, stdout=raw / f"qdisc-{bn_node}.txt",
+                          stderr=raw / f"qdisc-{bn_node}.err")
+            )  # fmt: skip
         # Every client is started now but held at a gate; each is released at its
         # start offset, so starts do not depend on process or ssh start-up times.
         argvs = []
@@ -262,7 +254,7 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
     finally:
         with signals_deferred():
             procs.stop_all()
-    _record(rt1, router.qdisc_stats(bn_dev), raw / "tc-after.json")  # type: ignore[attr-defined]
+    _record(rt1, router.qdisc_stats(bn_dev), raw / "tc-after.json")
     tb.snapshot_delay(raw / "delay-after.json")
     tb.snapshot_drops(raw / "drops-after.json")
     meta["finished_unix"] = time.time()
@@ -312,14 +304,13 @@ def _sockstat_plan(
     entries: list[dict[str, Any]] = []
     for k, f in enumerate(spec.flows, start=1):
         node = f"s{f.pair}"
-        drv = tb.driver(node)
-        sockstat = getattr(drv, "sockstat_tcp", None)
-        if drv.os != "freebsd" or sockstat is None:
+        argv = tb.driver(node).sockstat_tcp()
+        if argv is None:
             continue
         entry = {"flow": k, "node": node, "peer": f"{tb.address(f'r{f.pair}')}:{BASE_PORT + k}",
                  "file": f"sockstat-{k}.txt", "at_s": None}  # fmt: skip
         entries.append(entry)
-        take = functools.partial(_take_sockstat, tb, node, sockstat(), entry, procs, raw, meta)
+        take = functools.partial(_take_sockstat, tb, node, argv, entry, procs, raw, meta)
         plan.append((f.start_s + min(SOCKSTAT_AFTER_S, f.duration_s / 2), take))
     if entries:
         meta["sockstat"] = entries

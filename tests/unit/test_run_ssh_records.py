@@ -85,6 +85,11 @@ class SshTestbed:
         self.exs = {"rt1": Ex(RT1_RECORDS), "s1": Ex(S1_RECORDS), "s2": Ex(), "rt2": Ex(),
                     "r1": Ex(), "r2": Ex()}  # fmt: skip
 
+    tools = "host"
+
+    def node_os(self) -> dict[str, str]:
+        return {n: node.os for n, node in self.nodes.items()}
+
     def driver(self, node: str) -> Any:
         return driver_for(self.nodes[node].os)
 

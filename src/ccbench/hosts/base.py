@@ -3,9 +3,30 @@ Executor runs them, so the plans are exactly testable without the OS at hand."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 Argv = list[str]
+
+# Prints each start-up-script NIC record (emulab/lib-linux.sh record_nic) on a line of
+# its own; the same on Linux and FreeBSD nodes (a constant: no config value reaches it).
+NIC_RECORDS_SCRIPT = (
+    'for f in /var/tmp/ccbench/nic-*.json; do [ -f "$f" ] && cat "$f" && echo; done; true'
+)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a plan; `allow_fail` marks a step whose failure is expected on
+    some kernels and must not abort the plan."""
+
+    argv: Argv
+    allow_fail: bool = False
+
+
+def argvs(steps: list[Step]) -> list[Argv]:
+    return [s.argv for s in steps]
+
 
 # The seeds' socket-buffer tuning (seed 001): 10 MB maxima, no cached metrics.
 SOCKBUF_MAX = 10485760
@@ -52,3 +73,35 @@ class HostDriver(Protocol):
         interval_s: float,
         streams: int = 1,
     ) -> Argv: ...
+
+    def nic_records(self) -> Argv:
+        """Prints the start-up script's NIC records, one JSON object per line."""
+        ...
+
+    def qdisc_stats(self, dev: str) -> Argv:
+        """`tc -s -j qdisc show dev DEV` (routers; raises on an OS that is never one)."""
+        ...
+
+    def variant_plan(self, cc: str, stack: str = "default") -> list[Step]:
+        """Host-wide steps that make a variant {cc, stack} the default (FreeBSD)."""
+        ...
+
+    def verify_stack(self, stack: str = "default") -> Argv | None:
+        """Command whose output stack_problems() judges; None: nothing to verify."""
+        ...
+
+    def stack_problems(self, functions_available: str, stack: str) -> list[str]: ...
+
+    def siftr2_probe_plan(self) -> list[Step]:
+        """Steps deciding the kernel logger (siftr2 if one succeeds, else siftr)."""
+        ...
+
+    def siftr_start(
+        self, logfile: str, port: int, logger: str = "siftr", ppl: int = 1
+    ) -> list[Argv]: ...
+
+    def siftr_stop(self, logger: str = "siftr") -> list[Argv]: ...
+
+    def sockstat_tcp(self) -> Argv | None:
+        """Every TCP socket with its CC and stack (FreeBSD); None where iperf3 says it."""
+        ...

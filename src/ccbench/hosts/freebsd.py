@@ -21,11 +21,17 @@ them with `executor.run(step.argv, check=not step.allow_fail)`. The HostDriver m
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TypedDict
 
 from ccbench.errors import CcbenchError
-from ccbench.hosts.base import SOCKBUF_MAX, Argv, iperf3_client_argv
+from ccbench.hosts.base import (
+    NIC_RECORDS_SCRIPT,
+    SOCKBUF_MAX,
+    Argv,
+    Step,
+    argvs,
+    iperf3_client_argv,
+)
 
 # mod_cc(4) algorithms shipped with FreeBSD 13/14 (module cc_<name>); seed 004 used all.
 FREEBSD_CCS = ("newreno", "cubic", "htcp", "vegas", "cdg", "chd", "hd", "dctcp")
@@ -43,26 +49,7 @@ BBR = "bbr"
 
 LOGGERS = ("siftr", "siftr2")
 
-# Prints each start-up-script NIC record on a line of its own (a constant: no value of
-# a config reaches the shell).
-NIC_RECORDS_SCRIPT = (
-    'for f in /var/tmp/ccbench/nic-*.json; do [ -f "$f" ] && cat "$f" && echo; done; true'
-)
-
 _IFNAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.]{0,15}$")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One command of a plan; `allow_fail` marks a step whose failure is expected on
-    some kernels and must not abort the plan."""
-
-    argv: Argv
-    allow_fail: bool = False
-
-
-def argvs(steps: list[Step]) -> list[Argv]:
-    return [s.argv for s in steps]
 
 
 def cc_module_name(cc: str) -> str:
@@ -251,6 +238,13 @@ class FreeBSDHost:
             Step(["sysctl", "-N", "net.inet.siftr2"], allow_fail=True),
             Step(["kldload", "-n", "siftr2"], allow_fail=True),
         ]
+
+    def stack_problems(self, functions_available: str, stack: str) -> list[str]:
+        """What is wrong with the host-wide default stack after variant_plan()."""
+        return check_stack(parse_functions_available(functions_available), stack)
+
+    def qdisc_stats(self, dev: str) -> Argv:
+        raise CcbenchError("a FreeBSD node is never the bottleneck router (routers run Linux)")
 
     # --- per-flow truth --------------------------------------------------------
     def sockstat_tcp(self) -> Argv:

@@ -7,10 +7,30 @@ import os
 from pathlib import Path
 
 from ccbench.errors import CcbenchError
-from ccbench.hosts.base import SOCKBUF_MAX, Argv, iperf3_client_argv
+from ccbench.hosts.base import NIC_RECORDS_SCRIPT, SOCKBUF_MAX, Argv, Step, iperf3_client_argv
 from ccbench.spec import Topology
 
 OFFLOADS = ("tso", "gso", "gro")
+
+# ccbench.parse.qdisc reads what this prints. $1: interval in microseconds, $2: device.
+# tc exits at its first failed command (device gone): the loop then ends too.
+QDISC_LOOP = r"""set -u
+exec {nap}<> <(:)
+coproc TC { exec tc -s -j -batch -; }
+step=$1 next=${EPOCHREALTIME/./}
+while :; do
+  now=${EPOCHREALTIME/./}
+  printf 'TS %s\n' "${now:0:-6}.${now: -6}"
+  printf 'qdisc show dev %s\n' "$2" >&"${TC[1]}" || exit 0
+  IFS= read -r line <&"${TC[0]}" || exit 0
+  printf '%s\n' "$line"
+  next=$((next + step)) now=${EPOCHREALTIME/./}
+  if ((next <= now)); then next=$now; continue; fi
+  d=$((next - now))
+  printf -v s '%d.%06d' $((d / 1000000)) $((d % 1000000))
+  read -t "$s" -u "$nap" _ || :
+done
+"""
 
 
 class LinuxHost:
@@ -56,9 +76,31 @@ class LinuxHost:
         """The NIC records emulab/lib-linux.sh record_nic wrote (driver, link speed, TX
         ring asked vs set, offloads: /var/tmp/ccbench/nic-<interface>.json), one JSON
         object per line; nothing where there are none (a constant script)."""
-        return ["sh", "-c",
-                'for f in /var/tmp/ccbench/nic-*.json; do [ -f "$f" ] && cat "$f" && echo; '
-                "done; true"]  # fmt: skip
+        return ["sh", "-c", NIC_RECORDS_SCRIPT]
+
+    # --- what FreeBSD senders need and Linux does not (HostDriver) ----------------
+    def variant_plan(self, cc: str, stack: str = "default") -> list[Step]:
+        return []  # iperf3 -C sets the CC per socket; Linux has one TCP stack
+
+    def verify_stack(self, stack: str = "default") -> Argv | None:
+        return None
+
+    def stack_problems(self, functions_available: str, stack: str) -> list[str]:
+        return []
+
+    def siftr2_probe_plan(self) -> list[Step]:
+        return []
+
+    def siftr_start(
+        self, logfile: str, port: int, logger: str = "siftr", ppl: int = 1
+    ) -> list[Argv]:
+        return []  # no kernel logger: the testbed samples `ss` (sampler_argv)
+
+    def siftr_stop(self, logger: str = "siftr") -> list[Argv]:
+        return []
+
+    def sockstat_tcp(self) -> Argv | None:
+        return None  # iperf3's JSON names the CC used; one TCP stack
 
     def iperf3_server(self, port: int) -> Argv:
         # -1: serve exactly one test, so the server exits by itself when the flow ends.
@@ -133,6 +175,18 @@ class LinuxHost:
 
     def qdisc_stats(self, dev: str) -> Argv:
         return ["tc", "-s", "-j", "qdisc", "show", "dev", dev]
+
+    def qdisc_sampler(self, dev: str, interval_s: float) -> Argv:
+        """Sample `dev`'s qdiscs every `interval_s` until stopped: one long-lived
+        `tc -s -j -batch -` (a bash coproc) is asked `qdisc show dev DEV` per sample, so
+        no process starts per sample (bash builtins only: $EPOCHREALTIME, printf, and
+        `read -t` on a pipe that never delivers as the sleep). Prints `TS <unix s>`
+        (taken just before the request) then tc's one-line JSON answer; the period is
+        kept against a deadline, a late sample is taken at once and the schedule
+        restarts from it (no burst). The interval (whole microseconds) and the device
+        are positional arguments of a constant script, never pasted into it."""
+        return ["bash", "-c", QDISC_LOOP, "ccbench-qdisc", str(max(1, round(interval_s * 1e6))),
+                dev]  # fmt: skip
 
     def netem_delay(self, dev: str, one_way_ms: float) -> list[Argv]:
         return [

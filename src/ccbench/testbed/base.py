@@ -3,20 +3,48 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ccbench import safe
+from ccbench.errors import CcbenchError
 from ccbench.exec import Executor
 from ccbench.hosts.base import HostDriver
 from ccbench.spec import Topology
+
+if TYPE_CHECKING:
+    from ccbench.config import TestbedConfig
+
+# Testbed state: root's under /run (gone at reboot, like the namespaces); a lab user
+# driving SSH testbeds keeps it in their cache.
+STATE_ROOT = Path(
+    os.environ.get("CCBENCH_STATE")
+    or ("/run/ccbench/testbeds" if os.geteuid() == 0 else Path.home() / ".cache/ccbench/testbeds")
+)
+# ss sampling as a constant script (remote hosts, containers): the interval is its
+# positional argument, never pasted in.
+SS_LOOP = 'while :; do echo "TS $(date +%s.%N)"; ss -tinH state established; sleep "$1"; done'
 
 
 class Testbed(Protocol):
     id: str
     kind: str
     topo: Topology
+
+    @property
+    def tools(self) -> str:
+        """Where tools run: "host" or "container" (the linux-node image)."""
+        ...
+
+    def node_os(self) -> dict[str, str]:
+        """Every node of the dumbbell -> its OS (linux, freebsd; dummynet: Emulab's
+        delay node, which ccbench only reads counters from)."""
+        ...
 
     def ex(self, node: str) -> Executor:
         """Where commands for `node` (s1, rt1, dl, rt2, r1, ...) run."""
@@ -54,7 +82,7 @@ class Testbed(Protocol):
         ...
 
     def wait_listening(
-        self, node: str, port: int, timeout_s: float = 5.0, proto: str = "tcp"
+        self, node: str, port: int, timeout_s: float | None = None, proto: str = "tcp"
     ) -> None: ...
 
 
@@ -66,3 +94,59 @@ def signals_deferred() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class TestbedBase:
+    """What the local and the SSH testbed share: the state file (written atomically),
+    calibration read back from it, waiting for a server to listen, removing the state.
+    Subclasses provide `ex(node)` and their own build/teardown."""
+
+    kind = "base"
+    listen_poll_s = 0.01  # how often wait_listening asks (remote: one ssh round trip)
+    listen_timeout_s = 5.0
+
+    def __init__(self, cfg: TestbedConfig, topo: Topology):
+        self.cfg = cfg
+        self.topo = topo
+        self.id = safe.testbed_id(cfg.id, "testbed.id")
+        self.state_dir = STATE_ROOT / self.id
+
+    def ex(self, node: str) -> Executor:
+        raise NotImplementedError
+
+    @property
+    def tools(self) -> str:
+        return self.cfg.tools
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "state.json"
+
+    def read_state(self) -> dict[str, Any] | None:
+        try:
+            st = json.loads(self.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+        return st if isinstance(st, dict) else None
+
+    def write_state(self, st: dict[str, Any]) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(st, indent=2))
+        tmp.replace(self.state_file)
+
+    def remove_state(self) -> None:
+        safe.remove_tree(self.state_dir, STATE_ROOT)
+
+    def calibration(self) -> dict[str, Any]:
+        return dict((self.read_state() or {}).get("calibration", {}))
+
+    def wait_listening(
+        self, node: str, port: int, timeout_s: float | None = None, proto: str = "tcp"
+    ) -> None:
+        deadline = time.monotonic() + (timeout_s or self.listen_timeout_s)
+        while time.monotonic() < deadline:
+            if self.ex(node).run(["ss", f"-Hl{proto[0]}n", f"sport = :{port}"]).stdout.strip():
+                return
+            time.sleep(self.listen_poll_s)
+        raise CcbenchError(f"{node}: no server listened on {proto} port {port}")

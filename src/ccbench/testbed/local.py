@@ -32,17 +32,10 @@ from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
 from ccbench.progress import info
 from ccbench.spec import Topology
-from ccbench.testbed.base import signals_deferred
+from ccbench.testbed.base import SS_LOOP, STATE_ROOT, TestbedBase, signals_deferred
 
 # Testbed state: root's under /run (gone at reboot, like the namespaces); a lab user
 # driving SSH testbeds keeps it in their cache.
-STATE_ROOT = Path(
-    os.environ.get("CCBENCH_STATE")
-    or ("/run/ccbench/testbeds" if os.geteuid() == 0 else Path.home() / ".cache/ccbench/testbeds")
-)
-# ss sampling as a constant script (remote hosts, containers): the interval is its
-# positional argument, never pasted in.
-SS_LOOP = 'while :; do echo "TS $(date +%s.%N)"; ss -tinH state established; sleep "$1"; done'
 REQUIRED_TOOLS = ("ip", "tc", "iptables", "ethtool", "ping", "iperf3", "ss")
 
 
@@ -81,15 +74,15 @@ class ContainerNetnsExecutor(NetnsExecutor):
         return container_argv(self.netns, self.image, inner, name=name, interactive=interactive)
 
 
-class LocalTestbed:
+class LocalTestbed(TestbedBase):
     kind = "local"
 
     def __init__(self, cfg: TestbedConfig, topo: Topology):
-        self.cfg = cfg
-        self.topo = topo
-        self.id = cfg.id
+        super().__init__(cfg, topo)
         self.host = LinuxHost()
-        self.state_dir = STATE_ROOT / self.id
+
+    def node_os(self) -> dict[str, str]:
+        return dict.fromkeys(tp.nodes(self.topo.pairs), "linux")
 
     # --- what a run uses (testbed.base.Testbed) -----------------------------
     def driver(self, node: str) -> LinuxHost:
@@ -99,18 +92,10 @@ class LocalTestbed:
     def bottleneck(self) -> tuple[str, str]:
         return tp.BOTTLENECK
 
-    def calibration(self) -> dict[str, Any]:
-        return dict((self.read_state() or {}).get("calibration", {}))
-
     def sampler_argv(self, node: str, interval_s: float) -> list[str]:
         if self.cfg.tools == "container":  # no ccbench inside the image: a shell loop
             return ["sh", "-c", SS_LOOP, "ccbench-ss", f"{interval_s:g}"]
         return [sys.executable, "-m", "ccbench.sampler", "--interval", f"{interval_s:g}"]
-
-    def wait_listening(
-        self, node: str, port: int, timeout_s: float = 5.0, proto: str = "tcp"
-    ) -> None:
-        _wait_listening(self.ex(node), port, timeout_s, proto)
 
     def snapshot_delay(self, dest: Path) -> None:
         """Ask the delay element for fresh stats (SIGUSR1) and copy them."""
@@ -148,20 +133,10 @@ class LocalTestbed:
             return ContainerNetnsExecutor(self.ns(node), DEFAULT_IMAGE)
         return NetnsExecutor(self.ns(node))
 
-    @property
-    def state_file(self) -> Path:
-        return self.state_dir / "state.json"
-
     def address(self, node: str) -> str:
         return tp.address(node, self.topo.pairs)
 
     # --- state ---------------------------------------------------------------
-    def read_state(self) -> dict[str, Any] | None:
-        try:
-            return json.loads(self.state_file.read_text())
-        except (OSError, ValueError):
-            return None
-
     def is_up(self) -> bool:
         """Up, complete, and built for this very topology."""
         st = self.read_state()
@@ -220,9 +195,7 @@ class LocalTestbed:
             }
         )
         st.update(extra)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(st, indent=2))
-        tmp.replace(self.state_file)
+        self.write_state(st)
 
     def _build(self) -> None:
         host = NetnsExecutor(None)
@@ -361,18 +334,6 @@ def _offload_state(ethtool_k: str) -> dict[str, str]:
             out[names[k]] = v.strip()
     assert set(out) <= set(OFFLOADS)
     return out
-
-
-def _wait_listening(
-    ex: NetnsExecutor, port: int, timeout_s: float = 5.0, proto: str = "tcp"
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        out = ex.run(["ss", f"-Hl{proto[0]}n", f"sport = :{port}"]).stdout
-        if out.strip():
-            return
-        time.sleep(0.01)
-    raise CcbenchError(f"{ex.name}: no server listened on {proto} port {port}")
 
 
 def _alive(pid: int) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, inventory, ledger, safe
+from ccbench import calibration, inventory, ledger
 from ccbench.config import TestbedConfig
 from ccbench.container import DEFAULT_IMAGE, host_network_argv
 from ccbench.errors import CalibrationFailed, CcbenchError
@@ -29,7 +29,7 @@ from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
 from ccbench.progress import info
 from ccbench.spec import Topology
-from ccbench.testbed.local import SS_LOOP, STATE_ROOT
+from ccbench.testbed.base import SS_LOOP, TestbedBase
 
 
 class SudoSsh(SshExecutor):
@@ -62,15 +62,15 @@ class ContainerSsh(SudoSsh):
 _CONTAINER_SEQ = itertools.count(1)
 
 
-class RemoteTestbed:
+class RemoteTestbed(TestbedBase):
     kind = "ssh"
+    listen_poll_s = 0.05  # each ask is an ssh round trip
+    listen_timeout_s = 10.0
 
     def __init__(self, cfg: TestbedConfig, topo: Topology):
         if not cfg.inventory:
             raise CcbenchError("testbed.inventory: kind ssh needs a hosts inventory file")
-        self.cfg = cfg
-        self.topo = topo
-        self.id = cfg.id
+        super().__init__(cfg, topo)
         self.inv = inventory.load(cfg.inventory)
         self.nodes = self.inv.dumbbell(cfg.dumbbell)
         have = inventory.pairs(self.nodes)
@@ -79,8 +79,10 @@ class RemoteTestbed:
                 f"topology.pairs: {topo.pairs} pairs asked, dumbbell {cfg.dumbbell} of "
                 f"{self.inv.source} has {have}"
             )
-        self.state_dir = STATE_ROOT / self.id
         self._ex: dict[str, SudoSsh] = {}
+
+    def node_os(self) -> dict[str, str]:
+        return {n: node.os for n, node in self.nodes.items()}
 
     # --- testbed.base.Testbed ------------------------------------------------
     def node(self, name: str) -> inventory.Node:
@@ -146,9 +148,6 @@ class RemoteTestbed:
         dev = st.get("bottleneck_dev") or self._find_dev("rt1")
         return "rt1", dev
 
-    def calibration(self) -> dict[str, Any]:
-        return dict((self.read_state() or {}).get("calibration", {}))
-
     def snapshot_drops(self, dest: Path) -> None:
         # Every node's own counters (each is a machine), the delay node's dummynet pipes.
         names = sorted(self.nodes)
@@ -162,33 +161,6 @@ class RemoteTestbed:
         if self.node(node).os != "linux":
             return None  # FreeBSD senders: siftr (hosts.freebsd), not ss
         return ["sh", "-c", SS_LOOP, "ccbench-ss", f"{interval_s:g}"]
-
-    def wait_listening(
-        self, node: str, port: int, timeout_s: float = 10.0, proto: str = "tcp"
-    ) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.ex(node).run(["ss", f"-Hl{proto[0]}n", f"sport = :{port}"]).stdout.strip():
-                return
-            time.sleep(0.05)
-        raise CcbenchError(f"{node}: no server listened on {proto} port {port}")
-
-    # --- state ---------------------------------------------------------------
-    @property
-    def state_file(self) -> Path:
-        return self.state_dir / "state.json"
-
-    def read_state(self) -> dict[str, Any] | None:
-        try:
-            return dict(json.loads(self.state_file.read_text()))
-        except (OSError, ValueError):
-            return None
-
-    def _write_state(self, st: dict[str, Any]) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(st, indent=2))
-        tmp.replace(self.state_file)
 
     def is_up(self) -> bool:
         st = self.read_state()
@@ -246,20 +218,20 @@ class RemoteTestbed:
             "loss_rules": loss_rules,
             "complete": False,
         }
-        self._write_state(st)
+        self.write_state(st)
         try:
             # A failed check that host jitter can fail is tried again after a pause.
             cal = calibration.calibrate(self, "testbed (Emulab delay node)")
         except CalibrationFailed as e:
             e.record.update({"notes": notes, "setup_s": round(time.monotonic() - t0, 2)})
             st.update({"calibration": e.record, "complete": False})
-            self._write_state(st)
+            self.write_state(st)
             self.down()
             raise
         cal["notes"] = notes
         cal["setup_s"] = round(time.monotonic() - t0, 2)
         st.update({"calibration": cal, "complete": True})
-        self._write_state(st)
+        self.write_state(st)
         return cal
 
     def down(self) -> None:
@@ -273,7 +245,7 @@ class RemoteTestbed:
             self._remove_containers()
         for ex in self._ex.values():
             ex.close()
-        safe.remove_tree(self.state_dir, STATE_ROOT)
+        self.remove_state()
 
 
 __all__ = ["RemoteTestbed", "SshProc"]
