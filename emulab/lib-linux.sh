@@ -27,7 +27,13 @@ devices_of() {
     printf '%s\n' "$1"
 }
 
+apt_update() {
+    packages_allowed || { note "CCBENCH_SETUP_NO_PACKAGES=1: no apt-get update"; return 1; }
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q
+}
+
 apt_install() {
+    packages_allowed || { note "CCBENCH_SETUP_NO_PACKAGES=1: not installing $*"; return 1; }
     DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q "$@"
 }
 

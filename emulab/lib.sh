@@ -21,6 +21,12 @@ note() { echo "$NAME: $*"; }
 # Not ready until this run succeeds (a failed rerun must not look finished).
 rm -f "$ROOT/var/tmp/ccbench-setup.done"
 
+# --- packages: CCBENCH_SETUP_NO_PACKAGES=1 installs nothing (a machine that is not a
+# fresh Emulab node, e.g. scripts/emulab_rehearsal.py on the control machine: its tools
+# are there already and its package set must not change); a missing required tool is
+# then an error, a missing optional one a note ---
+packages_allowed() { [ "${CCBENCH_SETUP_NO_PACKAGES:-}" != 1 ]; }
+
 # --- argument checks ---
 is_uint() {
     case $1 in '' | *[!0-9]*) return 1 ;; esac

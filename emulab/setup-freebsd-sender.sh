@@ -19,6 +19,7 @@
 # net.inet.tcp.functions_default / net.inet.tcp.cc.algorithm), not here.
 # Everything is applied live: Emulab reruns this at every boot. Idempotent.
 # Log: /local/logs/ccbench-setup-freebsd-sender.log; on success /var/tmp/ccbench-setup.done.
+# CCBENCH_SETUP_NO_PACKAGES=1 installs nothing (scripts/emulab_rehearsal.py).
 # Tests only: CCBENCH_SETUP_ROOT prefixes every file path this script uses;
 # CCBENCH_SETUP_BIN is searched first for commands.
 set -eu
@@ -125,12 +126,14 @@ sysctl net.inet.tcp.hostcache.purgenow=1 || note "cannot purge the host cache"
 
 # --- packages ---
 # (ASSUME_ALWAYS_YES also lets pkg bootstrap itself without asking)
-if ! env ASSUME_ALWAYS_YES=yes pkg info -e iperf3; then
+if ! packages_allowed; then
+    command -v iperf3 >/dev/null 2>&1 || die "iperf3 missing (CCBENCH_SETUP_NO_PACKAGES=1: nothing is installed)"
+elif ! env ASSUME_ALWAYS_YES=yes pkg info -e iperf3; then
     env ASSUME_ALWAYS_YES=yes pkg install -y iperf3 || die "pkg install iperf3 failed"
 fi
 note "iperf3: $(iperf3 --version 2>&1 | head -n 1)"
 # fping for probe_tool fping (latency under load); optional: ping needs nothing
-if ! env ASSUME_ALWAYS_YES=yes pkg info -e fping; then
+if packages_allowed && ! env ASSUME_ALWAYS_YES=yes pkg info -e fping; then
     env ASSUME_ALWAYS_YES=yes pkg install -y fping || note "warning: could not install fping (probe_tool ping still works)"
 fi
 

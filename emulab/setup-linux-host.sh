@@ -18,6 +18,7 @@
 #   tooling image built from /local/repository/containers/linux-node.
 # Idempotent: safe to rerun. Log: /local/logs/ccbench-setup-linux-host.log; on
 # success /var/tmp/ccbench-setup.done.
+# CCBENCH_SETUP_NO_PACKAGES=1 installs nothing (scripts/emulab_rehearsal.py).
 # Tests only: CCBENCH_SETUP_ROOT prefixes every file path this script uses;
 # CCBENCH_SETUP_BIN is searched first for commands.
 set -eu
@@ -64,10 +65,10 @@ command -v iperf3 >/dev/null 2>&1 || need="$need iperf3"
 command -v ethtool >/dev/null 2>&1 || need="$need ethtool"
 if [ "$container" = yes ] && ! command -v podman >/dev/null 2>&1; then need="$need podman"; fi
 if [ -n "$need" ]; then
+    packages_allowed || die "missing:$need (CCBENCH_SETUP_NO_PACKAGES=1: nothing is installed)"
     # iperf3's package asks whether to start a daemon: no, ccbench starts servers.
     echo 'iperf3 iperf3/start_daemon boolean false' | debconf-set-selections
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q ||
-        die "apt-get update failed"
+    apt_update || die "apt-get update failed"
     # shellcheck disable=SC2086  # a list of package names
     apt_install $need || die "cannot install:$need"
 fi

@@ -17,6 +17,7 @@
 #   /var/tmp/ccbench/nic-<interface>.json: driver, speed, offloads, and on the
 #   bottleneck the TX ring asked and set (drivers clamp silently: igb to >= 80).
 # Log: /local/logs/ccbench-setup-router.log; on success /var/tmp/ccbench-setup.done.
+# CCBENCH_SETUP_NO_PACKAGES=1 installs nothing (scripts/emulab_rehearsal.py).
 # Tests only: CCBENCH_SETUP_ROOT prefixes every file path this script uses;
 # CCBENCH_SETUP_BIN is searched first for commands.
 set -eu
@@ -83,8 +84,8 @@ tx_ring_of() {
 
 # --- packages (Emulab's Ubuntu images normally have both) ---
 if ! command -v ethtool >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 update -q
-    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q ethtool iproute2
+    apt_update || die "cannot update the package lists to install ethtool and iproute2"
+    apt_install ethtool iproute2 || die "cannot install ethtool and iproute2"
 fi
 
 # --- forwarding and routing ---

@@ -46,6 +46,11 @@ class Testbed(Protocol):
         delay node, which ccbench only reads counters from)."""
         ...
 
+    def prepare_run(self) -> None:
+        """Make the hosts this testbed's again before a run (the SSH testbed: another
+        testbed on the same dumbbell may have set rt1's queue and loss rules since)."""
+        ...
+
     def ex(self, node: str) -> Executor:
         """Where commands for `node` (s1, rt1, dl, rt2, r1, ...) run."""
         ...
@@ -140,6 +145,9 @@ class TestbedBase:
 
     def calibration(self) -> dict[str, Any]:
         return dict((self.read_state() or {}).get("calibration", {}))
+
+    def prepare_run(self) -> None:
+        return None  # nothing shared by default (local testbeds: own namespaces)
 
     def wait_listening(
         self, node: str, port: int, timeout_s: float | None = None, proto: str = "tcp"

@@ -28,8 +28,8 @@ from ccbench.hosts import driver_for
 from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
 from ccbench.progress import info
-from ccbench.spec import Topology
-from ccbench.testbed.base import SS_LOOP, TestbedBase
+from ccbench.spec import Topology, stable_hash
+from ccbench.testbed.base import SS_LOOP, STATE_ROOT, TestbedBase
 
 
 class SudoSsh(SshExecutor):
@@ -196,18 +196,9 @@ class RemoteTestbed(TestbedBase):
                 if not res.ok:
                     # e.g. host-wide knobs inside a container or namespace: say so, go on.
                     notes.append(f"{n}: `{' '.join(argv)}` failed: {res.stderr.strip()}")
-        router = LinuxHost()
         dev = self._find_dev("rt1")
-        plan = router.bottleneck(dev, self.topo, self.cfg.shaper)
-        rt1 = self.ex("rt1")
-        rt1.run(plan[0], check=False)  # deleting a root qdisc that is not there is fine
-        for argv in plan[1:]:
-            rt1.run(argv)
-        loss_rules: list[list[str]] = []
-        for i in range(1, self.topo.pairs + 1):
-            for argv in router.loss(self.topo):
-                self.ex(f"r{i}").run(argv)
-                loss_rules.append([f"r{i}", *argv])
+        self._release_dumbbell()
+        loss_rules = self._configure_path(dev)
         st = {
             "id": self.id,
             "kind": "ssh",
@@ -232,15 +223,82 @@ class RemoteTestbed(TestbedBase):
         cal["setup_s"] = round(time.monotonic() - t0, 2)
         st.update({"calibration": cal, "complete": True})
         self.write_state(st)
+        self._write_claim()
         return cal
+
+    # --- one dumbbell, several testbeds ------------------------------------------
+    # Scenarios with different bottlenecks are different testbeds, and on the SSH
+    # testbed they share the dumbbell's hosts: rt1's qdisc and the receivers' loss rules
+    # are whatever the last `up` set. A claim file (per inventory and dumbbell) names the
+    # testbed that configured them; a run of another testbed first puts its own back.
+    def _claim_file(self) -> Path:
+        key = stable_hash([str(Path(self.inv.source).resolve()), self.cfg.dumbbell])[:12]
+        return STATE_ROOT / f"dumbbell-{key}.json"
+
+    def _write_claim(self) -> None:
+        self._claim_file().write_text(json.dumps({"testbed": self.id}))
+
+    def _claimed_by(self) -> str | None:
+        try:
+            return str(json.loads(self._claim_file().read_text())["testbed"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _configure_path(self, dev: str) -> list[list[str]]:
+        """rt1's shaper and queue for this topology, the loss rules on the receivers;
+        returns the rules added (node, argv) so they can be removed."""
+        router = LinuxHost()
+        plan = router.bottleneck(dev, self.topo, self.cfg.shaper)
+        rt1 = self.ex("rt1")
+        rt1.run(plan[0], check=False)  # deleting a root qdisc that is not there is fine
+        for argv in plan[1:]:
+            rt1.run(argv)
+        loss_rules: list[list[str]] = []
+        for i in range(1, self.topo.pairs + 1):
+            for argv in router.loss(self.topo):
+                self.ex(f"r{i}").run(argv)
+                loss_rules.append([f"r{i}", *argv])
+        return loss_rules
+
+    def _release_dumbbell(self) -> None:
+        """Remove the loss rules of the testbed that last configured this dumbbell (its
+        state file lists them), so they never apply to another testbed's runs."""
+        owner = self._claimed_by()
+        if owner is None or owner == self.id:
+            return
+        other = STATE_ROOT / owner / "state.json"
+        try:
+            st = json.loads(other.read_text())
+        except (OSError, ValueError):
+            return
+        self._remove_loss_rules(st.get("loss_rules", []))
+        st["loss_rules"] = []
+        other.write_text(json.dumps(st, indent=2))
+
+    def _remove_loss_rules(self, rules: list[list[str]]) -> None:
+        for node, *argv in rules:
+            delete = ["-D" if a == "-A" else a for a in argv]
+            res: Result = self.ex(node).run(delete, check=False)
+            if not res.ok and "does a matching rule exist" not in res.stderr:
+                raise CcbenchError(f"{node}: could not remove loss rule: {res.stderr.strip()}")
+
+    def prepare_run(self) -> None:
+        """Before a run: if another testbed configured this dumbbell since this one's
+        `up`, put this topology's queue and loss rules back (no recalibration: the
+        path itself is the same)."""
+        if self._claimed_by() == self.id:
+            return
+        st = self.read_state() or {}
+        self._release_dumbbell()
+        st["loss_rules"] = self._configure_path(st.get("bottleneck_dev") or self._find_dev("rt1"))
+        self.write_state(st)
+        self._write_claim()
 
     def down(self) -> None:
         st = self.read_state() or {}
-        for node, *argv in st.get("loss_rules", []):
-            delete = ["-D" if a == "-A" else a for a in argv]
-            res: Result = self.ex(node).run(delete, check=False)
-            if not res.ok:
-                raise CcbenchError(f"{node}: could not remove loss rule: {res.stderr.strip()}")
+        self._remove_loss_rules(st.get("loss_rules", []))
+        if self._claimed_by() == self.id:
+            self._claim_file().unlink(missing_ok=True)
         if self.cfg.tools == "container":
             self._remove_containers()
         for ex in self._ex.values():
