@@ -66,6 +66,7 @@ rule verdicts:
     input:
         matrix=f"{RESULTS}/matrix.json",
         summary=f"{RESULTS}/tables/summary.csv",
+        runs=f"{RESULTS}/tables/runs.csv",
     output:
         f"{RESULTS}/tables/verdicts.csv",
     log:

@@ -46,6 +46,46 @@ wildcard_constraints:
 # `ccbench run`/`testbed up` read their specs from results/matrix.json by id.
 
 
+# --- Runs waiting for a kernel (a variant's `kernel: {label, match}`) -------------
+# `ccbench run` reads the senders' kernel first; when none runs the kernel the variant
+# needs, it records the run as waiting (attempts.json and raw/skipped.json hold
+# "waiting"), measures nothing, and the report lists it as waiting. Every invocation
+# checks such runs again: while the workflow is read, a waiting run's attempts.json is
+# moved to waiting.json and its summary.json and timeseries.parquet (made from raw/
+# by `parse`) are removed, so its outputs are missing and Snakemake runs it (and only
+# it, besides the tables and the report). A missing output is the one reason Snakemake
+# finds for a job downstream of another that must run: a file that is merely newer is
+# not looked at there (a rewritten matrix.json after a config change would hide it),
+# and its .snakemake records are not needed (a results directory carried to another
+# machine behaves the same). The regex lives beside the run's spec, not in it: a
+# changed regex changes no run id and reruns nothing that is done.
+
+
+def read_json(path):
+    """The JSON in `path`, or None if it is missing or unreadable."""
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def recheck_waiting(run):
+    """Make a run recorded as waiting for a kernel due again; True if it was one."""
+    d = f"{RESULTS}/runs/{run}"
+    att = read_json(f"{d}/attempts.json")
+    if not (isinstance(att, dict) and "waiting" in att):
+        return False
+    os.replace(f"{d}/attempts.json", f"{d}/waiting.json")
+    for name in ("summary.json", "timeseries.parquet"):
+        if os.path.exists(f"{d}/{name}"):
+            os.remove(f"{d}/{name}")
+    return True
+
+
+WAITING = {r for r in RUNS if recheck_waiting(r)}
+
+
 # Runs still to do wait for the one before them in the seeded order of their testbed,
 # so they execute in that order. Finished runs take no part in the chain (a chain
 # through them would make Snakemake redo them when a run before them is new), and the
@@ -84,15 +124,6 @@ def dumbbell_of(run_id):
 # their runs are recorded as not run. Rerunning the workflow tries exactly those again:
 # the testbed because its params (calibration_failures) changed, its runs because their
 # calibration input is then not ancient (run_cal) and is made again.
-
-
-def read_json(path):
-    """The JSON in `path`, or None if it is missing or unreadable."""
-    try:
-        with open(path) as fh:
-            return json.load(fh)
-    except (OSError, ValueError):
-        return None
 
 
 def calibration_path(tb):

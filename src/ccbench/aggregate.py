@@ -33,12 +33,16 @@ METRICS = {
     "srtt_max_ms": "srtt max",
     "retransmits": "retransmits",
     "drops_pkts": "bottleneck drops",
+    "queue_backlog_mean_pkts": "queue backlog mean",
+    "queue_full_pct": "time queue full",
     "probe_rtt_p50_ms": "RTT under load p50 (ping)",
     "probe_rtt_p95_ms": "RTT under load p95 (ping)",
     "convergence_s": "convergence time",
     "mathis_ratio": "throughput / Mathis",
 }
 
+# Resolution asked of a delta when the config names none (resolve_target_pct).
+RESOLVE_TARGET_PCT = 2.0
 JAIN_CONVERGED = 0.95  # fairness threshold for convergence_s
 JAIN_WINDOW_S = 2.0  # ... held for this long
 
@@ -61,12 +65,14 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     retrans = [f["retransmits"] for f in flows]
     tb = s["spec"]["topology"]
     probe = s.get("probe") or {}
+    queue = s.get("queue") or {}
     conv = _convergence(ts_path, s) if ts_path.exists() and len(flows) > 1 else math.nan
     mathis = math.nan
     if tb["loss_mode"] != "none" and tb["loss_rate"] > 0 and tb["rtt_ms"] > 0:
         # Mathis et al.: MSS/RTT * sqrt(3/2)/sqrt(p), per flow, configured RTT and loss.
         mss = tb["mtu"] - TCP_IP_HEADER_BYTES
         mathis = metrics.mathis_bps(mss, tb["rtt_ms"] / 1e3, tb["loss_rate"]) / 1e6
+    ksenders = sorted(((s.get("kernel") or {}).get("senders") or {}).items())
     run = {
         "run_id": s["run_id"],
         "scenario": s["scenario"],
@@ -89,6 +95,14 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "srtt_max_ms": srtt.max_us / 1e3,
         "retransmits": math.nan if None in retrans else float(sum(retrans)),
         "drops_pkts": _num((s.get("bottleneck") or {}).get("drops")),
+        # The bottleneck queue sampled while the flows ran (summary `queue`; NaN for
+        # runs made without sampling).
+        "queue_backlog_mean_pkts": _num(queue.get("backlog_mean_pkts")),
+        "queue_backlog_p95_pkts": _num(queue.get("backlog_p95_pkts")),
+        "queue_full_pct": _num(queue.get("full_share")) * 100,
+        "queue_drop_intervals": _num(queue.get("drop_intervals")),
+        "queue_drop_burst_max": _num(queue.get("drop_burst_max")),
+        "queue_interval_achieved_ms": _num(queue.get("interval_achieved_s")) * 1e3,
         "delay_late_share": _num((s.get("delay_element") or {}).get("late_share")),
         "router_busy_pct": _num((s.get("router_cpu") or {}).get("busy_pct")),
         "router_steal_pct": _num((s.get("router_cpu") or {}).get("steal_pct")),
@@ -103,11 +117,17 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         else math.nan,
         "skipped": bool(s.get("skipped", False)),
         # valid / invalid (ran, failed a check) / not run (the testbed lacks what it
-        # asks, or could not be calibrated: see not_run_reason)
-        "status": "not run" if s.get("skipped") else "valid" if s["valid"] else "invalid",
+        # asks, or could not be calibrated: see not_run_reason) / waiting (for the
+        # kernel its variant needs: not run yet, and run once the senders boot it)
+        "status": "waiting" if s.get("waiting") else _status(s),
         "not_run_reason": "; ".join(r.removeprefix("skipped: ") for r in s["reasons"])
         if s.get("skipped")
         else "",
+        # The kernel the variant waits for (runs recorded as waiting), and every sender's
+        # kernel identity as the run read it ("s1: 6.1.0-18-amd64 #1 SMP ...").
+        "waiting_kernel": (s.get("waiting") or {}).get("label", ""),
+        "kernel": "; ".join(f"{n}: {k['identity']}" for n, k in ksenders),
+        "kernel_short": " / ".join(dict.fromkeys(k["short"] for _, k in ksenders)),
     }
     frows = []
     for f in flows:
@@ -129,6 +149,10 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             }
         )
     return run, frows
+
+
+def _status(s: dict[str, Any]) -> str:
+    return "not run" if s.get("skipped") else "valid" if s["valid"] else "invalid"
 
 
 def _convergence(ts_path: Path, s: dict[str, Any]) -> float:
@@ -157,7 +181,13 @@ def _convergence(ts_path: Path, s: dict[str, Any]) -> float:
 
 
 def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
-                     variant_order: list[str]) -> pd.DataFrame:  # fmt: skip
+                     variant_order: list[str],
+                     resolve_target_pct: float = RESOLVE_TARGET_PCT) -> pd.DataFrame:  # fmt: skip
+    """Per scenario x variant: means with CIs, and per metric the delta vs the baseline
+    with its CI; `_delta_mde_pct` is the smallest change these repetitions resolve (the
+    delta's 95 % CI half-width, t*s/sqrt(n) of the paired deltas: a true change smaller
+    than it leaves the CI straddling 0), `_delta_reps_to_resolve` how many paired
+    repetitions would bring that half-width below `resolve_target_pct`."""
     rows = []
     valid = runs[runs["valid"]]
     for scen in runs["scenario"].drop_duplicates():
@@ -175,6 +205,9 @@ def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
                 # runs that ran and failed a check; runs not run are counted apart
                 "n_invalid": int((~grp_all["valid"] & ~grp_all["skipped"]).sum()),
                 "n_not_run": int(grp_all["skipped"].sum()),
+                # of those, waiting for the kernel the variant needs
+                "n_waiting": int((grp_all["status"] == "waiting").sum()),
+                "kernel_short": " / ".join(dict.fromkeys(k for k in grp["kernel_short"] if k)),
             }
             for col in METRICS:
                 ci = metrics.mean_ci(grp[col].dropna().tolist())
@@ -184,6 +217,13 @@ def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
                 row[f"{col}_delta_pct"] = delta.mean_pct if delta else math.nan
                 row[f"{col}_delta_ci95_pct"] = delta.half_width_pct if delta else math.nan
                 row[f"{col}_delta_paired"] = delta.paired if delta else None
+                row[f"{col}_delta_mde_pct"] = delta.half_width_pct if delta else math.nan
+                reps = (
+                    metrics.repetitions_to_resolve(delta.deltas_pct, resolve_target_pct)
+                    if delta and delta.paired
+                    else None
+                )
+                row[f"{col}_delta_reps_to_resolve"] = math.nan if reps is None else reps
             fl = flows[(flows["run_id"].isin(grp["run_id"]))]
             for k, g in fl.groupby("flow"):
                 ci = metrics.mean_ci(g["throughput_mbps"].dropna().tolist())
@@ -197,23 +237,7 @@ def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
 def _delta(base: pd.DataFrame, var: pd.DataFrame, col: str) -> metrics.DeltaPct | None:
     b = base.set_index("repetition")[col].dropna()
     v = var.set_index("repetition")[col].dropna()
-    if b.empty or v.empty or (b == 0).any():
-        return None
-    common = sorted(set(b.index) & set(v.index))
-    # Pair repetition i with repetition i where both are valid; otherwise unpaired.
-    if len(common) >= 2 and len(common) == len(b) == len(v):
-        return metrics.paired_delta_pct(b.loc[common].tolist(), v.loc[common].tolist())
-    return _unpaired(b.tolist(), v.tolist())
-
-
-def _unpaired(b: list[float], v: list[float]) -> metrics.DeltaPct:
-    """Delta of means; CI from the variant's spread around the baseline mean (equal
-    counts would make paired_delta_pct pair runs that did not run side by side)."""
-    if len(b) != len(v):
-        return metrics.paired_delta_pct(b, v)
-    mb = sum(b) / len(b)
-    ci = metrics.mean_ci([(x / mb - 1) * 100 for x in v])
-    return metrics.DeltaPct(ci.mean, ci.half_width, False, len(b), len(v), ())
+    return metrics.delta_by_repetition(b.to_dict(), v.to_dict())
 
 
 def aggregate(run_dirs: list[Path], matrix: dict[str, Any], out: Path) -> dict[str, pd.DataFrame]:
@@ -226,7 +250,8 @@ def aggregate(run_dirs: list[Path], matrix: dict[str, Any], out: Path) -> dict[s
     runs_df.insert(0, "order", range(1, len(runs_df) + 1))
     flows_df = pd.DataFrame(flows)
     variant_order = [v["label"] for v in matrix["variants"]]
-    summary_df = summarize_groups(runs_df, flows_df, matrix["baseline"], variant_order)
+    target = float(matrix.get("resolve_target_pct", RESOLVE_TARGET_PCT))
+    summary_df = summarize_groups(runs_df, flows_df, matrix["baseline"], variant_order, target)
     out.mkdir(parents=True, exist_ok=True)
     tables = {"runs": runs_df, "flows": flows_df, "summary": summary_df}
     for name, df in tables.items():

@@ -154,8 +154,12 @@ def cmd_run(a: argparse.Namespace) -> int:
         tbc = TestbedConfig.from_dict(d["testbed"])
         spec = RunSpec.from_dict(d["run"])
         attempts = int(d.get("attempts", 1))
+        # The kernel the variant needs ({label, match}): beside the spec, not in it, so
+        # a changed regex does not change the run's id (ccbench.matrix).
+        kernel_req = d.get("kernel")
     else:
         tbc, spec, attempts = load_run_config(a.config)
+        kernel_req = None
     if a.attempts:
         attempts = a.attempts
     if a.calibration and "skipped" in json.loads(Path(a.calibration).read_text()):
@@ -174,7 +178,21 @@ def cmd_run(a: argparse.Namespace) -> int:
         testbed.down(tb.id)
         tb.up()
     try:
-        s = execute(tb, spec, Path(a.out), attempts, write_summary=not a.raw_only)
+        if kernel_req:
+            from ccbench import kernel
+            from ccbench.run import kernel_identities, record_wait
+
+            seen = kernel_identities(tb, spec)
+            if not any(kernel.matches(kernel_req["match"], i) for i in seen.values()):
+                # Booted into another kernel: nothing is measured under the wrong label.
+                reason = record_wait(spec, Path(a.out), kernel_req, seen)
+                print(f"{a.out}: not run: {reason} (senders run: "
+                      f"{'; '.join(f'{n} {i}' for n, i in sorted(seen.items()))})")  # fmt: skip
+                return 0
+        s = execute(tb, spec, Path(a.out), attempts, write_summary=not a.raw_only,
+                    kernel_req=kernel_req)  # fmt: skip
+        # The record of an earlier check that found another kernel (rules/common.smk).
+        (Path(a.out) / "waiting.json").unlink(missing_ok=True)
     finally:
         if ephemeral and not a.keep_testbed:
             with signals_deferred():

@@ -286,6 +286,7 @@ def load_run_config(path: str | Path) -> tuple[TestbedConfig, RunSpec, int]:
         probe_interval_s=float(run["probe_interval_s"]),
         probe_tool=run["probe_tool"],
         probe_flent_test=run["probe_flent_test"],
+        qdisc_interval_s=float(run["qdisc_interval_s"]),
     )
     return TestbedConfig.from_dict(data["testbed"]), spec, int(run["attempts"])
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import copy
 import random
+import re
 import shutil
 from typing import Any
 
-from ccbench import probe
+from ccbench import kernel, probe
 from ccbench.config import topology_from, validate
 from ccbench.errors import CcbenchError
 from ccbench.spec import Flow, RunSpec, check_flows
@@ -81,6 +82,13 @@ def _check_local_ccs(m: dict[str, Any], source: str) -> None:
 def _check_variant(source: str, v: dict[str, Any]) -> None:
     """A variant that names what its OS does not have is refused, not ignored."""
     where = f"{source}: variant {v['label']}"
+    req = kernel.requirement(v)
+    if req is not None:
+        try:
+            re.compile(req["match"])
+        except re.error as e:
+            raise CcbenchError(f"{where}: kernel.match: not a regular expression "
+                               f"({e})") from None  # fmt: skip
     if v.get("os", "linux") == "linux":
         if v.get("stack", "default") != "default":
             raise CcbenchError(f"{where}: stack '{v['stack']}' is a FreeBSD setting; a Linux "
@@ -142,6 +150,21 @@ def _check_references(
             if k > n:
                 raise CcbenchError(f"{where}.metric: scenario '{r['scenario']}' has {n} "
                                    f"flow(s), no flow {k}")  # fmt: skip
+
+
+def _kernel_label(v: dict[str, Any]) -> dict[str, Any]:
+    """The variant as its runs' specs hold it: `kernel` is the label alone, so a
+    variant's `kernel: {label, match}` has the run ids of `kernel: label`, and a
+    changed regex reruns nothing that is done (the regex goes beside the spec)."""
+    k = v.get("kernel", "")
+    return {**v, "kernel": k["label"]} if isinstance(k, dict) else v
+
+
+def _matrix_variant(v: dict[str, Any]) -> dict[str, Any]:
+    """The variant as matrix.json lists it: the label in `kernel`, the regex (if any)
+    in `kernel_match`."""
+    req = kernel.requirement(v)
+    return {**_kernel_label(v), **({"kernel_match": req["match"]} if req else {})}
 
 
 def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
@@ -218,10 +241,11 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
                     probe_interval_s=float(cfg["probe_interval_s"]),
                     probe_tool=probe_tool,
                     probe_flent_test=flent_test,
+                    qdisc_interval_s=float(sc.get("qdisc_interval_s", cfg["qdisc_interval_s"])),
                     scenario=sname,
                     variant=v["label"],
                     repetition=rep,
-                    extra={"variant": v},
+                    extra={"variant": _kernel_label(v)},
                 )
                 runs.append(
                     {
@@ -235,6 +259,7 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
                             "testbed": testbeds[tb_id]["testbed"],
                             "run": spec.to_dict(),
                             "attempts": cfg["attempts"],
+                            **({"kernel": req} if (req := kernel.requirement(v)) else {}),
                         },
                     }
                 )
@@ -268,12 +293,13 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
         "report_name": cfg["report_name"],
         "results_dir": cfg["results_dir"],
         "baseline": baseline,
-        "variants": variants,
+        "variants": [_matrix_variant(v) for v in variants],
         "scenarios": {
             k: {"description": v.get("description", "")} for k, v in cfg["scenarios"].items()
         },  # fmt: skip
         "repetitions": cfg["repetitions"],
         "seed": cfg["seed"],
+        "resolve_target_pct": cfg["resolve_target_pct"],
         "expectations": cfg.get("expectations", []),
         "references": cfg.get("references", []),
         "testbeds": testbeds,

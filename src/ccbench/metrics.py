@@ -256,3 +256,42 @@ def rtt_excess(
         "max_excess_ms": (max(above) - bound_us) / 1e3 if above else 0.0,
         "longest_above_s": longest,
     }
+
+
+def delta_by_repetition(base: Mapping[Any, float], variant: Mapping[Any, float]) -> DeltaPct | None:
+    """% change of `variant` vs `base`, each a {repetition: value} of valid runs: paired
+    (repetition i with i) when both have the same >= 2 repetitions, else the delta of
+    means with the variant's spread around the baseline mean (equal counts would make
+    paired_delta_pct pair runs that did not run side by side). None: nothing to compare
+    or a zero baseline. The one delta the tables, figures and verdicts use."""
+    if not base or not variant or any(x == 0 for x in base.values()):
+        return None
+    common = sorted(set(base) & set(variant))
+    if len(common) >= 2 and len(common) == len(base) == len(variant):
+        return paired_delta_pct([base[k] for k in common], [variant[k] for k in common])
+    b, v = list(base.values()), list(variant.values())
+    if len(b) != len(v):
+        return paired_delta_pct(b, v)
+    mb = sum(b) / len(b)
+    ci = mean_ci([(x / mb - 1) * 100 for x in v])
+    return DeltaPct(ci.mean, ci.half_width, False, len(b), len(v), ())
+
+
+def repetitions_to_resolve(
+    deltas: Sequence[float], distance: float, confidence: float = 0.95, most: int = 1000
+) -> int | None:
+    """Repetitions whose CI half-width t*s/sqrt(n), at the spread s of the per-repetition
+    `deltas`, would be below `distance` (how far the mean lies from the threshold): how
+    many runs would settle the question. None: no spread known (< 2 deltas), the mean on
+    the threshold, or more than `most`."""
+    xs = [float(x) for x in deltas]
+    if len(xs) < 2 or distance <= 0:
+        return None
+    m = sum(xs) / len(xs)
+    s = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    if s == 0:
+        return len(xs)
+    for n in range(2, most + 1):
+        if _t_quantile(0.5 + confidence / 2.0, n - 1) * s / math.sqrt(n) < distance:
+            return n
+    return None

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccbench import probe, safe
+from ccbench import kernel, probe, safe
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor, NetnsExecutor, Proc
 from ccbench.progress import console, info
@@ -69,7 +69,7 @@ def _facts(tb: Testbed, raw: Path, senders: list[str]) -> None:
     }.items():
         facts["host"][name] = host.run(argv, check=False).stdout.strip()
     # Locally every sender shares one kernel: s1 speaks for all (saves ~0.1 s per run).
-    for node in senders if tb.kind != "local" else senders[:1]:
+    for node in _identity_nodes(tb, senders):
         drv = tb.driver(node)
         facts["senders"][node] = {
             "os": drv.os,
@@ -82,6 +82,22 @@ def _facts(tb: Testbed, raw: Path, senders: list[str]) -> None:
     (raw / "facts.json").write_text(json.dumps(facts, indent=2))
     node, _dev = tb.bottleneck
     _record(tb.ex(node), ["tc", "qdisc", "show"], raw / "qdisc-config.txt")
+
+
+def _identity_nodes(tb: Testbed, senders: list[str]) -> list[str]:
+    """The senders whose kernel is read: locally s1 speaks for all (one kernel)."""
+    return senders if tb.kind != "local" else senders[:1]
+
+
+def kernel_identities(tb: Testbed, spec: RunSpec) -> dict[str, str]:
+    """node -> the kernel identity each sender of the run reports now (ccbench.kernel)."""
+    senders = sorted({f"s{f.pair}" for f in spec.flows})
+    out = {}
+    for node in _identity_nodes(tb, senders):
+        drv = tb.driver(node)
+        res = {n: tb.ex(node).run(a, check=False).stdout for n, a in drv.kernel_identity().items()}
+        out[node] = kernel.identity(drv.os, res)
+    return out
 
 
 def _nic_records(tb: Testbed) -> dict[str, str] | None:
@@ -161,9 +177,16 @@ def _siftr_collect(tb: Testbed, nodes: dict[str, str], raw: Path) -> None:
         tb.ex(node).run(["rm", "-f", SIFTR_LOG], check=False)
 
 
-def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
-    """Do the run; write every raw file into `raw` (which must exist)."""
+def run_once(
+    tb: Testbed, spec: RunSpec, raw: Path, kernel_req: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Do the run; write every raw file into `raw` (which must exist). `kernel_req`:
+    the variant's {label, match}, kept as raw/kernel.json (summary.py checks the
+    senders' kernels recorded in facts.json against it)."""
     (raw / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
+    if kernel_req:
+        (raw / "kernel.json").write_text(json.dumps(kernel_req, indent=2))
+    tb.prepare_run()
     (raw / "calibration.json").write_text(json.dumps(tb.calibration(), indent=2))
     senders = sorted({f"s{f.pair}" for f in spec.flows})
     _prepare_senders(tb, spec, senders, raw)
@@ -198,17 +221,19 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
                         tb.ex(node).spawn(argv, stdout=raw / f"ss-{node}.txt",
                                           stderr=raw / f"ss-{node}.err")
                     )  # fmt: skip
-        qplan = getattr(router, "qdisc_sampler", None)  # Linux routers (both testbeds)
-        if spec.qdisc_interval_s > 0 and qplan is not None:
+        if spec.qdisc_interval_s > 0:
             # The bottleneck queue over time; stopped with the samplers, so it spans
             # the traffic from before its first packet (ccbench.parse.qdisc).
-            qargv: list[str] = qplan(bn_dev, spec.qdisc_interval_s)
+            qargv = router.qdisc_sampler(bn_dev, spec.qdisc_interval_s)
             meta["qdisc_sampler"] = {"node": bn_node, "dev": bn_dev, "argv": qargv[3:],
                                      "interval_s": spec.qdisc_interval_s}  # fmt: skip
             procs.samplers.append(
                 rt1.spawn(qargv, stdout=raw / f"qdisc-{bn_node}.txt",
                           stderr=raw / f"qdisc-{bn_node}.err")
             )  # fmt: skip
+            # Over ssh the sampler starts ~0.3 s later: wait for its first sample, so
+            # the queue is seen from the first packet (summary queue.first_s says).
+            _wait_nonempty(raw / f"qdisc-{bn_node}.txt", QDISC_FIRST_SAMPLE_S)
         # Every client is started now but held at a gate; each is released at its
         # start offset, so starts do not depend on process or ssh start-up times.
         argvs = []
@@ -260,6 +285,20 @@ def run_once(tb: Testbed, spec: RunSpec, raw: Path) -> dict[str, Any]:
     meta["finished_unix"] = time.time()
     (raw / "meta.json").write_text(json.dumps(meta, indent=2))
     return meta
+
+
+QDISC_FIRST_SAMPLE_S = 5.0
+
+
+def _wait_nonempty(path: Path, timeout_s: float) -> None:
+    """Until `path` has content or `timeout_s` passed (a sampler that never writes is
+    the summary's problem, not a reason to stop the run here)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if path.stat().st_size > 0:
+                return
+        time.sleep(0.01)
 
 
 def _probe_start(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list[str]:
@@ -372,8 +411,9 @@ def _drive(
 
 
 def execute(
-    tb: Testbed, spec: RunSpec, out: Path, attempts: int = 1, write_summary: bool = True
-) -> dict[str, Any]:
+    tb: Testbed, spec: RunSpec, out: Path, attempts: int = 1, write_summary: bool = True,
+    kernel_req: dict[str, str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """Run, retrying invalid results; writes out/attempts.json (and out/summary.json)."""
     from ccbench.summary import summarize, write_json
 
@@ -385,7 +425,7 @@ def execute(
         safe.remove_tree(tmp, out)
         tmp.mkdir()
         try:
-            run_once(tb, spec, tmp)
+            run_once(tb, spec, tmp, kernel_req)
         except CcbenchError as e:
             # The attempt failed (a tool hung, a host vanished): keep what it wrote and
             # why, so it is reported as an invalid run and retried, not lost.
@@ -429,3 +469,20 @@ def record_skip(spec: RunSpec, out: Path, reason: str) -> None:
     (raw / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
     write_json(raw / "skipped.json", {"reason": reason})
     write_json(out / "attempts.json", {"run_id": spec.run_id, "skipped": reason, "attempts": []})
+
+
+def record_wait(spec: RunSpec, out: Path, req: dict[str, str], seen: dict[str, str]) -> str:
+    """A run whose variant needs a kernel no sender runs now: recorded as waiting for
+    it (a run not run, not a failure); the workflow checks it again on every
+    invocation (rules/common.smk), so it runs after a reboot into that kernel."""
+    from ccbench.summary import write_json
+
+    reason = kernel.waiting_reason(req["label"])
+    waiting = {**req, "senders": seen, "checked_unix": time.time()}
+    raw = out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    (raw / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
+    write_json(raw / "skipped.json", {"reason": reason, "waiting": waiting})
+    write_json(out / "attempts.json", {"run_id": spec.run_id, "skipped": reason,
+                                       "waiting": waiting, "attempts": []})  # fmt: skip
+    return reason

@@ -21,6 +21,8 @@ LOSS_MODES = ("none", "nth", "random")
 # How far an emulated path's RTT may be from the configured one: calibration's idle
 # RTT check and a flow's minimum RTT (validity) both use it.
 RTT_TOLERANCE_MS = 1.0
+# Bottleneck qdisc sampling period (bench/qdisc_cost.py measured what it costs).
+QDISC_INTERVAL_DEFAULT_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,9 @@ class RunSpec:
     probe_interval_s: float = 0.1  # RTT probe s1 -> r1 during the flows (latency under load)
     probe_tool: str = "ping"  # ping | irtt | flent (ccbench.probe)
     probe_flent_test: str = "ping"
+    # Bottleneck qdisc sampling period on rt1 (0 = off). Specs written before it existed
+    # read as the default (their runs have no qdisc file, and their summaries say so).
+    qdisc_interval_s: float = QDISC_INTERVAL_DEFAULT_S
     scenario: str = "adhoc"
     variant: str = "adhoc"
     repetition: int = 1
@@ -108,7 +113,8 @@ class RunSpec:
     def run_id(self) -> str:
         d = self.to_dict()
         # Fields added after results existed hash only when set, so those keep their ids.
-        for key, default in (("probe_tool", "ping"), ("probe_flent_test", "ping")):
+        for key, default in (("probe_tool", "ping"), ("probe_flent_test", "ping"),
+                             ("qdisc_interval_s", QDISC_INTERVAL_DEFAULT_S)):  # fmt: skip
             if d[key] == default:
                 del d[key]
         return f"{self.scenario}-{self.variant}-r{self.repetition}-" + stable_hash(d)[:8]
@@ -130,6 +136,7 @@ class RunSpec:
             probe_interval_s=d.get("probe_interval_s", 0.1),
             probe_tool=d.get("probe_tool", "ping"),
             probe_flent_test=d.get("probe_flent_test", "ping"),
+            qdisc_interval_s=d.get("qdisc_interval_s", QDISC_INTERVAL_DEFAULT_S),
             scenario=d.get("scenario", "adhoc"),
             variant=d.get("variant", "adhoc"),
             repetition=d.get("repetition", 1),

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import zlib
 from pathlib import Path
 from typing import Any
 
-from ccbench import ledger, metrics, validity
+from ccbench import kernel, ledger, metrics, validity
 from ccbench.errors import CcbenchError
-from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
+from ccbench.parse.iperf3 import Iperf3Result, jtype, parse_iperf3
 from ccbench.parse.procstat import usage_between
 from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
 from ccbench.parse.tc import parse_tc_qdisc_json
@@ -57,18 +58,6 @@ class _NotANumber(ValueError):
 
 def _reject_constant(name: str) -> Any:
     raise _NotANumber(f"contains {name}, which is not a number")
-
-
-def _jtype(x: Any) -> str:
-    if isinstance(x, dict):
-        return "object"
-    if isinstance(x, list):
-        return "list"
-    if isinstance(x, str):
-        return "string"
-    if isinstance(x, bool):
-        return "boolean"
-    return "number" if isinstance(x, (int, float)) else "null"
 
 
 def _is_num(x: Any) -> bool:
@@ -123,7 +112,7 @@ class RawDir:
             return None
         if not isinstance(doc, kind):
             want = "a list" if kind is list else "an object"
-            self.problem(name, f"a JSON {_jtype(doc)} where {want} belongs")
+            self.problem(name, f"a JSON {jtype(doc)} where {want} belongs")
             return None
         return doc
 
@@ -145,7 +134,7 @@ def load_spec(raw: Path) -> RunSpec:
     except ValueError as e:
         raise CcbenchError(f"{path}: not valid JSON ({e})") from None
     if not isinstance(doc, dict):
-        raise CcbenchError(f"{path}: a JSON {_jtype(doc)} where an object belongs")
+        raise CcbenchError(f"{path}: a JSON {jtype(doc)} where an object belongs")
     problem = _spec_problem(doc)
     if problem:
         raise CcbenchError(f"{path}: {problem}")
@@ -170,7 +159,7 @@ def _spec_problem(d: dict[str, Any]) -> str | None:
         return "no 'flows' list"
     for i, f in enumerate(flows):
         if not isinstance(f, dict):
-            return f"flows[{i}]: a JSON {_jtype(f)} where an object belongs"
+            return f"flows[{i}]: a JSON {jtype(f)} where an object belongs"
         for key in ("start_s", "duration_s", "pair", "streams"):
             if key in f and not (_is_num(f[key]) and f[key] >= 0):
                 return f"flows[{i}].{key}: {f[key]!r} is not a non-negative number"
@@ -184,6 +173,18 @@ def _spec_problem(d: dict[str, Any]) -> str | None:
         if key in d and not (_is_num(d[key]) and d[key] >= 0):
             return f"{key}: {d[key]!r} is not a non-negative number"
     return None
+
+
+def _configured(qdiscs: list[Any]) -> dict[str, Any]:
+    """rt1's queue and shaper as the kernel had them when the run started."""
+    q = next((x for x in qdiscs if x.handle == "10:"), None)
+    shaper = next((x for x in qdiscs if x.handle == "1:"), None)
+    return {
+        "queue_kind": q.kind if q else None,
+        "queue_limit_pkts": q.limit_pkts if q else None,
+        "queue_limit_bytes": q.limit_bytes if q else None,
+        "shaper_rate_bps": shaper.rate_bps if shaper else None,
+    }
 
 
 def _bottleneck(rd: RawDir) -> dict[str, Any]:
@@ -203,6 +204,7 @@ def _bottleneck(rd: RawDir) -> dict[str, Any]:
     if len(stats) < 2:
         return {"drops": None}
     before, after = stats
+    out["configured"] = _configured(before)
     by_handle = {q.handle: q for q in before}
     for q in after:
         b = by_handle.get(q.handle)
@@ -219,6 +221,54 @@ def _bottleneck(rd: RawDir) -> dict[str, Any]:
     if "queue" not in out:
         rd.problem("tc-after.json", "no bottleneck queue (handle 10:) in both snapshots")
     out["drops"] = out.get("queue", {}).get("dropped")
+    return out
+
+
+QDISC_MIN_COVERAGE = 0.9  # like the ss sampler: samples must reach this share of the traffic
+
+
+def _queue(rd: RawDir, spec: RunSpec, meta: dict[str, Any]) -> dict[str, Any] | None:
+    """summary.json's `queue` from raw/qdisc-<node>.txt (parse.qdisc.queue_stats); None
+    when sampling was off. A run made before queue sampling existed (no
+    `qdisc_sampler` in meta.json) says so; a sampler file that is missing, not the
+    sampler's format, or cut short is a problem like any damaged raw file."""
+    from ccbench.parse.qdisc import QUEUE_HANDLE, parse_qdisc_samples, queue_points, queue_stats
+
+    qs = meta.get("qdisc_sampler")
+    if not isinstance(qs, dict):
+        if spec.qdisc_interval_s > 0 and not rd.failed:
+            why = "no queue samples: the run was made before ccbench sampled the queue"
+            return {"sampled": False, "notes": [why]}
+        return None
+    name = f"qdisc-{qs.get('node', 'rt1')}.txt"
+    text = rd.text(name, required=not rd.failed)
+    if text is None:
+        return {"sampled": False, "notes": [f"{name}: missing"]}
+    try:
+        pts = queue_points(parse_qdisc_samples(text))
+    except ValueError as e:
+        rd.problem(name, f"not qdisc samples ({e})")
+        return {"sampled": False, "notes": [f"{name}: unreadable"]}
+    t0 = meta.get("started_unix")
+    if not pts or not isinstance(t0, (int, float)) or not _is_num(t0):
+        if not rd.failed:
+            rd.problem(name, "no samples of the bottleneck queue")
+        return {"sampled": False, "notes": [f"{name}: no samples"]}
+    counters = []
+    for f in ("tc-before.json", "tc-after.json"):
+        try:
+            stats = parse_tc_qdisc_json(rd.text(f) or "")
+        except ValueError:
+            stats = []  # its own reason comes from _bottleneck
+        counters.append(next((q for q in stats if q.handle == QUEUE_HANDLE), None))
+    out = queue_stats(pts, float(t0), spec.traffic_s, spec.qdisc_interval_s,
+                      spec.topology.frame_bytes, counters[0], counters[1])  # fmt: skip
+    out["file"] = name
+    if (out["last_s"] or 0) < QDISC_MIN_COVERAGE * spec.traffic_s and not rd.failed:
+        rd.problem(name, f"samples end {out['last_s']:.1f} s into {spec.traffic_s:g} s of "
+                         "traffic (cut short)")  # fmt: skip
+    if not out["drops_check"]["consistent"]:
+        rd.problem(name, out["drops_check"]["note"])
     return out
 
 
@@ -561,7 +611,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     if rd.exists("skipped.json"):
         skipped = rd.json("skipped.json")
         if skipped and isinstance(skipped.get("reason"), str):
-            return _skipped(spec, skipped["reason"])
+            return _skipped(spec, skipped["reason"], skipped.get("waiting"))
         if skipped is not None:
             rd.problem("skipped.json", "no reason string")
     meta, rcs = _meta(rd, len(spec.flows))
@@ -616,6 +666,8 @@ def summarize(raw: Path) -> dict[str, Any]:
         if delay is not None or not any(r.startswith("delay-") for r in rd.problems):
             reasons += validity.check_delay(delay, delay_method)
     bneck = _bottleneck(rd)
+    reasons += validity.check_bottleneck_config(spec, bneck.get("configured"))
+    queue = _queue(rd, spec, meta)
     losses = _ledger(rd)
     if losses is not None:
         reasons += _ledger_reasons(losses, flows, bneck, delay)
@@ -629,6 +681,8 @@ def summarize(raw: Path) -> dict[str, Any]:
     if socks is not None:
         reasons += socks.pop("reasons")
     nics = _nics(rd)  # provenance: facts.json is checked to be an object here
+    kern, kern_reasons = _kernel(rd, spec)
+    reasons += kern_reasons
     cal = cal or {}
     reasons += rd.problems
     return {
@@ -639,10 +693,12 @@ def summarize(raw: Path) -> dict[str, Any]:
         "utilization_pct": util,
         "jain": metrics.jain(ok) if complete and min(ok) >= 0 else None,
         "bottleneck": bneck,
+        **({"queue": queue} if queue is not None else {}),
         "delay_element": delay,
         **({"loss_ledger": losses} if losses is not None else {}),
         **({"sockstat": socks} if socks is not None else {}),
         **({"nics": nics["records"], "nic_notes": nics["notes"]} if nics is not None else {}),
+        **({"kernel": kern} if kern is not None else {}),
         "probe": probe,
         "router_cpu": router_cpu,
         "calibration": {
@@ -732,7 +788,29 @@ def _header(spec: RunSpec) -> dict[str, Any]:
     }
 
 
-def _skipped(spec: RunSpec, reason: str) -> dict[str, Any]:
+def _kernel(rd: RawDir, spec: RunSpec) -> tuple[dict[str, Any] | None, list[str]]:
+    """Every sender's kernel identity (facts.json) and, when the variant names the
+    kernel it needs (kernel.json: {label, match}), a reason per sender that does not
+    run it. A damaged facts.json is _nics' reason, not repeated here."""
+    req = rd.json("kernel.json") if rd.exists("kernel.json") else None
+    if req is not None and not (isinstance(req.get("label"), str)
+                                and isinstance(req.get("match"), str)):  # fmt: skip
+        rd.problem("kernel.json", "not a {label, match} requirement")
+        req = None
+    try:
+        facts = json.loads((rd.path / "facts.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        facts = None
+    variant = spec.extra.get("variant") or {}
+    label = variant.get("kernel", "") if isinstance(variant, dict) else ""
+    try:
+        return kernel.summary(facts, req, spec.variant, label if isinstance(label, str) else "")
+    except re.error as e:
+        rd.problem("kernel.json", f"match is not a regular expression ({e})")
+        return None, []
+
+
+def _skipped(spec: RunSpec, reason: str, waiting: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         **_header(spec),
         "started_unix": None,
@@ -766,5 +844,7 @@ def _skipped(spec: RunSpec, reason: str) -> dict[str, Any]:
         "calibration": {},
         "valid": False,
         "skipped": True,
+        # Waiting for the kernel its variant needs (the senders run another one now).
+        **({"waiting": waiting} if isinstance(waiting, dict) else {}),
         "reasons": [f"skipped: {reason}"],
     }

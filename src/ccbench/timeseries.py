@@ -1,8 +1,12 @@
 """Tidy time series of one run from its raw files (iperf3 intervals and ss samples).
 
-Rows: run_id, flow, source ("iperf3" | "ss" | "siftr"), t_s (seconds since the run started),
-throughput_bps, cwnd_bytes, rtt_us, retransmits. iperf3 gives per-interval averages
-on every OS; ss (Linux senders) and siftr (FreeBSD senders) give finer cwnd/RTT samples.
+Rows: run_id, flow, source ("iperf3" | "ss" | "siftr" | "qdisc"), t_s (seconds since the
+run started), throughput_bps, cwnd_bytes, rtt_us, retransmits. iperf3 gives per-interval
+averages on every OS; ss (Linux senders) and siftr (FreeBSD senders) give finer cwnd/RTT
+samples. "qdisc" rows (flow 0: the bottleneck, not a flow) are rt1's queue sampled every
+qdisc_interval_s: backlog_pkts, backlog_bytes, drops and sent_pkts (the child queue's,
+cumulative since the first sample), overlimits (the shaper's, likewise); these columns
+are empty on the other sources' rows.
 """
 
 from __future__ import annotations
@@ -14,11 +18,14 @@ from typing import Any
 import pandas as pd
 
 from ccbench.parse.iperf3 import parse_iperf3
+from ccbench.parse.qdisc import parse_qdisc_samples, queue_points
 from ccbench.parse.siftr import parse_siftr
 from ccbench.parse.ss import SsRecord, parse_ss_samples
 
 COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "rtt_us",
-           "retransmits"]  # fmt: skip
+           "retransmits", "backlog_pkts", "backlog_bytes", "drops", "sent_pkts",
+           "overlimits"]  # fmt: skip
+QUEUE_COLUMNS = COLUMNS[-5:]
 
 
 # The sampler runs from before the first flow to after the last: its samples must
@@ -126,10 +133,37 @@ def build_checked(raw: Path) -> tuple[pd.DataFrame, list[str]]:
                     "retransmits": None,
                 }
             )
+    if t0 is not None:
+        rows += _qdisc_rows(rd, meta, spec.run_id, t0)
     df = pd.DataFrame(rows, columns=COLUMNS)
     df = df.astype({"flow": "int64", "t_s": "float64", "throughput_bps": "float64",
-                    "cwnd_bytes": "float64", "rtt_us": "float64"})  # fmt: skip
+                    "cwnd_bytes": "float64", "rtt_us": "float64",
+                    **dict.fromkeys(QUEUE_COLUMNS, "float64")})  # fmt: skip
     return df, rd.problems
+
+
+def _qdisc_rows(rd: Any, meta: dict[str, Any], run_id: str, t0: float) -> list[dict[str, Any]]:
+    """The bottleneck queue's rows; the file's problems are the summary's (_queue)."""
+    qs = meta.get("qdisc_sampler")
+    if not isinstance(qs, dict):
+        return []
+    try:
+        text = (rd.path / f"qdisc-{qs.get('node', 'rt1')}.txt").read_text()
+        pts = queue_points(parse_qdisc_samples(text))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return []
+    if not pts:
+        return []
+    d0, s0 = pts[0].drops, pts[0].sent_pkts
+    o0 = pts[0].overlimits
+    return [
+        {"run_id": run_id, "flow": 0, "source": "qdisc", "t_s": p.t_unix - t0,
+         "throughput_bps": None, "cwnd_bytes": None, "rtt_us": None, "retransmits": None,
+         "backlog_pkts": p.backlog_pkts, "backlog_bytes": p.backlog_bytes,
+         "drops": p.drops - d0, "sent_pkts": p.sent_pkts - s0,
+         "overlimits": None if p.overlimits is None or o0 is None else p.overlimits - o0}
+        for p in pts
+    ]  # fmt: skip
 
 
 def _meta(raw: Path) -> dict[str, Any]:

@@ -252,3 +252,33 @@ def check_rtt_excess(ex: dict[str, Any] | None) -> list[str]:
         f"can give (limit {RTT_EXCESS_SHARE_MAX * 100:g}%; worst +{ex['max_excess_ms']:.1f} ms, "
         f"longest {ex['longest_above_s']:.2f} s): the host stalled"
     ]
+
+
+SHAPER_RATE_TOLERANCE = 0.01  # tc rounds rates; more than 1 % off is another rate
+
+
+def check_bottleneck_config(spec: RunSpec, have: dict[str, Any] | None) -> list[str]:
+    """The queue and shaper rt1 had when the run started (tc-before.json) must be the
+    ones the run asked for: on an SSH dumbbell shared by several testbeds, a run on
+    another testbed's queue would be valid-looking numbers of the wrong experiment."""
+    if not have or have.get("queue_kind") is None:
+        return []
+    t = spec.topology
+    asked = f"{t.queue_kind} {t.queue_limit_pkts}"
+    kind, pkts, nbytes = have["queue_kind"], have["queue_limit_pkts"], have["queue_limit_bytes"]
+    got = f"{kind} {pkts if pkts is not None else nbytes}"
+    wrong = kind != t.queue_kind
+    if t.queue_kind == "pfifo":
+        wrong = wrong or pkts != t.queue_limit_pkts
+    elif t.queue_kind == "bfifo":
+        wrong = wrong or nbytes != t.queue_limit_pkts * t.frame_bytes
+        got = f"{kind} {nbytes} B"
+        asked = f"bfifo {t.queue_limit_pkts * t.frame_bytes} B"
+    reasons = []
+    if wrong:
+        reasons.append(f"rt1's queue was {got}, the run asked for {asked}")
+    rate = have.get("shaper_rate_bps")
+    if rate and abs(rate / t.rate_bps - 1) > SHAPER_RATE_TOLERANCE:
+        reasons.append(f"rt1's shaper ran at {rate / 1e6:g} Mbit/s, the run asked for "
+                       f"{t.rate_mbit:g}")  # fmt: skip
+    return reasons

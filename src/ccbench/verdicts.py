@@ -1,8 +1,16 @@
-"""Pass/fail expectations (transperf style) evaluated on the summary table.
+"""Pass/fail expectations (transperf style) evaluated on the tables.
 
-Each expectation compares a variant's mean of a metric, over its valid repetitions,
-with a number (`value`) or with another variant's mean in the same scenario (`than`).
-A metric with no valid runs fails: an expectation never passes by default.
+`value`: the variant's mean over its valid repetitions against a number.
+
+`than`: a comparison of two variants is a question about their difference, so it is
+judged on the paired delta (metrics.delta_by_repetition: repetition i with i) and its
+95 % CI, never on two means. With `tolerance_pct` t (default 0), "X >= than Y" asks
+delta >= -t and "X <= than Y" asks delta <= +t:
+- pass: the whole CI is on the asked side of the threshold;
+- fail: the whole CI is on the other side (a resolved failure);
+- not resolved: the CI straddles the threshold; the note says how many repetitions
+  (at the observed spread) would resolve it.
+Only a resolved failure fails a gate. No valid runs to judge is a failure.
 """
 
 from __future__ import annotations
@@ -13,10 +21,51 @@ from typing import Any
 
 import pandas as pd
 
+from ccbench import metrics
+
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
+PASS, FAIL, UNRESOLVED = "pass", "fail", "not resolved"
+COLUMNS = ["expectation", "scenario", "variant", "metric", "check", "measured", "target",
+           "delta_pct", "delta_ci95_pct", "passed", "status", "gate", "note"]  # fmt: skip
 
 
-def evaluate(summary: pd.DataFrame, expectations: list[dict[str, Any]]) -> pd.DataFrame:
+def _valid(runs: pd.DataFrame, scenario: str, variant: str, metric: str) -> dict[Any, float]:
+    sel = runs[(runs["scenario"] == scenario) & (runs["variant"] == variant)]
+    sel = sel[sel["valid"].astype(str).str.lower() == "true"]
+    if metric not in sel:
+        return {}
+    vals = sel.set_index("repetition")[metric].dropna()
+    return {k: float(v) for k, v in vals.items()}
+
+
+def judge_delta(delta: metrics.DeltaPct | None, op: str, tolerance_pct: float) -> tuple[str, str]:
+    """(status, note) of "delta op -/+tolerance" from a delta and its CI."""
+    if delta is None or math.isnan(delta.mean_pct):
+        return FAIL, "no valid runs to judge"
+    higher = op in (">=", ">")
+    threshold = (-tolerance_pct if higher else tolerance_pct) + 0.0  # no "-0"
+    h = delta.half_width_pct
+    if math.isnan(h):
+        return UNRESOLVED, "one repetition: no confidence interval"
+    lo, hi = delta.mean_pct - h, delta.mean_pct + h
+    if (lo >= threshold) if higher else (hi <= threshold):
+        return PASS, ""
+    if (hi < threshold) if higher else (lo > threshold):
+        return FAIL, ""
+    need = metrics.repetitions_to_resolve(delta.deltas_pct, abs(delta.mean_pct - threshold))
+    return UNRESOLVED, (
+        f"the 95 % CI [{lo:+.1f} %, {hi:+.1f} %] straddles {threshold:+g} %: "
+        + (
+            f"about {need} paired repetitions would resolve it"
+            if need
+            else "more repetitions will not resolve it at this spread"
+        )  # fmt: skip
+    )
+
+
+def evaluate(
+    summary: pd.DataFrame, expectations: list[dict[str, Any]], runs: pd.DataFrame | None = None
+) -> pd.DataFrame:
     rows = []
     for i, e in enumerate(expectations):
         metric = f"{e['metric']}_mean"
@@ -29,19 +78,25 @@ def evaluate(summary: pd.DataFrame, expectations: list[dict[str, Any]]) -> pd.Da
             sel = sel[sel["variant"] != e["than"]]
         for _, r in sel.iterrows():
             measured = float(r.get(metric, math.nan))
+            delta = None
             if "than" in e:
                 ref = summary[(summary["scenario"] == r["scenario"])
                               & (summary["variant"] == e["than"])]  # fmt: skip
                 target = float(ref[metric].iloc[0]) if len(ref) else math.nan
-                target_text = f"{e['than']} ({_fmt(target)})"
+                tol = float(e.get("tolerance_pct", 0))
+                target_text = f"{e['than']} ({_fmt(target)})" + (f" ± {tol:g} %" if tol else "")
+                if runs is not None:
+                    delta = metrics.delta_by_repetition(
+                        _valid(runs, r["scenario"], e["than"], e["metric"]),
+                        _valid(runs, r["scenario"], r["variant"], e["metric"]),
+                    )
+                    status, note = judge_delta(delta, e["op"], tol)
+                else:  # no run table: the means only (older callers)
+                    status, note = _by_means(measured, target, e["op"])
             else:
                 target = float(e["value"])
                 target_text = _fmt(target)
-            ok: bool | None
-            if math.isnan(measured) or math.isnan(target):
-                ok, note = False, "no valid runs to judge"
-            else:
-                ok, note = bool(OPS[e["op"]](measured, target)), ""
+                status, note = _by_means(measured, target, e["op"])
             rows.append(
                 {
                     "expectation": e.get("name") or f"#{i + 1}",
@@ -51,18 +106,34 @@ def evaluate(summary: pd.DataFrame, expectations: list[dict[str, Any]]) -> pd.Da
                     "check": f"{e['metric']} {e['op']} {target_text}",
                     "measured": measured,
                     "target": target,
-                    "passed": ok,
+                    "delta_pct": delta.mean_pct if delta else math.nan,
+                    "delta_ci95_pct": delta.half_width_pct if delta else math.nan,
+                    "passed": status == PASS,
+                    "status": status,
                     "gate": bool(e.get("gate", False)),
                     "note": note,
                 }
             )
-    cols = ["expectation", "scenario", "variant", "metric", "check", "measured", "target",
-            "passed", "gate", "note"]  # fmt: skip
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _by_means(measured: float, target: float, op: str) -> tuple[str, str]:
+    if math.isnan(measured) or math.isnan(target):
+        return FAIL, "no valid runs to judge"
+    return (PASS if OPS[op](measured, target) else FAIL), ""
+
+
+def status_of(verdicts: pd.DataFrame) -> pd.Series:
+    """Each verdict's status; verdicts.csv files written before `status` existed
+    have only `passed`."""
+    if "status" in verdicts:
+        return verdicts["status"].fillna(FAIL)
+    return verdicts["passed"].astype(bool).map({True: PASS, False: FAIL})
 
 
 def failed_gates(verdicts: pd.DataFrame) -> list[str]:
-    bad = verdicts[verdicts["gate"] & ~verdicts["passed"].astype(bool)]
+    """Gated expectations with a resolved failure (not resolved never fails a gate)."""
+    bad = verdicts[verdicts["gate"].astype(bool) & (status_of(verdicts) == FAIL)]
     out = []
     for r in bad.itertuples():
         note = r.note if isinstance(r.note, str) and r.note else ""  # CSV: empty -> NaN

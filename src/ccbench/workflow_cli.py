@@ -60,10 +60,15 @@ def cmd_verdicts(a: argparse.Namespace) -> int:
     from ccbench import verdicts
 
     m = json.loads(Path(a.matrix).read_text())
-    v = verdicts.evaluate(pd.read_csv(Path(a.tables) / "summary.csv"), m.get("expectations", []))
+    tables = Path(a.tables)
+    runs = pd.read_csv(tables / "runs.csv") if (tables / "runs.csv").exists() else None
+    v = verdicts.evaluate(pd.read_csv(tables / "summary.csv"), m.get("expectations", []), runs)
     out = Path(a.out)
     v.to_csv(out, index=False)
-    print(f"{len(v)} verdicts, {int((~v['passed'].astype(bool)).sum())} failed -> {out}")
+    st = verdicts.status_of(v)
+    print(f"{len(v)} verdicts: {int((st == verdicts.PASS).sum())} passed, "
+          f"{int((st == verdicts.FAIL).sum())} failed, "
+          f"{int((st == verdicts.UNRESOLVED).sum())} not resolved -> {out}")  # fmt: skip
     return 0
 
 

@@ -176,6 +176,8 @@ def test_facts_keys_and_commands() -> None:
     assert list(facts) == [
         "uname",
         "uname_v",
+        "kernel",
+        "build_id",
         "cc_available",
         "cc_default",
         "functions_available",
@@ -197,6 +199,10 @@ def test_facts_keys_and_commands() -> None:
     assert facts["kldstat"] == ["kldstat"]
     assert facts["iperf3"] == ["iperf3", "--version"]
     assert facts["maxsockbuf"] == ["sysctl", "-n", "kern.ipc.maxsockbuf"]
+    # The kernel identity a variant's kernel.match is searched in (ccbench.kernel).
+    assert facts["kernel"] == ["sysctl", "-n", "kern.version", "kern.ident"]
+    assert facts["build_id"] == ["sysctl", "-n", "kern.build_id"]
+    assert H.kernel_identity() == {k: facts[k] for k in ("kernel", "build_id")}
 
 
 def test_iperf3_server() -> None:

@@ -51,9 +51,12 @@ def test_set_cc_and_stack() -> None:
 def test_facts_keys() -> None:
     facts = H.facts()
     assert list(facts) == [
-        "uname", "cc_available", "cc_default", "tcp_rmem", "tcp_wmem",
+        "uname", "kernel", "build_id", "cc_available", "cc_default", "tcp_rmem", "tcp_wmem",
         "tcp_no_metrics_save", "tcp_recovery", "iperf3",
     ]  # fmt: skip
+    assert facts["kernel"] == ["uname", "-r", "-v"]
+    assert facts["build_id"] == ["od", "-An", "-v", "-tx1", "/sys/kernel/notes"]
+    assert H.kernel_identity() == {k: facts[k] for k in ("kernel", "build_id")}
     assert facts["cc_available"] == [
         "sysctl", "-n", "net.ipv4.tcp_available_congestion_control",
     ]  # fmt: skip

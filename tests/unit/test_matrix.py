@@ -118,3 +118,19 @@ def test_netperf_flent_test_needs_netperf_or_the_container(monkeypatch) -> None:
         matrix.load(cfg)
     cfg["testbed"] = {"tools": "container"}
     assert matrix.load(cfg)["runs"]
+
+
+def test_qdisc_interval_per_scenario_and_default_ids_unchanged() -> None:
+    a = matrix.load(default())
+    assert {r["spec"]["run"]["qdisc_interval_s"] for r in a["runs"].values()} == {0.05}
+    cfg = default()
+    cfg["qdisc_interval_s"] = 0.05  # the default, written out: same ids
+    assert matrix.load(cfg)["runs"].keys() == a["runs"].keys()
+    cfg["scenarios"]["two-flows-48"]["qdisc_interval_s"] = 0
+    b = matrix.load(cfg)
+    changed = set(a["runs"]) ^ set(b["runs"])
+    assert changed and all("two-flows-48" in rid for rid in changed)
+    off = [r for r in b["runs"].values() if r["scenario"] == "two-flows-48"]
+    assert {r["spec"]["run"]["qdisc_interval_s"] for r in off} == {0.0}
+    # the ids are the ones results measured before the key existed carry
+    assert "single-bdp-bbr-r1-2c472fc4" in a["runs"]

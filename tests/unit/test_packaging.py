@@ -21,7 +21,9 @@ def _clean_tree(dest: Path) -> Path:
     install, whose SOURCES.txt would add files the package data rules miss."""
     import shutil
 
-    files = subprocess.run(["git", "ls-files", "-z"], capture_output=True, cwd=REPO,
+    # tracked files and new ones git does not ignore (what a commit would carry)
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                            "--exclude-standard"], capture_output=True, cwd=REPO,
                            check=True).stdout.decode().split("\0")  # fmt: skip
     for f in filter(None, files):
         src = REPO / f

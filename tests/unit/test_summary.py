@@ -146,7 +146,24 @@ def test_a_queue_outside_the_bottleneck_makes_the_run_invalid(tmp_path: Path) ->
         "packets were held outside the bottleneck",
         "flow 2: mean RTT 35.6 ms above the 21.9 ms the path can give (RTT + a full queue): "
         "packets were held outside the bottleneck",
+        # and tc-before.json shows rt1 had another queue than the (edited) spec asks
+        "rt1's queue was pfifo 83, the run asked for pfifo 8",
     ]
     spec["topology"]["queue_limit_pkts"] = 40  # 29.7 ms + 5 ms of slack: 34.6 passes
     (raw / "spec.json").write_text(json.dumps(spec))
-    assert [r[:6] for r in summarize(raw)["reasons"]] == ["flow 2"]
+    assert [r[:6] for r in summarize(raw)["reasons"]] == ["flow 2", "rt1's "]
+
+
+def test_a_run_on_another_testbeds_queue_or_rate_is_invalid(tmp_path: Path) -> None:
+    """The Emulab rehearsal found runs of a 48-packet scenario on the 331-packet queue a
+    1-BDP scenario's `up` had left on a shared rt1: the queue rt1 had is checked."""
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    tc = json.loads((raw / "tc-before.json").read_text())
+    tc[1]["options"]["limit"] = 331
+    tc[0]["options"]["rate"] = 125_000_000  # 1 Gbit/s in bytes per second
+    (raw / "tc-before.json").write_text(json.dumps(tc))
+    s = summarize(raw)
+    assert "rt1's queue was pfifo 331, the run asked for pfifo 83" in s["reasons"]
+    assert "rt1's shaper ran at 1000 Mbit/s, the run asked for 50" in s["reasons"]
+    assert not s["valid"]

@@ -45,3 +45,55 @@ def test_no_valid_runs_fails_and_gate_message_survives_csv(tmp_path: Path) -> No
         "fair: s/after: jain >= 0.95 failed (measured 0.9)",
         "fair: t/after: jain >= 0.95 failed (measured n/a) - no valid runs to judge",
     ]
+
+
+def _runs(
+    before: list[float], after: list[float], metric: str = "throughput_sum_mbps"
+) -> pd.DataFrame:
+    rows = [{"scenario": "s", "variant": var, "repetition": i, "valid": True, metric: x}
+            for var, xs in (("before", before), ("after", after))
+            for i, x in enumerate(xs, 1)]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _summary(runs: pd.DataFrame, metric: str = "throughput_sum_mbps") -> pd.DataFrame:
+    return (
+        runs.groupby(["scenario", "variant"], as_index=False)[metric]
+        .mean()
+        .rename(columns={metric: f"{metric}_mean"})
+    )
+
+
+NO_WORSE = {"name": "no worse", "scenario": "s", "metric": "throughput_sum_mbps", "op": ">=",
+            "than": "before", "gate": True}  # fmt: skip
+
+
+def test_than_is_judged_on_the_paired_delta_and_noise_is_not_resolved() -> None:
+    """Issue 14: the default comparison showed FAIL for 'reno no worse than cubic' at
+    -0.3 % +- 6.5 % (93.6 vs 93.9 Mbit/s): noise, so not resolved, never a gate failure."""
+    runs = _runs([100.0, 100.0, 100.0], [97.0, 102.0, 96.5])  # -1.5 % +- 7.6 %
+    v = evaluate(_summary(runs), [NO_WORSE], runs)
+    r = v.iloc[0]
+    assert r["status"] == "not resolved" and not r["passed"]
+    assert r["delta_pct"] < 0 and r["delta_ci95_pct"] > abs(r["delta_pct"])
+    assert "straddles +0 %" in r["note"] and "paired repetitions would resolve it" in r["note"]
+    assert failed_gates(v) == []
+
+
+def test_than_passes_fails_with_tolerance() -> None:
+    runs = _runs([100.0, 101.0, 99.0], [98.0, 99.5, 97.0])  # about -2 %, tight
+    tol = {**NO_WORSE, "tolerance_pct": 5}
+    assert evaluate(_summary(runs), [tol], runs).iloc[0]["status"] == "pass"
+    worse = _runs([100.0, 101.0, 99.0], [80.0, 81.0, 79.5])  # about -20 %, tight
+    v = evaluate(_summary(worse), [tol], worse)
+    assert v.iloc[0]["status"] == "fail"
+    assert failed_gates(v) and "no worse" in failed_gates(v)[0]
+
+
+def test_repetitions_to_resolve_shrink_with_distance() -> None:
+    from ccbench import metrics
+
+    deltas = [-3.0, 1.0, -1.5]
+    far, near = (metrics.repetitions_to_resolve(deltas, d) for d in (5.0, 1.0))
+    assert far is not None and near is not None and far < near
+    assert metrics.repetitions_to_resolve([1.0], 1.0) is None  # no spread known

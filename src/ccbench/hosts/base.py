@@ -62,6 +62,11 @@ class HostDriver(Protocol):
         """name -> command whose stdout is recorded as provenance."""
         ...
 
+    def kernel_identity(self) -> dict[str, Argv]:
+        """name -> command: what names the running kernel (ccbench.kernel.identity
+        joins their outputs into one line; facts() records them too)."""
+        ...
+
     def iperf3_server(self, port: int) -> Argv: ...
 
     def iperf3_client(
@@ -80,6 +85,10 @@ class HostDriver(Protocol):
 
     def qdisc_stats(self, dev: str) -> Argv:
         """`tc -s -j qdisc show dev DEV` (routers; raises on an OS that is never one)."""
+        ...
+
+    def qdisc_sampler(self, dev: str, interval_s: float) -> Argv:
+        """Samples DEV's qdiscs until stopped (routers; raises on an OS that is never one)."""
         ...
 
     def variant_plan(self, cc: str, stack: str = "default") -> list[Step]:

@@ -165,6 +165,11 @@ class FreeBSDHost:
         """Command whose stdout parse_cc_available() reads."""
         return ["sysctl", "-n", "net.inet.tcp.cc.available"]
 
+    def kernel_identity(self) -> dict[str, Argv]:
+        # kern.build_id exists from FreeBSD 13 on; an older kernel prints nothing here.
+        return {"kernel": ["sysctl", "-n", "kern.version", "kern.ident"],
+                "build_id": ["sysctl", "-n", "kern.build_id"]}  # fmt: skip
+
     def facts(self) -> dict[str, Argv]:
         def sysctl(oid: str) -> Argv:
             return ["sysctl", "-n", oid]
@@ -173,6 +178,7 @@ class FreeBSDHost:
             "uname": ["uname", "-a"],
             # The seeds tell patched kernels apart by this (e.g. "...-dirty").
             "uname_v": ["uname", "-v"],
+            **self.kernel_identity(),
             "cc_available": sysctl("net.inet.tcp.cc.available"),
             "cc_default": sysctl("net.inet.tcp.cc.algorithm"),
             "functions_available": sysctl("net.inet.tcp.functions_available"),
@@ -245,6 +251,9 @@ class FreeBSDHost:
 
     def qdisc_stats(self, dev: str) -> Argv:
         raise CcbenchError("a FreeBSD node is never the bottleneck router (routers run Linux)")
+
+    def qdisc_sampler(self, dev: str, interval_s: float) -> Argv:
+        return self.qdisc_stats(dev)
 
     # --- per-flow truth --------------------------------------------------------
     def sockstat_tcp(self) -> Argv:

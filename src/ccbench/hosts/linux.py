@@ -17,6 +17,7 @@ OFFLOADS = ("tso", "gso", "gro")
 QDISC_LOOP = r"""set -u
 exec {nap}<> <(:)
 coproc TC { exec tc -s -j -batch -; }
+trap 'kill "$TC_PID" 2>/dev/null; exit 0' INT TERM HUP
 step=$1 next=${EPOCHREALTIME/./}
 while :; do
   now=${EPOCHREALTIME/./}
@@ -60,9 +61,16 @@ class LinuxHost:
             raise CcbenchError(f"Linux has one TCP stack; stack '{stack}' is FreeBSD-only")
         return []
 
+    def kernel_identity(self) -> dict[str, Argv]:
+        # The build id is a GNU note in /sys/kernel/notes (binary: read as hex); a kernel
+        # without it leaves this empty, and the identity is `uname -r -v` alone.
+        return {"kernel": ["uname", "-r", "-v"],
+                "build_id": ["od", "-An", "-v", "-tx1", "/sys/kernel/notes"]}  # fmt: skip
+
     def facts(self) -> dict[str, Argv]:
         return {
             "uname": ["uname", "-a"],
+            **self.kernel_identity(),
             "cc_available": ["sysctl", "-n", "net.ipv4.tcp_available_congestion_control"],
             "cc_default": ["sysctl", "-n", "net.ipv4.tcp_congestion_control"],
             "tcp_rmem": ["sysctl", "-n", "net.ipv4.tcp_rmem"],

@@ -102,7 +102,7 @@ def parse_iperf3(doc: dict[str, Any]) -> Iperf3Result:
     Absent fields become None; present fields of the wrong type raise Iperf3FormatError.
     """
     if not isinstance(doc, dict):
-        raise Iperf3FormatError(f"a JSON {_jtype(doc)} where an iperf3 document belongs")
+        raise Iperf3FormatError(f"a JSON {jtype(doc)} where an iperf3 document belongs")
     start = _obj(doc.get("start"), "start")
     end = _obj(doc.get("end"), "end")
     test_start = _obj(start.get("test_start"), "start.test_start")
@@ -220,7 +220,7 @@ def _intervals(raw: Any) -> list[IntervalRow]:
     return rows
 
 
-def _jtype(x: Any) -> str:
+def jtype(x: Any) -> str:
     """JSON's name for a Python value's type, for messages."""
     if isinstance(x, dict):
         return "object"
@@ -239,7 +239,7 @@ def _obj(x: Any, where: str) -> dict[str, Any]:
     if x is None:
         return {}
     if not isinstance(x, dict):
-        raise Iperf3FormatError(f"{where}: a JSON {_jtype(x)} where an object belongs")
+        raise Iperf3FormatError(f"{where}: a JSON {jtype(x)} where an object belongs")
     return x
 
 
@@ -247,14 +247,14 @@ def _list(x: Any, where: str) -> list[Any]:
     if x is None:
         return []
     if not isinstance(x, list):
-        raise Iperf3FormatError(f"{where}: a JSON {_jtype(x)} where a list belongs")
+        raise Iperf3FormatError(f"{where}: a JSON {jtype(x)} where a list belongs")
     return x
 
 
 def _str(x: Any, where: str) -> str | None:
     if x is None or isinstance(x, str):
         return x
-    raise Iperf3FormatError(f"{where}: a JSON {_jtype(x)} where a string belongs")
+    raise Iperf3FormatError(f"{where}: a JSON {jtype(x)} where a string belongs")
 
 
 def _number(x: Any, where: str) -> float | int | None:

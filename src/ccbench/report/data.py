@@ -27,8 +27,21 @@ RUN_COLUMNS: dict[str, Any] = {
     "loss_rate": math.nan,
     "mathis_mbps_per_flow": math.nan,
     "mathis_ratio": math.nan,
+    "queue_backlog_mean_pkts": math.nan,
+    "queue_backlog_p95_pkts": math.nan,
+    "queue_full_pct": math.nan,
+    "queue_drop_intervals": math.nan,
+    "queue_drop_burst_max": math.nan,
+    "queue_interval_achieved_ms": math.nan,
+    "status": "",
+    "waiting_kernel": "",
+    "kernel": "",
+    "kernel_short": "",
 }
-SUMMARY_METRICS = ["probe_rtt_p50_ms", "probe_rtt_p95_ms", "convergence_s", "mathis_ratio"]
+# Text columns: a CSV reads their empty cells as NaN.
+TEXT_COLUMNS = ("status", "waiting_kernel", "kernel", "kernel_short")
+SUMMARY_METRICS = ["probe_rtt_p50_ms", "probe_rtt_p95_ms", "convergence_s", "mathis_ratio",
+                   "queue_backlog_mean_pkts", "queue_full_pct"]  # fmt: skip
 VERDICT_COLUMNS = [
     "expectation",
     "scenario",
@@ -96,6 +109,10 @@ def load_tables(tables_dir: Path) -> Tables:
     absent = frozenset(c for c in RUN_COLUMNS if c not in runs.columns)
     for col in absent:
         runs[col] = RUN_COLUMNS[col]
+    for col in TEXT_COLUMNS:
+        runs[col] = runs[col].fillna("").astype(str)
+    if "kernel_short" in summary.columns:
+        summary["kernel_short"] = summary["kernel_short"].fillna("").astype(str)
     for m in SUMMARY_METRICS:
         for suffix in ("mean", "ci95", "delta_pct", "delta_ci95_pct", "delta_paired"):
             if f"{m}_{suffix}" not in summary.columns:

@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from ccbench import verdicts as verdicts_mod
 from ccbench.aggregate import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.report import data, provenance, style, tables
 from ccbench.report.fmt import fmt
@@ -108,7 +109,7 @@ def context(
                 "n_skipped": counts[2],
                 "skipped": tables.skipped_rows(runs),
                 "results": tables.results_table(summ, matrix, colours, runs),
-                "deltas": tables.delta_table(summ, colours),
+                "deltas": tables.delta_table(summ, colours, matrix),
                 "sentence": tables.largest_delta_sentence(summ, baseline) if len(summ) > 1 else "",
                 "load": load,
                 "probe_what": (
@@ -129,6 +130,7 @@ def context(
                 "pair_figs": [f for f in sf if f["kind"] in ("bars", "scatter")],
                 "metric_figs": [f for f in sf if f["kind"] == "metrics"],
                 "load_figs": [f for f in sf if f["kind"] in ("probe", "jain_time")],
+                "queue_figs": [f for f in sf if f["kind"] == "queue_cdf"],
                 "load_figs_title": _load_figs_title(sf),
                 "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
                 "per_run": tables.per_run_table(runs, t.flows, colours),
@@ -168,11 +170,12 @@ def context(
             "valid": int(t.runs["valid"].sum()),
             "invalid": int(data.is_invalid(t.runs).sum()),
             "skipped": int(t.runs["skipped"].sum()),
+            "waiting": int((t.runs["status"] == "waiting").sum()),
             "missing": sum(r["status"] == "missing" for r in order),
         },
         "verdicts": tables.verdict_rows(t.verdicts, matrix),
         "verdict_summary": tables.verdict_summary(t.verdicts),
-        "verdict_failed_gates": int((t.verdicts["gate"] & ~t.verdicts["passed"]).sum()),
+        "verdict_failed_gates": len(verdicts_mod.failed_gates(t.verdicts)),
         "references": tables.reference_rows(t.summary, matrix),
         "loss": loss,
         "jain_converged": fmt(JAIN_CONVERGED, None),
@@ -183,9 +186,11 @@ def context(
                 **v,
                 "colour": colours.get(v["label"], "#999999"),
                 "is_baseline": v["label"] == baseline,
+                **tables.variant_kernels(t.runs, v),
             }
             for v in matrix.get("variants", [])
         ],
+        "resolve_target": fmt(float(matrix.get("resolve_target_pct", 2.0)), None),
         "overview": overview,
         "scenarios": scenarios,
         "tools": provenance.tool_versions(t.runs, runs_dir),

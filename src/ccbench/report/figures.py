@@ -21,6 +21,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
@@ -122,6 +123,70 @@ def _cwnd_source(series: list[tsplot.RunSeries]) -> str:
     return "iperf3 intervals"
 
 
+def _qinterval(series: list[tsplot.RunSeries]) -> str:
+    steps = [float(np.median(np.diff(q["t_s"].to_numpy(float))))
+             for s in series if len(q := tsplot.queue_series(s.ts)) > 1]  # fmt: skip
+    return f"{fmt(float(np.median(steps)) * 1e3, 0)} ms" if steps else "?"
+
+
+def _queue_cdf(
+    w: _Writer,
+    tables: data.Tables,
+    runs_dir: Path,
+    scen: str,
+    cond: data.Conditions,
+    variants: list[str],
+    colours: dict[str, str],
+    baseline: str,
+) -> None:
+    """Per variant, the CDF of the queue's backlog over every sample taken while the
+    flows ran, pooled over the variant's valid runs."""
+    curves: list[tuple[str, str, np.ndarray, int]] = []
+    for v in variants:
+        runs = data.group(tables.runs, scen, v)
+        vals, n = [], 0
+        for _, r in runs[runs["valid"]].iterrows():
+            ts = data.load_timeseries(runs_dir, str(r["run_id"]))
+            q = tsplot.queue_series(ts) if ts is not None else None
+            if q is None or q.empty:
+                continue
+            q = q[(q["t_s"] >= 0) & (q["t_s"] <= cond.traffic_s)]
+            vals.append(q["backlog_pkts"].to_numpy(float))
+            n += 1
+        if vals:
+            curves.append((v, colours[v], np.sort(np.concatenate(vals)), n))
+    if not curves:
+        return
+    fig = plt.figure(figsize=PAIR_SIZE, layout="constrained")
+    ax = fig.subplots()
+    for v, c, x, n in curves:
+        y = np.arange(1, len(x) + 1) / len(x)
+        tag = " (baseline)" if v == baseline else ""
+        ax.plot(x, y, drawstyle="steps-post", color=c, lw=1.3, ls="--" if tag else "-",
+                label=f"{v}{tag}: {len(x)} samples, {n} run(s)")  # fmt: skip
+    if cond.queue_limit_pkts:
+        ax.axvline(cond.queue_limit_pkts, color=style.REF_COLOUR, lw=0.7, ls=(0, (4, 2)))
+        ax.text(cond.queue_limit_pkts, 0.02, " limit", color=style.REF_COLOUR, fontsize=6.5,
+                rotation=90, va="bottom", ha="right")  # fmt: skip
+    ax.set_xlim(left=0)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("bottleneck backlog (packets)")
+    ax.set_ylabel("share of samples ≤ x")
+    ax.set_title(f"{scen}: bottleneck queue backlog")
+    fig.legend(loc="outside lower center", frameon=False, ncol=1)
+    w.save(
+        fig,
+        f"{_slug(scen)}-queue-cdf.png",
+        scenario=scen,
+        kind="queue_cdf",
+        variant=None,
+        caption=f"{scen}: CDF of the bottleneck queue's backlog (rt1, packets) over every "
+        f"sample taken while the flows ran, pooled over each variant's valid runs; the "
+        f"table's queue columns give the mean and the share of time the queue was full "
+        f"(backlog ≥ limit − 1). {_invalid_note(data.group(tables.runs, scen))}",
+    )
+
+
 def _timeseries(
     w: _Writer,
     tables: data.Tables,
@@ -172,10 +237,17 @@ def _timeseries(
             w.save(fig, name, scenario=scen, kind="timeseries", variant=v, caption=cap)
             continue
         r = runs[runs["run_id"] == rep].iloc[0]
+        queue = tsplot.has_queue(series)
         fig = tsplot.timeseries_figure(series, rep, cond, colours[v], lim, titles[v], size)
+        qtext = (
+            " Bottom: the bottleneck queue on rt1 (backlog in packets, sampled every "
+            f"{_qinterval(series)}; triangles: sampling intervals with drops, bigger = more)."
+            if queue
+            else ""
+        )
         cap = (
             f"{v}{tag} in {scen}: throughput per iperf3 interval, cwnd and srtt from "
-            f"{_cwnd_source(series)}. Full colour: the flows of {rep} (repetition "
+            f"{_cwnd_source(series)}.{qtext} Full colour: the flows of {rep} (repetition "
             f"{int(r['repetition'])}, the valid run closest to the median throughput sum, "
             f"{fmt(r['throughput_sum_mbps'], 1)} Mbit/s); "
             + (
@@ -325,6 +397,7 @@ def _scenario(
     baseline = str(matrix.get("baseline", ""))
     _timeseries(w, tables, runs_dir, scen, cond, variants, colours, baseline)
     _probe(w, tables, runs_dir, scen, cond, variants, colours, baseline)
+    _queue_cdf(w, tables, runs_dir, scen, cond, variants, colours, baseline)
     if cond.n_flows > 1:
         _jain_time(w, tables, runs_dir, matrix, scen, cond, variants, colours, baseline)
     stats = _stats(tables, scen, variants, matrix, colours)

@@ -285,12 +285,16 @@ def run_order(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> lis
             "started": "-",
             "attempt": "-",
             "status": "missing",
-            "raw": str(raw_dir(runs_dir, rid)),
+            # Relative to the results directory: the report says nothing about where the
+            # measuring machine kept it (a results set is carried and extended elsewhere).
+            "raw": f"runs/{rid}/raw",
         }
         if rid in done.index:
             r = done.loc[rid]
             skipped = bool(r.get("skipped", False))
             status = "not run" if skipped else "valid" if r["valid"] else "invalid"
+            if str(r.get("status", "")) == "waiting":
+                status = "waiting for kernel"
             row.update(
                 executed="-" if skipped else str(r["order"]),
                 started=utc(r["started_unix"]),

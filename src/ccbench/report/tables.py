@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ccbench.aggregate import METRICS as METRIC_LABELS
+from ccbench.aggregate import RESOLVE_TARGET_PCT
 from ccbench.report import data
 from ccbench.report.fmt import DIGITS, NA, fmt, fmt_ci, significant
 
@@ -34,6 +35,9 @@ METRICS = [
     Metric("srtt_max_ms", "srtt max", "ms", DIGITS["ms"]),
     Metric("retransmits", "retrans.", "segs", DIGITS["count"]),
     Metric("drops_pkts", "drops", "pkts", DIGITS["count"]),
+    # The bottleneck queue sampled on rt1 (n/a for runs made without sampling).
+    Metric("queue_backlog_mean_pkts", "queue avg", "pkts", DIGITS["mbps"]),
+    Metric("queue_full_pct", "queue full", "% time", DIGITS["pct"]),
 ]
 # RTT under load: the concurrent probe's percentiles (per run), then mean ± CI; the
 # note above the table names the tool.
@@ -75,10 +79,12 @@ def _n_text(r: pd.Series, runs: pd.DataFrame | None) -> str:
         return f"{n_valid}/{n_valid + n_invalid}"
     g = runs[(runs["scenario"] == r["scenario"]) & (runs["variant"] == r["variant"])]
     n_skip = int(g["skipped"].sum())
+    n_wait = int((g["status"] == "waiting").sum()) if "status" in g else 0
     # Older tables counted runs not run among n_invalid; newer ones apart (n_not_run).
     ran_invalid = n_invalid if "n_not_run" in r.index else n_invalid - n_skip
     text = f"{n_valid}/{n_valid + ran_invalid}"
-    return text + f" ({n_skip} not run)" if n_skip else text
+    apart = [f"{n} {what}" for n, what in ((n_skip - n_wait, "not run"), (n_wait, "waiting")) if n]
+    return text + f" ({', '.join(apart)})" if apart else text
 
 
 def _flow_count(df: pd.DataFrame) -> int:
@@ -143,18 +149,89 @@ def results_table(
     return {"heads": heads, "rows": rows}
 
 
-def delta_table(summary: pd.DataFrame, colours: dict[str, str]) -> dict[str, Any]:
+def kernel_text(label: str, short: str) -> str:
+    """ "after patch (14.2-RELEASE #1 D49540)": a variant's kernel label with what its
+    valid runs' senders ran; either alone when the other is unknown."""
+    if label and short:
+        return f"{label} ({short})"
+    return label or short
+
+
+def kernels_compared(r: pd.Series, base: pd.Series | None, vmeta: dict[str, Any]) -> str:
+    """ "after patch (…) vs before patch (…)" for a delta row, when the variant or the
+    baseline names a kernel or their senders ran different kernels; else ""."""
+    if base is None:
+        return ""
+    sides = []
+    for row in (r, base):
+        label = str((vmeta.get(str(row["variant"])) or {}).get("kernel") or "")
+        short = str(row.get("kernel_short") or "")
+        sides.append((label, short))
+    (vl, vs), (bl, bs) = sides
+    if not (vl or bl) and vs == bs:
+        return ""
+    return f"{kernel_text(vl, vs) or 'kernel unknown'} vs {kernel_text(bl, bs) or 'kernel unknown'}"
+
+
+def delta_table(
+    summary: pd.DataFrame, colours: dict[str, str], matrix: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Per non-baseline variant: % delta of every metric vs the baseline ± 95 % CI;
-    `sig` marks deltas whose CI excludes 0."""
-    rows = []
+    `sig` marks deltas whose CI excludes 0; `kernels` names the kernels compared.
+    `resolution`: per metric the smallest change these repetitions resolve (the
+    delta's 95 % CI half-width) and the paired repetitions that would resolve the
+    config's resolve_target_pct."""
+    matrix = matrix or {}
+    vmeta = {v["label"]: v for v in matrix.get("variants", [])}
+    target = float(matrix.get("resolve_target_pct", RESOLVE_TARGET_PCT))
+    bases = summary[summary["baseline"].astype(bool)]
+    base = bases.iloc[0] if len(bases) else None
+    rows, res_rows = [], []
     for _, r in summary[~summary["baseline"].astype(bool)].iterrows():
-        cells = []
+        cells, res = [], []
         for m in DELTA_METRICS:
             text, sig = _delta_text(r, m.key)
             cells.append({"text": text, "sig": sig})
+            res.append({"text": _resolution_text(r, m.key), "sig": False})
         label = str(r["variant"])
-        rows.append({"label": label, "colour": colours.get(label, "#999999"), "cells": cells})
-    return {"heads": [(m.header, "%") for m in DELTA_METRICS], "rows": rows}
+        kern = kernels_compared(r, base, vmeta)
+        colour = colours.get(label, "#999999")
+        rows.append({"label": label, "colour": colour, "cells": cells, "kernels": kern})
+        res_rows.append({"label": label, "colour": colour, "cells": res, "kernels": ""})
+    heads = [(m.header, "%") for m in DELTA_METRICS]
+    return {"heads": heads, "rows": rows, "resolution": {"heads": heads, "rows": res_rows},
+            "target": fmt(target, DIGITS["pct"])}  # fmt: skip
+
+
+def variant_kernels(runs: pd.DataFrame, v: dict[str, Any]) -> dict[str, Any]:
+    """The variant table's kernel cells: every sender kernel identity its runs read
+    (each once, with the runs that saw it), its regex, and the runs that wait for it."""
+    g = runs[runs["variant"] == v["label"]]
+    seen: dict[str, int] = {}
+    for k in g.loc[~g["skipped"], "kernel"]:
+        for part in str(k).split("; "):
+            if part:
+                seen[part] = seen.get(part, 0) + 1
+    n_wait = int((g["status"] == "waiting").sum())
+    n_done = int((~g["skipped"]).sum())
+    return {
+        "kernel_ids": [f"{k} ({n} run{'s' if n > 1 else ''})" for k, n in seen.items()],
+        "kernel_wait": f"waiting for kernel '{v.get('kernel', '')}'" if n_wait else "",
+        "n_wait": n_wait,
+        "kernel_done": n_done,
+    }
+
+
+def _resolution_text(r: pd.Series, key: str) -> str:
+    """ "±3.1 · 9": the smallest change these repetitions resolve at 95 % and the
+    paired repetitions that would resolve the target ("> 1000": hardly ever)."""
+    mde = r.get(f"{key}_delta_mde_pct")
+    if mde is None or pd.isna(mde):
+        return NA
+    n = r.get(f"{key}_delta_reps_to_resolve")
+    paired = not data.delta_unpaired(r.get(f"{key}_delta_paired"))
+    reps = str(int(n)) if n is not None and pd.notna(n) else "> 1000" if paired else "n/a"
+    return f"±{fmt(mde, DIGITS['pct'])} · {reps}"
 
 
 def largest_delta_sentence(summary: pd.DataFrame, baseline: str) -> str:
@@ -234,6 +311,8 @@ def per_run_table(
 
 
 def _status(r: pd.Series) -> str:
+    if r.get("status") == "waiting":
+        return "waiting"
     return "not run" if r["skipped"] else "yes" if r["valid"] else "NO"
 
 
@@ -414,7 +493,9 @@ def verdict_rows(verdicts: pd.DataFrame, matrix: dict[str, Any]) -> list[dict[st
                 "op": op,
                 "target": target,
                 "measured": fmt(v["measured"], d),
+                "delta": _verdict_delta(v),
                 "passed": bool(v["passed"]),
+                "status": str(v.get("status") or ("pass" if v["passed"] else "fail")),
                 "gate": bool(v["gate"]),
                 "note": v["note"],
             }
@@ -422,19 +503,30 @@ def verdict_rows(verdicts: pd.DataFrame, matrix: dict[str, Any]) -> list[dict[st
     return rows
 
 
+def _verdict_delta(v: pd.Series) -> str:
+    """The paired delta a `than` verdict was judged on, with its CI ('' for `value`)."""
+    d, h = v.get("delta_pct"), v.get("delta_ci95_pct")
+    if d is None or pd.isna(d):
+        return ""
+    return f"{d:+.1f} %" + ("" if h is None or pd.isna(h) else f" ± {h:.1f}")
+
+
 def verdict_summary(verdicts: pd.DataFrame) -> str:
-    """One line for the title page, e.g. "3 expectations: 2 passed, 1 failed (1 gated)"."""
+    """One line for the title page, e.g. "3 expectations: 1 passed, 1 failed, 1 not
+    resolved (1 gated failure)"."""
+    from ccbench.verdicts import FAIL, PASS, UNRESOLVED, status_of
+
     if verdicts.empty:
         return "No expectations configured."
     n = len(verdicts)
     n_exp = verdicts["expectation"].nunique()
-    passed = int(verdicts["passed"].sum())
-    failed = n - passed
-    gated = int((verdicts["gate"] & ~verdicts["passed"]).sum())
+    st = status_of(verdicts)
+    passed, failed, open_ = (int((st == k).sum()) for k in (PASS, FAIL, UNRESOLVED))
+    gated = int((verdicts["gate"].astype(bool) & (st == FAIL)).sum())
     exps = f"{n_exp} expectation{'s' if n_exp != 1 else ''}"
     what = exps if n == n_exp else f"{n} checks of {exps}"
-    s = f"{what}: {passed} passed, {failed} failed"
-    return s + (f" ({gated} gated)." if gated else ".")
+    s = f"{what}: {passed} passed, {failed} failed" + (f", {open_} not resolved" if open_ else "")
+    return s + (f" ({gated} gated failure{'s' if gated != 1 else ''})." if gated else ".")
 
 
 def loss_table(

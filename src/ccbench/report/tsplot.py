@@ -1,4 +1,5 @@
-"""Time-series figure of one variant: throughput, cwnd and srtt over time.
+"""Time-series figure of one variant: throughput, cwnd and srtt over time, and, where
+the runs sampled it, the bottleneck queue (backlog and drop events) on the same axis.
 
 Data in, Figure out; sizes are printed sizes (inches), as in plots.
 """
@@ -41,6 +42,26 @@ class Limits:
     rtt_max: float
     cwnd_scale: float  # bytes per displayed unit
     cwnd_unit: str
+    queue_max: float = math.nan  # packets; NaN: no run sampled the queue
+
+
+def queue_series(ts: pd.DataFrame) -> pd.DataFrame:
+    """The bottleneck queue's rows (source "qdisc"), sorted by time; empty for runs
+    made without queue sampling (their parquet may lack the columns)."""
+    if "backlog_pkts" not in ts.columns:
+        return ts.iloc[0:0]
+    return ts[ts["source"] == "qdisc"].sort_values("t_s")
+
+
+def has_queue(series: Sequence[RunSeries]) -> bool:
+    return any(not queue_series(s.ts).empty for s in series)
+
+
+def drop_events(q: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(time, drops) of each sampling interval in which the drop counter rose."""
+    d = np.diff(q["drops"].to_numpy(float), prepend=np.nan)
+    m = d > 0
+    return q["t_s"].to_numpy(float)[m], d[m]
 
 
 def _flow_series(ts: pd.DataFrame, flow: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
@@ -73,6 +94,10 @@ def limits_for(series: Sequence[RunSeries], cond: Conditions) -> Limits:
         cwnd = max(cwnd, float(ts["cwnd_bytes"].max()))
         rtt = max(rtt, float(ts["rtt_us"].max()) / 1e3)
     cwnd_ref = cond.bdp_bytes + (0 if math.isnan(cond.queue_bytes) else cond.queue_bytes)
+    qmax = max((float(queue_series(s.ts)["backlog_pkts"].max()) for s in series
+                if not queue_series(s.ts).empty), default=math.nan)  # fmt: skip
+    if math.isfinite(qmax) or any(not queue_series(s.ts).empty for s in series):
+        qmax = max(np.nan_to_num(qmax), float(cond.queue_limit_pkts or 0)) * 1.2
     cwnd = max(np.nan_to_num(cwnd), cwnd_ref)
     scale, unit = (1e6, "MB") if cwnd >= 2e6 else (1e3, "kB")
     full_rtt = cond.rtt_ms + np.nan_to_num(cond.full_queue_ms)
@@ -83,6 +108,7 @@ def limits_for(series: Sequence[RunSeries], cond: Conditions) -> Limits:
         rtt_max=max(np.nan_to_num(rtt), full_rtt) * 1.08,
         cwnd_scale=scale,
         cwnd_unit=unit,
+        queue_max=qmax if qmax > 0 else math.nan,
     )
 
 
@@ -115,8 +141,11 @@ def timeseries_figure(
     """Throughput, cwnd and srtt over time of one variant: the representative run per
     flow in full colour, every other valid repetition faint behind it."""
     fig = plt.figure(figsize=size, layout="constrained")
-    axes = fig.subplots(3, 1, sharex=True)
-    flows = sorted({int(f) for s in series for f in s.ts["flow"].unique()})
+    queue = has_queue(series)
+    axes = fig.subplots(4 if queue else 3, 1, sharex=True,
+                        height_ratios=[1, 1, 1, 0.9] if queue else None)  # fmt: skip
+    flows = sorted({int(f) for s in series
+                    for f in s.ts.loc[s.ts["source"] != "qdisc", "flow"].unique()})  # fmt: skip
     ordered = sorted(series, key=lambda s: s.run_id == rep_id)  # representative on top
     for s in ordered:
         rep = s.run_id == rep_id
@@ -139,10 +168,12 @@ def timeseries_figure(
             t, y = _flow_series(s.ts, k, "rtt")
             axes[2].plot(t, y / 1e3, **kw)
 
+    if queue:
+        _queue_panel(axes[3], ordered, rep_id, cond, colour, lim)
     axes[0].set_ylim(0, lim.tput_max)
     axes[1].set_ylim(0, lim.cwnd_max)
     axes[2].set_ylim(0, lim.rtt_max)
-    axes[2].set_xlim(0, lim.t_max)
+    axes[-1].set_xlim(0, lim.t_max)
     fair = [(cond.rate_mbit / cond.n_flows, "fair share")] if cond.n_flows > 1 else []
     _refs(axes[0], [(cond.rate_mbit, "rate"), *fair], lim.tput_max)
     cw = lim.cwnd_scale
@@ -159,7 +190,7 @@ def timeseries_figure(
     axes[0].set_ylabel("throughput (Mbit/s)")
     axes[1].set_ylabel(f"cwnd ({lim.cwnd_unit})")
     axes[2].set_ylabel("srtt (ms)")
-    axes[2].set_xlabel("time since run start (s)")
+    axes[-1].set_xlabel("time since run start (s)")
     fig.suptitle(title)
 
     handles: list[Line2D] = [
@@ -173,8 +204,40 @@ def timeseries_figure(
         )
         for k in flows
     ]
+    if queue:
+        handles.append(Line2D([], [], color=style.REF_COLOUR, marker="v", ls="none", ms=4,
+                              label="queue drops"))  # fmt: skip
     if len(series) > 1:
         handles.append(Line2D([], [], color=colour, lw=0.6, alpha=0.35, label="other repetitions"))
     ncol = legend_ncol([str(h.get_label()) for h in handles], size[0], 3)
     fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
     return fig
+
+
+def _queue_panel(
+    ax: plt.Axes, ordered: Sequence[RunSeries], rep_id: str, cond: Conditions, colour: str,
+    lim: Limits,
+) -> None:  # fmt: skip
+    """Backlog (packets) of the representative run in full colour, the other runs faint;
+    a marker at the top for each sampling interval with drops (bigger: more drops)."""
+    for s in ordered:
+        q = queue_series(s.ts)
+        if q.empty:
+            continue
+        t, y = q["t_s"].to_numpy(float), q["backlog_pkts"].to_numpy(float)
+        if s.run_id != rep_id:
+            ax.plot(t, y, color=colour, lw=0.5, alpha=0.22, drawstyle="steps-post", zorder=2)
+            continue
+        ax.plot(t, y, color=colour, lw=0.9, drawstyle="steps-post", zorder=3)
+        ax.fill_between(t, y, step="post", color=colour, alpha=0.18, lw=0, zorder=2)
+        dt, dn = drop_events(q)
+        if len(dt):
+            top = lim.queue_max * 0.93
+            sizes = 8 + 40 * np.sqrt(dn / dn.max())
+            ax.scatter(dt, np.full(len(dt), top), s=sizes, marker="v", color=style.REF_COLOUR,
+                       lw=0, zorder=4, clip_on=False)  # fmt: skip
+    ymax = lim.queue_max if math.isfinite(lim.queue_max) else 1.0
+    ax.set_ylim(0, ymax)
+    if cond.queue_limit_pkts:
+        _refs(ax, [(float(cond.queue_limit_pkts), "limit")], ymax)
+    ax.set_ylabel("queue (pkts)")

@@ -1,0 +1,149 @@
+"""Integration: before/after a kernel patch across a "reboot" (issue 14).
+
+Locally the senders' kernel is this machine's (`uname -r -v`). Variant `before` needs a
+regex that matches it and `after` one that does not: `snakemake all` runs `before` and
+reports `after` as waiting for its kernel (not failed, not invalid). Then the test
+"reboots" by swapping the regexes (a config change that changes no run id): the same
+command runs only the waiting runs, keeps the finished ones, and the report compares
+both sides with paired deltas, naming the kernels. A third invocation has nothing to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import REPO, ccbench
+from tests.integration.conftest import namespaces
+
+pytestmark = pytest.mark.netns
+
+NOT_BOOTED = "^this-kernel-is-not-booted$"
+
+
+def _snakemake(work: Path, cfg: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(work), "--cores", "2", "--configfile", str(cfg), *extra],
+        capture_output=True, text=True, timeout=600, env=dict(os.environ),
+    )  # fmt: skip
+
+
+def _job_counts(cp: subprocess.CompletedProcess) -> dict[str, int]:
+    counts = {}
+    for line in cp.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def _config(before: str, after: str) -> dict:
+    return {
+        "title": "kernel loop",
+        "report_name": "kernel-loop",
+        "results_dir": "results-kernel",
+        "testbed": {"kind": "local"},
+        # A topology of its own, so its testbed id is no other test's.
+        "topology": {"pairs": 1, "rate_mbit": 40, "rtt_ms": 24, "queue": {"limit_pkts": 40}},
+        "scenarios": {"one": {"description": "one flow", "flows": 1}},
+        "variants": [
+            {
+                "label": "before",
+                "cc": "cubic",
+                "baseline": True,
+                "kernel": {"label": "before patch", "match": before},
+            },
+            {"label": "after", "cc": "cubic", "kernel": {"label": "after patch", "match": after}},
+        ],  # fmt: skip
+        "repetitions": 2,
+        "duration_s": 2,
+        "interval_s": 0.5,
+        "probe_interval_s": 0,
+        "qdisc_interval_s": 0,
+        "attempts": 1,
+        "resolve_target_pct": 2,
+    }
+
+
+def test_runs_pending_then_run_then_compared(tmp_path: Path) -> None:
+    work = tmp_path / "wf"
+    work.mkdir()
+    shutil.copytree(REPO / "profiles", work / "profiles")
+    here = subprocess.run(["uname", "-r", "-v"], capture_output=True, text=True, check=True)
+    booted = "^" + re.escape(" ".join(here.stdout.split()))  # this kernel, from the start
+    cfg_path = work / "c.yaml"
+    cfg_path.write_text(yaml.safe_dump(_config(booted, NOT_BOOTED)))
+    m1 = json.loads(ccbench("matrix", "--config", str(cfg_path), "--json").stdout)
+    ids = {v: sorted(r for r in m1["runs"] if m1["runs"][r]["variant"] == v)
+           for v in ("before", "after")}  # fmt: skip
+    tb = next(iter(m1["testbeds"]))
+    res = work / "results-kernel"
+
+    # 1. Booted into the "before" kernel: before runs, after waits.
+    cp = _snakemake(work, cfg_path)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    runs = pd.read_csv(res / "tables" / "runs.csv").set_index("run_id")
+    assert (runs.loc[ids["after"], "status"] == "waiting").all()
+    assert (runs.loc[ids["after"], "not_run_reason"] == "waiting for kernel 'after patch'").all()
+    assert runs.loc[ids["before"], "status"].isin(["valid", "invalid"]).all()  # it ran
+    assert not runs.loc[ids["before"], "reasons"].fillna("").str.contains("runs kernel").any()
+    s_after = json.loads((res / "runs" / ids["after"][0] / "summary.json").read_text())
+    assert s_after["skipped"] and s_after["waiting"]["match"] == NOT_BOOTED
+    assert list(s_after["waiting"]["senders"]) == ["s1"]
+    assert re.search(booted, s_after["waiting"]["senders"]["s1"])
+    s_before = json.loads((res / "runs" / ids["before"][0] / "summary.json").read_text())
+    assert s_before["kernel"]["label"] == "before patch"
+    assert s_before["kernel"]["match"] == booted
+    ident = s_before["kernel"]["senders"]["s1"]["identity"]
+    assert ident.startswith(" ".join(here.stdout.split()))
+    summary = pd.read_csv(res / "tables" / "summary.csv").set_index("variant")
+    assert summary.loc["after", "n_waiting"] == 2 and summary.loc["after", "n_invalid"] == 0
+    html = (work / "reports" / "kernel-loop.html").read_text()
+    assert "waiting for kernel &#39;after patch&#39;" in html
+    started = runs.loc[ids["before"], "started_unix"]
+
+    # 2. "Reboot" into the "after" kernel: the regexes swap, no run id changes, and the
+    # same command runs the waiting runs only.
+    cfg_path.write_text(yaml.safe_dump(_config(NOT_BOOTED, booted)))
+    m2 = json.loads(ccbench("matrix", "--config", str(cfg_path), "--json").stdout)
+    assert sorted(m2["runs"]) == sorted(m1["runs"])
+    dry = _snakemake(work, cfg_path, "--dry-run", "--quiet", "rules")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    counts = _job_counts(dry)
+    assert counts.get("run") == 2 and counts.get("parse") == 2, dry.stdout
+    cp = _snakemake(work, cfg_path)
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    runs2 = pd.read_csv(res / "tables" / "runs.csv").set_index("run_id")
+    assert runs2["status"].isin(["valid", "invalid"]).all(), runs2["reasons"].tolist()
+    assert (runs2.loc[ids["before"], "started_unix"] == started).all()  # kept, not rerun
+    s_after = json.loads((res / "runs" / ids["after"][0] / "summary.json").read_text())
+    assert "waiting" not in s_after and s_after["kernel"]["match"] == booted
+    summary = pd.read_csv(res / "tables" / "summary.csv").set_index("variant")
+    after = summary.loc["after"]
+    assert after["n_waiting"] == 0
+    if after["n_valid"] == 2 and summary.loc["before", "n_valid"] == 2:
+        # Paired by repetition, with the smallest change 2 repetitions resolve.
+        assert after["throughput_sum_mbps_delta_paired"]
+        assert after["throughput_sum_mbps_delta_mde_pct"] == pytest.approx(
+            after["throughput_sum_mbps_delta_ci95_pct"]
+        )
+    html = (work / "reports" / "kernel-loop.html").read_text()
+    short = " ".join(here.stdout.split()[:2])  # "6.1.0-18-amd64 #1"
+    assert f"after patch ({short}) vs before patch ({short})" in html
+    assert "What 2 repetitions resolve" in html
+    assert "waiting for kernel" not in html
+
+    # 3. Nothing is left to do.
+    again = _snakemake(work, cfg_path, "--dry-run", "--quiet", "rules")
+    assert again.returncode == 0 and not _job_counts(again), again.stdout
+    assert namespaces(f"ccb-{tb}-") == []
