@@ -23,9 +23,51 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 FAILURES_LOG = "calibration-failures.jsonl"
 
 
+def _testbed_kind(a: argparse.Namespace) -> str:
+    """The testbed kind a command is about, read cheaply (stdlib JSON, YAML if it can be
+    imported) so that a user who is not root hears that first. "local" when unsure:
+    the local testbed is the default."""
+    try:
+        if getattr(a, "matrix", None):
+            m = json.loads(Path(a.matrix).read_text())
+            if getattr(a, "run_id", None):
+                return str(m["runs"][a.run_id]["spec"]["testbed"]["kind"])
+            return str(m["testbeds"][a.testbed]["testbed"]["kind"])
+        if getattr(a, "spec_json", None):
+            text = a.spec_json
+            d = json.loads(text if text.lstrip().startswith("{") else Path(text).read_text())
+            return str(d["testbed"]["kind"])
+        if getattr(a, "id", None) and not getattr(a, "config", None):
+            from ccbench.safe import TESTBED_ID
+            from ccbench.testbed.base import STATE_ROOT  # a testbed's state says its kind
+
+            if not TESTBED_ID.fullmatch(a.id):
+                return "local"  # refused below, before anything is touched
+
+            st = STATE_ROOT / a.id / "state.json"
+            return str(json.loads(st.read_text()).get("kind", "local")) if st.is_file() else "local"
+        if getattr(a, "config", None):
+            import yaml
+
+            return str((yaml.safe_load(Path(a.config).read_text()).get("testbed") or {})
+                       .get("kind", "local"))  # fmt: skip
+    except Exception:  # unreadable here: the real loading below says what is wrong
+        return "local"
+    return "local"
+
+
+def _root_for_local(a: argparse.Namespace) -> None:
+    # Root only where namespaces are touched; inventories and SSH testbeds are a lab
+    # user's business (a laptop driving Emulab).
+    from ccbench.privileges import require_root
+
+    if os.geteuid() != 0 and _testbed_kind(a) == "local":
+        require_root()
+
+
 def cmd_testbed(a: argparse.Namespace) -> int:
-    # Root only where namespaces are touched: the local testbed asks for it itself
-    # (testbed.local up/down); inventories and SSH testbeds are a lab user's business.
+    if a.action != "inventory":
+        _root_for_local(a)
     from ccbench import safe, testbed
     from ccbench.config import load_testbed_config
     from ccbench.testbed import local
@@ -133,6 +175,7 @@ def _inventory(a: argparse.Namespace) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    _root_for_local(a)
     from ccbench import testbed
     from ccbench.config import TestbedConfig, load_run_config
     from ccbench.privileges import require_root
