@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from ccbench.parse.procstat import usage_between
-from tests.conftest import ccbench
+from tests.conftest import REPO, ccbench
 
 # Above this share of CPU time taken by the hypervisor, a fidelity measurement on this
 # VM measures the neighbours; idle steal here is ~1 %, busy periods reach 10-26 %.
@@ -112,3 +113,28 @@ def run_measured(
 
     measure_fidelity(measure)
     return got
+
+
+def run_snakemake(
+    workdir: Path,
+    config: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 900,
+) -> subprocess.CompletedProcess[str]:
+    """The real workflow of this checkout in `workdir` with `config` (2 cores)."""
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
+         "--directory", str(workdir), "--cores", "2", "--configfile", str(config), *extra],
+        capture_output=True, text=True, timeout=timeout, env=env,
+    )  # fmt: skip
+
+
+def job_counts(cp: subprocess.CompletedProcess[str]) -> dict[str, int]:
+    """Rule -> jobs from `snakemake --dry-run --quiet rules` output."""
+    counts = {}
+    for line in cp.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit():
+            counts[parts[0]] = int(parts[1])
+    return counts

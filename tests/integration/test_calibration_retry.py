@@ -28,7 +28,7 @@ import yaml
 
 from ccbench.testbed import local
 from tests.conftest import REPO, ccbench
-from tests.integration.conftest import namespaces, write_config
+from tests.integration.conftest import job_counts, namespaces, run_snakemake, write_config
 
 pytestmark = pytest.mark.netns
 
@@ -101,25 +101,6 @@ exec {real} "$@"
 """
 
 
-def _snakemake(
-    work: Path, cfg: Path, env: dict[str, str], *extra: str
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-         "--directory", str(work), "--cores", "2", "--configfile", str(cfg), *extra],
-        capture_output=True, text=True, timeout=600, env=env,
-    )  # fmt: skip
-
-
-def _job_counts(cp: subprocess.CompletedProcess) -> dict[str, int]:
-    counts = {}
-    for line in cp.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
-    return counts
-
-
 def test_a_testbed_that_cannot_be_calibrated_does_not_stop_the_others(tmp_path: Path) -> None:
     work = tmp_path / "wf"
     work.mkdir()
@@ -156,7 +137,7 @@ def test_a_testbed_that_cannot_be_calibrated_does_not_stop_the_others(tmp_path: 
     env = {**os.environ, "CCBENCH_CALIBRATION_PAUSES": "0.2"}
     noisy = {**env, "PATH": f"{fake}:{env['PATH']}"}
 
-    cp = _snakemake(work, cfg_path, noisy)
+    cp = run_snakemake(work, cfg_path, env=noisy, timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
     res = work / "results-notrun"
     cal = json.loads((res / "testbeds" / doomed_tb / "calibration.json").read_text())
@@ -181,11 +162,11 @@ def test_a_testbed_that_cannot_be_calibrated_does_not_stop_the_others(tmp_path: 
 
     # The same command again (the host is quiet now): only the testbed that was not
     # calibrated and its run are done again; the finished run is kept.
-    dry = _snakemake(work, cfg_path, env, "--dry-run", "--quiet", "rules")
+    dry = run_snakemake(work, cfg_path, "--dry-run", "--quiet", "rules", env=env, timeout=600)
     assert dry.returncode == 0, dry.stderr[-2000:]
-    counts = _job_counts(dry)
+    counts = job_counts(dry)
     assert counts.get("testbed_up") == 1 and counts.get("run") == 1, dry.stdout
-    cp = _snakemake(work, cfg_path, env)
+    cp = run_snakemake(work, cfg_path, env=env, timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
     assert (
         f"testbed {good_tb}" not in (res / "logs" / "testbed_up" / f"{doomed_tb}.log").read_text()
@@ -197,5 +178,5 @@ def test_a_testbed_that_cannot_be_calibrated_does_not_stop_the_others(tmp_path: 
         runs2.loc[good_id, "started_unix"] == good.set_index("run_id").loc[good_id, "started_unix"]
     )
     # ... and after that, nothing is left to do.
-    again = _snakemake(work, cfg_path, env, "--dry-run", "--quiet", "rules")
-    assert again.returncode == 0 and not _job_counts(again), again.stdout
+    again = run_snakemake(work, cfg_path, "--dry-run", "--quiet", "rules", env=env, timeout=600)
+    assert again.returncode == 0 and not job_counts(again), again.stdout

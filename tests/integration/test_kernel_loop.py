@@ -15,7 +15,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -23,28 +22,11 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, ccbench
-from tests.integration.conftest import namespaces
+from tests.integration.conftest import job_counts, namespaces, run_snakemake
 
 pytestmark = pytest.mark.netns
 
 NOT_BOOTED = "^this-kernel-is-not-booted$"
-
-
-def _snakemake(work: Path, cfg: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-         "--directory", str(work), "--cores", "2", "--configfile", str(cfg), *extra],
-        capture_output=True, text=True, timeout=600, env=dict(os.environ),
-    )  # fmt: skip
-
-
-def _job_counts(cp: subprocess.CompletedProcess) -> dict[str, int]:
-    counts = {}
-    for line in cp.stdout.splitlines():
-        parts = line.split()
-        if len(parts) == 2 and parts[1].isdigit():
-            counts[parts[0]] = int(parts[1])
-    return counts
 
 
 def _config(before: str, after: str) -> dict:
@@ -90,7 +72,7 @@ def test_runs_pending_then_run_then_compared(tmp_path: Path) -> None:
     res = work / "results-kernel"
 
     # 1. Booted into the "before" kernel: before runs, after waits.
-    cp = _snakemake(work, cfg_path)
+    cp = run_snakemake(work, cfg_path, env=dict(os.environ), timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
     runs = pd.read_csv(res / "tables" / "runs.csv").set_index("run_id")
     assert (runs.loc[ids["after"], "status"] == "waiting").all()
@@ -117,11 +99,11 @@ def test_runs_pending_then_run_then_compared(tmp_path: Path) -> None:
     cfg_path.write_text(yaml.safe_dump(_config(NOT_BOOTED, booted)))
     m2 = json.loads(ccbench("matrix", "--config", str(cfg_path), "--json").stdout)
     assert sorted(m2["runs"]) == sorted(m1["runs"])
-    dry = _snakemake(work, cfg_path, "--dry-run", "--quiet", "rules")
+    dry = run_snakemake(work, cfg_path, "--dry-run", "--quiet", "rules", timeout=600)
     assert dry.returncode == 0, dry.stderr[-2000:]
-    counts = _job_counts(dry)
+    counts = job_counts(dry)
     assert counts.get("run") == 2 and counts.get("parse") == 2, dry.stdout
-    cp = _snakemake(work, cfg_path)
+    cp = run_snakemake(work, cfg_path, env=dict(os.environ), timeout=600)
     assert cp.returncode == 0, cp.stderr[-3000:]
     runs2 = pd.read_csv(res / "tables" / "runs.csv").set_index("run_id")
     assert runs2["status"].isin(["valid", "invalid"]).all(), runs2["reasons"].tolist()
@@ -144,6 +126,6 @@ def test_runs_pending_then_run_then_compared(tmp_path: Path) -> None:
     assert "waiting for kernel" not in html
 
     # 3. Nothing is left to do.
-    again = _snakemake(work, cfg_path, "--dry-run", "--quiet", "rules")
-    assert again.returncode == 0 and not _job_counts(again), again.stdout
+    again = run_snakemake(work, cfg_path, "--dry-run", "--quiet", "rules", timeout=600)
+    assert again.returncode == 0 and not job_counts(again), again.stdout
     assert namespaces(f"ccb-{tb}-") == []

@@ -9,7 +9,6 @@ import math
 import shutil
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,17 +17,9 @@ import yaml
 from ccbench import metrics
 from ccbench.report.fmt import fmt, fmt_ci
 from tests.conftest import REPO
-from tests.integration.conftest import namespaces
+from tests.integration.conftest import namespaces, run_snakemake
 
 pytestmark = pytest.mark.netns
-
-
-def snakemake(workdir: Path, config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "snakemake", "--snakefile", str(REPO / "Snakefile"),
-         "--directory", str(workdir), "--cores", "2", "--configfile", str(config), *extra],
-        capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +29,7 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(REPO / "profiles", work / "profiles")
     cfg = work / "test.yaml"
     shutil.copy(REPO / ".test" / "config" / "config.yaml", cfg)
-    cp = snakemake(work, cfg)
+    cp = run_snakemake(work, cfg)
     assert cp.returncode == 0, cp.stderr[-3000:]
     m = json.loads((work / "results-test" / "matrix.json").read_text())
     for tb in m["testbeds"]:  # taken down at the end
@@ -103,7 +94,7 @@ def test_report_rebuilds_from_cached_raw_and_gate_fails_loudly(pipeline: Path) -
         {"name": "impossible fairness", "metric": "jain", "op": ">", "value": 1.0, "gate": True}
     ]
     (pipeline / "gated.yaml").write_text(yaml.safe_dump(cfg))
-    cp = snakemake(pipeline, pipeline / "gated.yaml")
+    cp = run_snakemake(pipeline, pipeline / "gated.yaml")
     assert cp.returncode != 0
     assert "gate failed: impossible fairness" in (cp.stderr + (
         pipeline / "results-test" / "logs" / "gate.log").read_text())  # fmt: skip
@@ -118,7 +109,7 @@ def test_changing_one_variant_reruns_only_its_runs(pipeline: Path) -> None:
     cfg = yaml.safe_load((pipeline / "test.yaml").read_text())
     cfg["variants"][1]["cc"] = "reno"  # the 'bbr' variant now runs reno
     (pipeline / "changed.yaml").write_text(yaml.safe_dump(cfg))
-    cp = snakemake(pipeline, pipeline / "changed.yaml", "--dry-run", "--quiet", "rules")
+    cp = run_snakemake(pipeline, pipeline / "changed.yaml", "--dry-run", "--quiet", "rules")
     assert cp.returncode == 0, cp.stderr[-2000:]
     counts = {}
     for line in cp.stdout.splitlines():
