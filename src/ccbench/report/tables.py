@@ -479,6 +479,9 @@ def verdict_rows(verdicts: pd.DataFrame, matrix: dict[str, Any]) -> list[dict[st
         d = digits_for(metric)
         if e.get("than") is not None:
             target = f"{e['than']} ({fmt(v['target'], d)})"
+            tol = float(e.get("tolerance_pct") or 0)
+            if tol:  # the threshold the paired delta is judged against
+                target += f" {'−' if op in ('>=', '>') else '+'} {fmt(tol, None)} %"
         elif e.get("value") is not None:
             target = fmt(e["value"], None)
         else:
