@@ -101,6 +101,14 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def write_state_file(path: Path, st: dict[str, Any]) -> None:
+    """A testbed's state.json, replaced atomically (a reader never sees half of it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(st, indent=2))
+    tmp.replace(path)
+
+
 class TestbedBase:
     """What the local and the SSH testbed share: the state file (written atomically),
     calibration read back from it, waiting for a server to listen, removing the state.
@@ -135,10 +143,7 @@ class TestbedBase:
         return st if isinstance(st, dict) else None
 
     def write_state(self, st: dict[str, Any]) -> None:
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(st, indent=2))
-        tmp.replace(self.state_file)
+        write_state_file(self.state_file, st)
 
     def remove_state(self) -> None:
         safe.remove_tree(self.state_dir, STATE_ROOT)

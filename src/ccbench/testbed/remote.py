@@ -29,7 +29,7 @@ from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
 from ccbench.progress import info
 from ccbench.spec import Topology, stable_hash
-from ccbench.testbed.base import SS_LOOP, STATE_ROOT, TestbedBase
+from ccbench.testbed.base import SS_LOOP, STATE_ROOT, TestbedBase, write_state_file
 
 
 class SudoSsh(SshExecutor):
@@ -273,7 +273,7 @@ class RemoteTestbed(TestbedBase):
             return
         self._remove_loss_rules(st.get("loss_rules", []))
         st["loss_rules"] = []
-        other.write_text(json.dumps(st, indent=2))
+        write_state_file(other, st)
 
     def _remove_loss_rules(self, rules: list[list[str]]) -> None:
         for node, *argv in rules:
