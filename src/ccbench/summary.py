@@ -361,6 +361,15 @@ _PROBE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, OS
                  EOFError, zlib.error)  # fmt: skip
 
 
+def _last_line(path: Path) -> str:
+    """The last non-empty line of a small text file ('' if none or unreadable)."""
+    try:
+        lines = path.read_text(errors="replace")[-4096:].strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1].strip()[:200] if lines else ""
+
+
 def _probe(rd: RawDir) -> dict[str, Any] | None:
     """RTT under load from the concurrent probe (ping, irtt or flent; ccbench.probe)."""
     try:
@@ -369,6 +378,9 @@ def _probe(rd: RawDir) -> dict[str, Any] | None:
         name = next((f for f in RAW_FILES.values() if rd.exists(f)), "probe")
         msg = f"{e}" if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
         msg = msg.splitlines()[0] if msg.strip() else type(e).__name__
+        err = _last_line(rd.path / "probe.err")
+        if err:  # the tool's own words say why (e.g. "sh: 1: flent: not found")
+            msg += f"; probe.err: {err}"
         rd.problem(name, f"unreadable ({msg})")
         return {"tool": "unreadable", "samples": 0, "error": f"{name}: {msg}"}
     if p is None:

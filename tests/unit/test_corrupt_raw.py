@@ -41,6 +41,14 @@ def _write(name: str, data: str | bytes) -> Callable[[Path], None]:
     return apply
 
 
+def _both(*fns: Callable[[Path], None]) -> Callable[[Path], None]:
+    def apply(raw: Path) -> None:
+        for fn in fns:
+            fn(raw)
+
+    return apply
+
+
 def _remove(name: str) -> Callable[[Path], None]:
     return lambda raw: (raw / name).unlink()
 
@@ -232,6 +240,12 @@ CASES: list[tuple[str, Callable[[Path], None], str, str]] = [
      "probe-irtt.json: unreadable"),
     ("probe flent not gzip", _write("probe.flent.gz", b"not gzip"), INVALID,
      "probe.flent.gz: unreadable"),
+    # flent missing on the sender (seen in CI: a dangling /usr/local/bin/flent): the shell
+    # wrapper prints nothing and the reason carries the wrapper's own stderr
+    ("probe flent not found", _both(_write("probe.flent.gz", b""),
+                                    _write("probe.err", "sh: 1: flent: not found\n")),
+     INVALID, "probe.flent.gz: unreadable (Expecting value: line 1 column 1 (char 0); "
+     "probe.err: sh: 1: flent: not found)"),
     # spec.json: the only file whose damage stops the parse
     ("spec garbage", _write("spec.json", "{ topology"), ERROR, "spec.json: not valid JSON"),
     ("spec binary", _write("spec.json", b"\x00\xff\x10"), ERROR, "spec.json: not UTF-8"),
