@@ -14,6 +14,9 @@ through 48 packets) the highest rate of --rates (default 100,200,300,500,750,100
 which --reps (3) of 3 runs are valid; a scenario stops climbing at its first rate that
 is not all valid (--all-rates measures every rate anyway). One table, plus the runs.
 
+--directions both,reverse: every case with the RTT split both ways (as the seeds' delay
+node) and with the whole RTT on the ACK path (testbed.delay_direction), side by side.
+
 A case that could not be measured (e.g. the testbed failed calibration every try) is a
 row saying why; the other cases go on.
 
@@ -88,10 +91,10 @@ def measure(
     }
 
 
-def with_testbed(rate: int, queue: int, fn: Any) -> Any:
+def with_testbed(rate: int, queue: int, fn: Any, direction: str = "both") -> Any:
     topo = Topology(pairs=2, rate_mbit=rate, rtt_ms=40, queue_kind="pfifo",
                     queue_limit_pkts=queue)  # fmt: skip
-    tb = local.LocalTestbed(TestbedConfig(id="bench"), topo)
+    tb = local.LocalTestbed(TestbedConfig(id="bench", delay_direction=direction), topo)
     local.down("bench")
     tb.up()
     try:
@@ -120,15 +123,18 @@ def table(a: argparse.Namespace, work: Path) -> int:
     rows = []
     for rate in [int(r) for r in a.rates.split(",")]:
         for label, queue, ccs in scenarios(rate)[:3]:
-            print(f"# {rate} Mbit/s: {label} ...", file=sys.stderr, flush=True)
-            out = work / f"{rate}-{len(rows)}"
-            try:
-                r = with_testbed(rate, queue,
-                                 lambda tb, topo: measure(tb, topo, ccs, a.duration, out))  # noqa: B023  # fmt: skip
-            except Exception as e:  # e.g. calibration failed every try: go on
-                print(f"#   not measured: {why(e)}", file=sys.stderr, flush=True)
-                r = failed(why(e))
-            rows.append((rate, label, r))
+            # Directions side by side, case by case: the host's noise hits both alike.
+            for d in a.directions:
+                print(f"# {rate} Mbit/s: {label}, delay {d} ...", file=sys.stderr, flush=True)
+                out = work / f"{rate}-{len(rows)}"
+                try:
+                    r = with_testbed(rate, queue,
+                                     lambda tb, topo: measure(tb, topo, ccs, a.duration, out),  # noqa: B023
+                                     d)  # fmt: skip
+                except Exception as e:  # e.g. calibration failed every try: go on
+                    print(f"#   not measured: {why(e)}", file=sys.stderr, flush=True)
+                    r = failed(why(e))
+                rows.append((rate, label if len(a.directions) == 1 else f"{label}, {d}", r))
     method = next((r["method"] for _, _, r in rows if r["method"]), "n/a")
     print(f"\nFidelity, 40 ms RTT, {a.duration:g} s per run, delay via {method}, "
           f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs\n")  # fmt: skip
@@ -148,19 +154,21 @@ def envelope(a: argparse.Namespace, work: Path) -> int:
     rates = [int(r) for r in a.rates.split(",")]
     best: dict[str, int | None] = {}
     runs: list[tuple[str, int, int, dict[str, Any]]] = []
-    for k, (label, _, ccs) in enumerate(scenarios(rates[0])):
-        name = label.split(" (")[0]
+    cases = [(k, label, ccs, d) for k, (label, _, ccs) in enumerate(scenarios(rates[0]))
+             for d in a.directions]  # fmt: skip
+    for k, label, ccs, d in cases:
+        name = label.split(" (")[0] + ("" if len(a.directions) == 1 else f", delay {d}")
         best[name] = None
         for rate in rates:
             queue = scenarios(rate)[k][1]
             print(f"# {name} at {rate} Mbit/s x {a.reps} ...", file=sys.stderr, flush=True)
 
             def reps(tb: local.LocalTestbed, topo: Topology) -> list[dict[str, Any]]:
-                return [measure(tb, topo, ccs, a.duration, work / f"{k}-{rate}-{i}")  # noqa: B023
+                return [measure(tb, topo, ccs, a.duration, work / f"{k}-{d}-{rate}-{i}")  # noqa: B023
                         for i in range(a.reps)]  # fmt: skip
 
             try:
-                results = with_testbed(rate, queue, reps)
+                results = with_testbed(rate, queue, reps, d)
             except Exception as e:
                 print(f"#   not measured: {why(e)}", file=sys.stderr, flush=True)
                 results = [failed(why(e))]
@@ -194,7 +202,11 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3, help="with --envelope: runs per rate")
     ap.add_argument("--all-rates", action="store_true",
                     help="with --envelope: every rate, not only up to a failure")  # fmt: skip
+    ap.add_argument("--directions", default="both",
+                    help="testbed.delay_direction values to measure side by side, "
+                         "comma-separated (both, reverse)")  # fmt: skip
     a = ap.parse_args()
+    a.directions = a.directions.split(",")
     a.rates = a.rates or ("100,200,300,500,750,1000" if a.envelope else "100,500,1000")
     work = Path(tempfile.mkdtemp(prefix="ccb-fidelity-"))
     try:

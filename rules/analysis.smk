@@ -45,6 +45,10 @@ rule figures:
     input:
         matrix=f"{RESULTS}/matrix.json",
         tables=rules.aggregate.output,
+        # per-run data the figures read (time series, probe samples): declared, so a
+        # re-parsed run remakes them
+        summaries=rules.aggregate.input.summaries,
+        timeseries=rules.aggregate.input.timeseries,
     output:
         f"{RESULTS}/figures/figures.json",
     log:

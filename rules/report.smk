@@ -7,6 +7,9 @@ rule report:
         tables=rules.aggregate.output,
         figures=f"{RESULTS}/figures/figures.json",
         verdicts=f"{RESULTS}/tables/verdicts.csv",
+        # per-run provenance (calibration, facts, qdisc) comes from summary.json
+        # `recorded`, written by parse: declared here, not read behind Snakemake's back
+        summaries=rules.aggregate.input.summaries,
     output:
         pdf=REPORT_PDF,
         html=REPORT_HTML,

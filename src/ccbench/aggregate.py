@@ -20,7 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from ccbench import metrics
+from ccbench import metrics, timeseries
+from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
 from ccbench.spec import TCP_IP_HEADER_BYTES
 
 METRICS = {
@@ -41,8 +42,6 @@ METRICS = {
     "mathis_ratio": "throughput / Mathis",
 }
 
-# Resolution asked of a delta when the config names none (resolve_target_pct).
-RESOLVE_TARGET_PCT = 2.0
 JAIN_CONVERGED = 0.95  # fairness threshold for convergence_s
 JAIN_WINDOW_S = 2.0  # ... held for this long
 
@@ -57,8 +56,7 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     srtt = metrics.SrttStats(math.nan, math.nan, math.nan)
     if ts_path.exists():
         ts = pd.read_parquet(ts_path)
-        # srtt statistics from the finest samples there are: ss, siftr, else iperf3.
-        src = next((s for s in ("ss", "siftr") if (ts["source"] == s).any()), "iperf3")
+        src = timeseries.finest_source(ts)
         rtts = ts.loc[(ts["source"] == src) & ts["rtt_us"].notna(), "rtt_us"].tolist()
         srtt = metrics.srtt_stats(rtts)
     flows = s["flows"]
@@ -158,24 +156,10 @@ def _status(s: dict[str, Any]) -> str:
 def _convergence(ts_path: Path, s: dict[str, Any]) -> float:
     """Seconds from the last flow's start until Jain's index over iperf3 intervals
     reaches JAIN_CONVERGED and stays there for JAIN_WINDOW_S (NaN: never)."""
-    ts = pd.read_parquet(ts_path)
-    ts = ts[ts["source"] == "iperf3"]
-    if ts.empty:
+    times, jains = timeseries.jain_series(pd.read_parquet(ts_path), s["flows"],
+                                          s["spec"]["interval_s"])  # fmt: skip
+    if not times:
         return math.nan
-    last_start = max(f["start_s"] for f in s["flows"])
-    end = min(f["start_s"] + f["duration_s"] for f in s["flows"])
-    ts = ts[(ts["t_s"] > last_start) & (ts["t_s"] <= end + 1e-6)]
-    # Align intervals of the flows on a common grid (their interval ends coincide when
-    # they start together; staggered flows are binned to the nearest interval).
-    step = s["spec"]["interval_s"]
-    ts = ts.assign(bin=((ts["t_s"] - last_start) / step).round().astype(int))
-    wide = ts.pivot_table(index="bin", columns="flow", values="throughput_bps", aggfunc="mean")
-    wide = wide.dropna()
-    if wide.empty or wide.shape[1] < 2:
-        return math.nan
-    series = {str(c): wide[c].tolist() for c in wide.columns}
-    jains = metrics.jain_over_time(series)
-    times = [float(b) * step for b in wide.index]
     t = metrics.convergence_time_s(times, jains, JAIN_CONVERGED, JAIN_WINDOW_S)
     return math.nan if t is None else t
 
@@ -240,7 +224,7 @@ def _delta(base: pd.DataFrame, var: pd.DataFrame, col: str) -> metrics.DeltaPct 
     return metrics.delta_by_repetition(b.to_dict(), v.to_dict())
 
 
-def aggregate(run_dirs: list[Path], matrix: dict[str, Any], out: Path) -> dict[str, pd.DataFrame]:
+def aggregate(run_dirs: list[Path], matrix: Matrix, out: Path) -> dict[str, pd.DataFrame]:
     runs, flows = [], []
     for d in run_dirs:
         r, f = run_rows(d)
@@ -249,9 +233,8 @@ def aggregate(run_dirs: list[Path], matrix: dict[str, Any], out: Path) -> dict[s
     runs_df = pd.DataFrame(runs).sort_values("started_unix", kind="stable").reset_index(drop=True)
     runs_df.insert(0, "order", range(1, len(runs_df) + 1))
     flows_df = pd.DataFrame(flows)
-    variant_order = [v["label"] for v in matrix["variants"]]
-    target = float(matrix.get("resolve_target_pct", RESOLVE_TARGET_PCT))
-    summary_df = summarize_groups(runs_df, flows_df, matrix["baseline"], variant_order, target)
+    target = float(matrix.resolve_target_pct)
+    summary_df = summarize_groups(runs_df, flows_df, matrix.baseline, matrix.variant_labels, target)
     out.mkdir(parents=True, exist_ok=True)
     tables = {"runs": runs_df, "flows": flows_df, "summary": summary_df}
     for name, df in tables.items():

@@ -12,13 +12,13 @@ kept in the record (`tries`).
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ccbench.errors import CalibrationFailed, CcbenchError
+from ccbench.metrics import percentile
 from ccbench.parse.ping import parse_ping
 from ccbench.progress import info
 from ccbench.spec import RTT_TOLERANCE_MS
@@ -37,15 +37,6 @@ def ping_argv(os_name: str, dst: str) -> list[str]:
     if os_name == "freebsd":
         return ["ping", "-n", "-c", "50", "-i", "0.02", "-W", "2000", dst]
     return ["ping", "-n", "-c", "50", "-i", "0.01", "-W", "2", dst]
-
-
-def percentile(values: Sequence[float], pct: float) -> float:
-    """Nearest-rank percentile: always one of the values (pct 0 is the minimum)."""
-    if not values:
-        raise ValueError("percentile of no values")
-    xs = sorted(values)
-    k = max(1, math.ceil(pct / 100 * len(xs)))
-    return float(xs[min(k, len(xs)) - 1])
 
 
 def rtt_stats(rtts_us: Sequence[float]) -> dict[str, Any]:

@@ -10,17 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ccbench.errors import CcbenchError, Unavailable
+from ccbench.errors import CcbenchError
+from ccbench.model import Matrix  # standard library only: read before the root check
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
     # Same path as Ctrl-C: every `finally` clean-up runs.
     raise KeyboardInterrupt
-
-
-# Beside `testbed up --calibration-out FILE`: one line per calibration that failed every
-# try (rules/common.smk counts them to retry that testbed when the workflow is rerun).
-FAILURES_LOG = "calibration-failures.jsonl"
 
 
 def _testbed_kind(a: argparse.Namespace) -> str:
@@ -29,10 +25,10 @@ def _testbed_kind(a: argparse.Namespace) -> str:
     the local testbed is the default."""
     try:
         if getattr(a, "matrix", None):
-            m = json.loads(Path(a.matrix).read_text())
+            m = Matrix.load(a.matrix)
             if getattr(a, "run_id", None):
-                return str(m["runs"][a.run_id]["spec"]["testbed"]["kind"])
-            return str(m["testbeds"][a.testbed]["testbed"]["kind"])
+                return m.runs[a.run_id].testbed_kind
+            return m.testbeds[a.testbed].kind
         if getattr(a, "spec_json", None):
             text = a.spec_json
             d = json.loads(text if text.lstrip().startswith("{") else Path(text).read_text())
@@ -66,79 +62,26 @@ def _root_for_local(a: argparse.Namespace) -> None:
 
 
 def cmd_testbed(a: argparse.Namespace) -> int:
-    if a.action != "inventory":
-        _root_for_local(a)
-    from ccbench import safe, testbed
-    from ccbench.config import load_testbed_config
-    from ccbench.testbed import local
-
     if a.action == "inventory":
         return _inventory(a)
+    _root_for_local(a)
+    from ccbench import lifecycle, testbed
+
     if a.action == "down":
-        if a.all:
-            ids = local.all_ids()
-        elif a.config:
-            ids = [load_testbed_config(a.config)[0].id]
-        elif a.id:
-            ids = [safe.testbed_id(a.id, "--id")]
-        else:
-            raise CcbenchError("down: say which testbed: --id ID, --config FILE or --all")
-        for tb_id in ids:
+        for tb_id in lifecycle.ids_to_remove(a.all, a.config, a.id):
             print(f"testbed {tb_id}: {testbed.down(tb_id)}")
         return 0
-    if not a.config and not a.spec_json and not a.matrix:
-        if a.action == "status":
-            for tb_id in local.all_ids():
-                st = local.STATE_ROOT / tb_id / "state.json"
-                ok = st.exists() and json.loads(st.read_text()).get("complete")
-                n = len(local.list_namespaces(local.ns_prefix(tb_id)))
-                print(f"{tb_id}: {'up' if ok else 'incomplete/stale'}, {n} namespace(s)")
-            return 0
-        raise CcbenchError("--config FILE is needed")
-    if a.spec_json or a.matrix:
-        from ccbench.config import TestbedConfig, topology_from, validate
-
-        if a.matrix:
-            tbs = json.loads(Path(a.matrix).read_text())["testbeds"]
-            if a.testbed not in tbs:
-                raise CcbenchError(f"{a.matrix}: no testbed '{a.testbed}' (--testbed ID)")
-            d = tbs[a.testbed]
-        else:
-            d = json.loads(a.spec_json)
-        tbc = TestbedConfig.from_dict(d["testbed"])
-        topo = topology_from(validate({"topology": d["topology"]}, "run", "spec")["topology"])
-    else:
-        tbc, topo = load_testbed_config(a.config)
-    if a.id:
-        tbc = type(tbc)(**{**tbc.__dict__, "id": safe.testbed_id(a.id, "--id")})
-    tb = testbed.make(tbc, topo)
+    if a.action == "status" and not (a.config or a.spec_json or a.matrix):
+        for each in testbed.found():
+            state = "up" if each.complete else "incomplete/stale"
+            print(f"{each.id}: {state}, {each.namespaces} namespace(s)")
+        return 0
+    tb = lifecycle.named_testbed(a.config, a.spec_json, a.matrix, a.testbed, a.id)
     if a.action == "up":
-        if a.replace:
-            testbed.down(tb.id)
-        elif tb.kind == "local" and local.list_namespaces(local.ns_prefix(tb.id)):
-            raise CcbenchError(
-                f"testbed '{tb.id}' already exists: `ccbench testbed down --id {tb.id}` first"
-            )
-        try:
-            cal = tb.up()
-        except Unavailable as e:
-            if not (a.skip_unavailable and a.calibration_out):
-                raise
-            # The workflow goes on; this testbed's runs are reported as not run. A
-            # failed calibration (`retry`) is tried again when the workflow is rerun;
-            # its record keeps every try.
-            rec = {**getattr(e, "record", {}), "skipped": str(e), "retry": e.retry}
-            out = Path(a.calibration_out)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(json.dumps(rec, indent=2))
-            if e.retry:  # one line per failed `up`: the workflow reruns it when this grows
-                with out.with_name(FAILURES_LOG).open("a") as fh:
-                    fh.write(json.dumps({"time": rec.get("time"), "reason": str(e)}) + "\n")
-            print(f"testbed {tb.id}: not run: {e}")
+        cal = lifecycle.bring_up(tb, a.replace, a.calibration_out, a.skip_unavailable)
+        if "skipped" in cal:
+            print(f"testbed {tb.id}: not run: {cal['skipped']}")
             return 0
-        if a.calibration_out:
-            Path(a.calibration_out).parent.mkdir(parents=True, exist_ok=True)
-            Path(a.calibration_out).write_text(json.dumps(cal, indent=2))
         rtts = ", ".join(
             f"{k} {v['judged_ms']:.2f} ms ({v['judged_on']}, median {v['median_ms']:.2f})"
             for k, v in cal["idle_rtt"].items()
@@ -176,70 +119,20 @@ def _inventory(a: argparse.Namespace) -> int:
 
 def cmd_run(a: argparse.Namespace) -> int:
     _root_for_local(a)
-    from ccbench import testbed
-    from ccbench.config import TestbedConfig, load_run_config
-    from ccbench.privileges import require_root
-    from ccbench.run import execute
-    from ccbench.spec import RunSpec
-    from ccbench.testbed.base import signals_deferred
+    from ccbench import lifecycle
 
-    if a.matrix or a.spec_json:
-        if a.matrix:
-            if not a.run_id:
-                raise CcbenchError("--matrix needs --run-id")
-            runs = json.loads(Path(a.matrix).read_text())["runs"]
-            if a.run_id not in runs:
-                raise CcbenchError(f"{a.matrix}: no run '{a.run_id}'")
-            d = runs[a.run_id]["spec"]
-        else:
-            text = a.spec_json
-            d = json.loads(text if text.lstrip().startswith("{") else Path(text).read_text())
-        tbc = TestbedConfig.from_dict(d["testbed"])
-        spec = RunSpec.from_dict(d["run"])
-        attempts = int(d.get("attempts", 1))
-        # The kernel the variant needs ({label, match}): beside the spec, not in it, so
-        # a changed regex does not change the run's id (ccbench.matrix).
-        kernel_req = d.get("kernel")
-    else:
-        tbc, spec, attempts = load_run_config(a.config)
-        kernel_req = None
-    if a.attempts:
-        attempts = a.attempts
-    if a.calibration and "skipped" in json.loads(Path(a.calibration).read_text()):
-        from ccbench.run import record_skip
-
-        reason = json.loads(Path(a.calibration).read_text())["skipped"]
-        record_skip(spec, Path(a.out), reason)
-        print(f"{a.out}: skipped: {reason}")
+    req = lifecycle.run_request(a.config, a.spec_json, a.matrix, a.run_id, a.attempts)
+    done = lifecycle.run_on_testbed(
+        req, Path(a.out), a.calibration, a.keep_testbed, write_summary=not a.raw_only
+    )
+    if isinstance(done, lifecycle.Skipped):
+        print(f"{a.out}: skipped: {done.reason}")
         return 0
-    if tbc.kind == "local":
-        require_root()
-    tb = testbed.make(tbc, spec.topology)
-    ephemeral = not tb.is_up()
-    if ephemeral:
-        # A testbed with this id may exist for another topology, or be stale.
-        testbed.down(tb.id)
-        tb.up()
-    try:
-        if kernel_req:
-            from ccbench import kernel
-            from ccbench.run import kernel_identities, record_wait
-
-            seen = kernel_identities(tb, spec)
-            if not any(kernel.matches(kernel_req["match"], i) for i in seen.values()):
-                # Booted into another kernel: nothing is measured under the wrong label.
-                reason = record_wait(spec, Path(a.out), kernel_req, seen)
-                print(f"{a.out}: not run: {reason} (senders run: "
-                      f"{'; '.join(f'{n} {i}' for n, i in sorted(seen.items()))})")  # fmt: skip
-                return 0
-        s = execute(tb, spec, Path(a.out), attempts, write_summary=not a.raw_only,
-                    kernel_req=kernel_req)  # fmt: skip
-        # The record of an earlier check that found another kernel (rules/common.smk).
-        (Path(a.out) / "waiting.json").unlink(missing_ok=True)
-    finally:
-        if ephemeral and not a.keep_testbed:
-            with signals_deferred():
-                testbed.down(tb.id)
+    if isinstance(done, lifecycle.Waiting):
+        print(f"{a.out}: not run: {done.reason} (senders run: "
+              f"{'; '.join(f'{n} {i}' for n, i in sorted(done.senders.items()))})")  # fmt: skip
+        return 0
+    s = done
     flows = ", ".join(
         f"{f['cc_used'] or f['cc_requested']} {f['throughput_bps'] / 1e6:.1f} Mbit/s"
         if f["throughput_bps"] is not None

@@ -218,6 +218,7 @@ class TestbedConfig:
     kind: str = "local"
     id: str = "ccb"
     delay: str = "auto"
+    delay_direction: str = "both"
     shaper: str = "tbf"
     tools: str = "host"
     inventory: str | None = None
@@ -227,6 +228,11 @@ class TestbedConfig:
         # Whatever the source (config, matrix, state file, --id), the id names
         # namespaces and a state directory: check it before anything uses it.
         safe.testbed_id(self.id, "testbed.id")
+        if self.delay_direction != "both" and self.kind != "local":
+            raise CcbenchError(
+                f"testbed.delay_direction: {self.delay_direction} is for the local testbed; "
+                "on Emulab the delay node's dummynet pipes set the delay (profile.py)"
+            )
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> TestbedConfig:

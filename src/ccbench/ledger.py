@@ -14,6 +14,25 @@ Two rules make a run invalid (validity reasons, never averaged in):
 2. the senders retransmitted more than the configured elements dropped, beyond
    RETX_SLACK: packets vanished where no counter saw them, or were held so long in the
    host that the sender gave them up (a stall, not the path).
+
+Each lost packet is counted once, though the kernel counts some in two or three places
+(Linux net/core/dev.c and drivers/net/veth.c):
+- A veth pair counts, per direction, max(sender's tx_dropped, peer's rx_dropped): a
+  packet the peer refused is counted by veth_xmit in the sender's tx_dropped and by the
+  receive path that refused it in the peer's rx_dropped (____dev_forward_skb: peer down
+  or packet too long; enqueue_to_backlog: backlog full). Exact when every drop is seen
+  by both ends or by one only; a lower bound when both kinds happen in one run. Ends are
+  paired by the local testbed's names (node X's "to-Y" is node Y's "to-X",
+  topology.links), checked against each end's ifindex and peer ifindex; `ip -j link`
+  names the peer's namespace only by a number private to each namespace, so indexes
+  alone cannot say which node holds the peer. Other interfaces count both counters.
+- softnet_stat is counted once per kernel: nodes whose snapshots recorded one boot_id
+  share a kernel; in a snapshot with a "host" entry (the local testbed reads softnet
+  once, for all its namespaces) a node without a boot_id is on the host's kernel, any
+  other node without one (snapshots older than boot_id) is a kernel of its own.
+- A backlog drop is also the rx_dropped of the device it arrived on (enqueue_to_backlog),
+  so softnet's drops are a place of their own only beyond the rx_dropped of the
+  interfaces counted on that kernel.
 """
 
 from __future__ import annotations
@@ -33,6 +52,8 @@ SCHEMA = "ccbench-drops/1"
 # per run is normal, a share of the drops more is not.
 RETX_SLACK_PKTS = 10
 RETX_SLACK_SHARE = 0.05
+# Read once per kernel, not per namespace, when the nodes share one (softnet_host_wide).
+_HOST_WIDE = ("softnet", "boot_id")
 
 
 def snapshot_plan(os_name: str) -> dict[str, list[str]]:
@@ -42,6 +63,8 @@ def snapshot_plan(os_name: str) -> dict[str, list[str]]:
             "links": ["ip", "-s", "-j", "link", "show"],
             "iptables": ["iptables-save", "-c"],
             "softnet": ["cat", "/proc/net/softnet_stat"],
+            # Which kernel: softnet_stat is the kernel's, the same in all its namespaces.
+            "boot_id": ["cat", "/proc/sys/kernel/random/boot_id"],
             "default_route": ["ip", "-j", "route", "show", "default"],
         }
     if os_name == "dummynet":  # Emulab's FreeBSD delay node: its pipes, nothing else
@@ -57,15 +80,16 @@ def collect(
 
     `control_route`: nodes have a control network (Emulab): record the default route so
     its interface is left out. `softnet_host_wide`: the nodes share one kernel (network
-    namespaces): softnet_stat is read once, as node "host". A counter that cannot be
-    read is listed under "errors" (the ledger says what it could not count)."""
+    namespaces): softnet_stat and the boot id are read once, as node "host". A counter
+    that cannot be read is listed under "errors" (the ledger says what it could not
+    count)."""
     nodes: dict[str, dict[str, str]] = {}
     errors: dict[str, str] = {}
     for node, ex in executors.items():
         for key, argv in snapshot_plan(oses[node]).items():
             if key == "default_route" and not control_route:
                 continue
-            owner = "host" if key == "softnet" and softnet_host_wide else node
+            owner = "host" if key in _HOST_WIDE and softnet_host_wide else node
             if key in nodes.get(owner, {}):
                 continue
             try:
@@ -85,30 +109,71 @@ def _delta(after: int, before: int) -> int:
     return max(0, after - before)
 
 
-def _node_losses(name: str, b: dict[str, Any], a: dict[str, Any]) -> dict[str, int]:
-    """Per place on one node: {"<node> <iface> rx_dropped": n, ...} for counters that grew."""
+def _link_deltas(b: dict[str, Any], a: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """{iface: {counter: growth}} for one node's interfaces on the path (not lo, not the
+    control network's); interfaces absent from either snapshot are left out."""
+    lb, la = parse_drops.links(b["links"]), parse_drops.links(a["links"])
+    control = set(_control_ifaces(a.get("default_route")))
+    return {
+        iface: {key: _delta(ca[key], lb[iface][key]) for key in parse_drops.LINK_LOSS}
+        for iface, ca in la.items()
+        if iface != "lo" and iface not in control and iface in lb
+    }
+
+
+def _veth_peer(
+    node: str, iface: str, ends: dict[tuple[str, str], tuple[int, int]]
+) -> tuple[str, str] | None:
+    """The other end of `node`'s veth `iface`: by the local testbed's names (node X's
+    "to-Y" is node Y's "to-X"), if its ifindex and peer ifindex say the same."""
+    if not iface.startswith("to-") or (node, iface) not in ends:
+        return None
+    peer = (iface.removeprefix("to-"), f"to-{node}")
+    index, peer_index = ends[node, iface]
+    return peer if ends.get(peer) == (peer_index, index) else None
+
+
+def _interface_losses(
+    deltas: dict[str, dict[str, dict[str, int]]], ends: dict[tuple[str, str], tuple[int, int]]
+) -> dict[str, int]:
+    """Per place: {"<node> <iface> <counter>": n} for counters that grew, but a veth
+    pair's dropped counters once per direction: {"<x> <if> -> <y> <if> dropped": n}."""
     out: dict[str, int] = {}
-    if "links" in a and "links" in b:
-        lb, la = parse_drops.links(b["links"]), parse_drops.links(a["links"])
-        control = set(_control_ifaces(a.get("default_route")))
-        for iface, ca in la.items():
-            cb = lb.get(iface)
-            if iface == "lo" or iface in control or cb is None:
-                continue
-            for key in parse_drops.LINK_LOSS:
-                n = _delta(ca[key], cb[key])
+    for node, ifaces in sorted(deltas.items()):
+        for iface, grew in sorted(ifaces.items()):
+            counters = dict(grew)
+            peer = _veth_peer(node, iface, ends)
+            if peer is not None and peer[1] in deltas.get(peer[0], {}):
+                # A refused packet is this end's tx_dropped and the peer's rx_dropped
+                # (module docstring); the peer's own tx_dropped is the other direction.
+                n = max(counters.pop("tx_dropped"), deltas[peer[0]][peer[1]]["rx_dropped"])
+                counters.pop("rx_dropped")
                 if n:
-                    out[f"{name} {iface} {key}"] = n
-    if "dummynet" in a and "dummynet" in b:
-        pb, pa = (
-            parse_drops.dummynet_pipes(b["dummynet"]),
-            parse_drops.dummynet_pipes(a["dummynet"]),
-        )
-        for pipe, ca in pa.items():
-            n = _delta(ca["drops"], pb.get(pipe, {}).get("drops", 0))
-            if n:
-                out[f"{name} dummynet pipe {pipe} drops"] = n
+                    out[f"{node} {iface} -> {peer[0]} {peer[1]} dropped"] = n
+            out.update({f"{node} {iface} {key}": n for key, n in counters.items() if n})
     return out
+
+
+def _dummynet_losses(name: str, b: dict[str, Any], a: dict[str, Any]) -> dict[str, int]:
+    pb, pa = parse_drops.dummynet_pipes(b["dummynet"]), parse_drops.dummynet_pipes(a["dummynet"])
+    out: dict[str, int] = {}
+    for pipe, ca in pa.items():
+        n = _delta(ca["drops"], pb.get(pipe, {}).get("drops", 0))
+        if n:
+            out[f"{name} dummynet pipe {pipe} drops"] = n
+    return out
+
+
+def _kernels(nodes: dict[str, Any]) -> dict[str, str]:
+    """{node: the kernel it runs on}: its boot_id, else the "host" entry's kernel when
+    the snapshot has one (local testbed), else its own name (module docstring)."""
+
+    def boot_id(snap: Any) -> str | None:
+        bid = snap.get("boot_id") if isinstance(snap, dict) else None
+        return (bid.strip() or None) if isinstance(bid, str) else None
+
+    host = (boot_id(nodes["host"]) or "host") if "host" in nodes else None
+    return {name: boot_id(snap) or host or name for name, snap in nodes.items()}
 
 
 def _control_ifaces(route_json: str | None) -> list[str]:
@@ -124,33 +189,55 @@ def _control_ifaces(route_json: str | None) -> list[str]:
 
 def account(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """The ledger between two snapshots: configured loss-rule drops, drops elsewhere
-    (by place), softnet backlog drops and time squeezes. ValueError if unreadable."""
+    (by place, each lost packet once), softnet backlog drops (all of them, once per
+    kernel) and time squeezes. ValueError if unreadable."""
     for s, name in ((before, "drops-before.json"), (after, "drops-after.json")):
         if not isinstance(s, dict) or s.get("schema") != SCHEMA:
             raise ValueError(f"{name}: not a drop-counter snapshot ({SCHEMA})")
     nb, na = before.get("nodes") or {}, after.get("nodes") or {}
+    kernel = _kernels(na)
     outside: dict[str, int] = {}
+    deltas: dict[str, dict[str, dict[str, int]]] = {}
+    ends: dict[tuple[str, str], tuple[int, int]] = {}
     loss_rules = 0
-    squeeze = 0
+    snaps: list[tuple[str, dict[str, Any], dict[str, Any]]] = []  # (node, before, after)
     for name, a in sorted(na.items()):
         b = nb.get(name)
         if not isinstance(a, dict) or not isinstance(b, dict):
             continue
-        outside.update(_node_losses(name, b, a))
+        snaps.append((name, b, a))
+        if "links" in a and "links" in b:
+            deltas[name] = _link_deltas(b, a)
+            ends.update({(name, i): e for i, e in parse_drops.netns_peers(a["links"]).items()})
+        if "dummynet" in a and "dummynet" in b:
+            outside.update(_dummynet_losses(name, b, a))
         if "iptables" in a and "iptables" in b:
             loss_rules += _delta(
                 parse_drops.iptables_drops(a["iptables"]), parse_drops.iptables_drops(b["iptables"])
             )
-        if "softnet" in a and "softnet" in b:
-            sb, sa = parse_drops.softnet(b["softnet"]), parse_drops.softnet(a["softnet"])
-            n = _delta(sa["dropped"], sb["dropped"])
-            if n:
-                outside[f"{name} softnet backlog"] = n
-            squeeze += _delta(sa["time_squeeze"], sb["time_squeeze"])
+    outside.update(_interface_losses(deltas, ends))
+    # rx_dropped seen per kernel: a backlog drop is counted there too (module docstring)
+    rx_dropped: dict[str, int] = {}
+    for name, ifaces in deltas.items():
+        rx = sum(d["rx_dropped"] for d in ifaces.values())
+        rx_dropped[kernel[name]] = rx_dropped.get(kernel[name], 0) + rx
+    backlog = squeeze = 0
+    counted: set[str] = set()
+    for name, b, a in snaps:
+        if "softnet" not in a or "softnet" not in b or kernel[name] in counted:
+            continue
+        counted.add(kernel[name])
+        sb, sa = parse_drops.softnet(b["softnet"]), parse_drops.softnet(a["softnet"])
+        n = _delta(sa["dropped"], sb["dropped"])
+        backlog += n
+        if n > rx_dropped.get(kernel[name], 0):
+            outside[f"{name} softnet backlog"] = n - rx_dropped.get(kernel[name], 0)
+        squeeze += _delta(sa["time_squeeze"], sb["time_squeeze"])
     return {
         "loss_rules_pkts": loss_rules,
         "outside": outside,
         "outside_pkts": sum(outside.values()),
+        "softnet_backlog_pkts": backlog,
         "softnet_time_squeeze": squeeze,
         "unread": sorted(set(after.get("errors") or {}) | set(before.get("errors") or {})),
     }

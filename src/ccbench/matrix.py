@@ -8,15 +8,18 @@ Runs that share a bottleneck configuration share a testbed (id = topology key).
 from __future__ import annotations
 
 import copy
+import json
 import random
 import re
 import shutil
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ccbench import kernel, probe
 from ccbench.config import topology_from, validate
 from ccbench.errors import CcbenchError
-from ccbench.spec import Flow, RunSpec, check_flows
+from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario, Variant
+from ccbench.spec import Flow, RunSpec, Topology, check_flows
 
 
 def _check_probe(
@@ -55,7 +58,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load(config: dict[str, Any], source: str = "config") -> dict[str, Any]:
+def load(config: dict[str, Any], source: str = "config") -> Matrix:
     """Validate a comparison config (defaults filled), expand it, and check that what
     it asks of this machine exists here (the local testbed's CCs)."""
     cfg = validate(config, "matrix", source)
@@ -65,15 +68,15 @@ def load(config: dict[str, Any], source: str = "config") -> dict[str, Any]:
     return m
 
 
-def _check_local_ccs(m: dict[str, Any], source: str) -> None:
+def _check_local_ccs(m: Matrix, source: str) -> None:
     from ccbench.hosts.linux import loadable_ccs
 
     have = loadable_ccs()
-    for r in m["runs"].values():
-        for f in r["spec"]["run"]["flows"]:
+    for r in m.runs.values():
+        for f in r.flows:
             if f["cc"] not in have:
                 raise CcbenchError(
-                    f"{source}: scenarios.{r['scenario']} (variant {r['variant']}): this "
+                    f"{source}: scenarios.{r.scenario} (variant {r.variant}): this "
                     f"kernel has no TCP congestion control '{f['cc']}' and cannot load it "
                     f"(it has: {', '.join(sorted(have))})"
                 )
@@ -108,7 +111,7 @@ def _check_results_dir(source: str, path: str) -> None:
 
 
 def _check_inventory(
-    source: str, tb_cfg: dict[str, Any], testbeds: dict[str, dict[str, Any]]
+    source: str, tb_cfg: dict[str, Any], testbeds: dict[str, PlannedTestbed]
 ) -> None:
     """kind ssh: the inventory must exist, parse, and hold every dumbbell with the pairs
     its testbeds need, now, not after testbeds come up."""
@@ -122,11 +125,11 @@ def _check_inventory(
     try:
         inv = inventory.load(tb_cfg["inventory"])
         for tb in testbeds.values():
-            have = inventory.pairs(inv.dumbbell(tb["dumbbell"]))
-            if tb["topology"]["pairs"] > have:
+            have = inventory.pairs(inv.dumbbell(tb.dumbbell))
+            if tb.topology["pairs"] > have:
                 raise CcbenchError(
-                    f"dumbbell {tb['dumbbell']} has {have} sender/receiver "
-                    f"pairs, a scenario asks for {tb['topology']['pairs']}"
+                    f"dumbbell {tb.dumbbell} has {have} sender/receiver "
+                    f"pairs, a scenario asks for {tb.topology['pairs']}"
                 )
     except CcbenchError as e:
         raise CcbenchError(f"{source}: testbed.inventory: {e}") from None
@@ -167,16 +170,57 @@ def _matrix_variant(v: dict[str, Any]) -> dict[str, Any]:
     return {**_kernel_label(v), **({"kernel_match": req["match"]} if req else {})}
 
 
-def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
-    variants = cfg["variants"]
+def expand(cfg: dict[str, Any], source: str = "config") -> Matrix:
+    """A validated comparison config (defaults filled) as a Matrix: every scenario ×
+    variant × repetition with its run id and testbed, in the seeded order. What cannot
+    work is refused before any run, naming the field."""
+    baseline = _baseline(source, cfg["variants"])
+    _check_config(source, cfg)
+    runs: list[PlannedRun] = []
+    testbeds: dict[str, _Testbed] = {}
+    for sname, sc in cfg["scenarios"].items():
+        runs += _scenario_runs(source, cfg, sname, sc, testbeds)
+    order = _seeded_order(cfg["seed"], testbeds, runs)
+    planned = _assign_dumbbells(source, cfg["testbed"], testbeds)
+    _check_inventory(source, cfg["testbed"], planned)
+    return _matrix(source, cfg, baseline, planned, runs, order)
+
+
+def _baseline(source: str, variants: list[dict[str, Any]]) -> str:
+    """The baseline's label: the variant marked `baseline`, else the first. Labels are
+    unique (runs, tables and verdicts name a variant by its label)."""
     labels = [v["label"] for v in variants]
     if len(set(labels)) != len(labels):
         raise CcbenchError(f"{source}: variants: labels must be unique")
     baselines = [v["label"] for v in variants if v.get("baseline")]
     if len(baselines) > 1:
         raise CcbenchError(f"{source}: variants: more than one baseline ({', '.join(baselines)})")
-    baseline = baselines[0] if baselines else labels[0]
+    return baselines[0] if baselines else labels[0]
+
+
+def _check_config(source: str, cfg: dict[str, Any]) -> None:
+    """What holds for the whole config: expectations and references name what it has,
+    results_dir stays inside, the delay direction suits the testbed kind, and every
+    variant is possible on its OS."""
+    labels = [v["label"] for v in cfg["variants"]]
     scenarios = list(cfg["scenarios"])
+    _check_expectations(source, cfg, labels, scenarios)
+    _check_references(source, cfg, labels, scenarios)
+    tb_cfg = cfg["testbed"]
+    _check_results_dir(source, cfg["results_dir"])
+    if tb_cfg["kind"] != "local" and tb_cfg["delay_direction"] != "both":
+        raise CcbenchError(
+            f"{source}: testbed.delay_direction: {tb_cfg['delay_direction']} is for the local "
+            "testbed; on Emulab the delay node's dummynet pipes set the delay (profile.py)"
+        )
+    for v in cfg["variants"]:
+        _check_variant(source, v)
+
+
+def _check_expectations(
+    source: str, cfg: dict[str, Any], labels: list[str], scenarios: list[str]
+) -> None:
+    """An expectation names variants and a scenario of this config."""
     for i, e in enumerate(cfg.get("expectations", [])):
         for key, known, what in (
             ("variant", labels, "variant"),
@@ -185,96 +229,150 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
         ):
             if key in e and e[key] not in known:
                 raise CcbenchError(f"{source}: expectations[{i}].{key}: no {what} '{e[key]}'")
-    _check_references(source, cfg, labels, scenarios)
+
+
+@dataclass
+class _Testbed:
+    """A testbed while the matrix is built. `spec` is the one dict every run on it holds
+    as its spec's `testbed`, so the dumbbell assigned last reaches all of them (it once
+    reached only the last variant's)."""
+
+    spec: dict[str, Any]
+    topology: dict[str, Any]
+    pinned: int | None  # the dumbbell its variant is pinned to
+
+
+def _scenario_runs(
+    source: str, cfg: dict[str, Any], sname: str, sc: dict[str, Any],
+    testbeds: dict[str, _Testbed],
+) -> list[PlannedRun]:  # fmt: skip
+    """One scenario's runs, every variant × repetition; adds the testbeds they need to
+    `testbeds` (runs with the same topology and dumbbell pin share one)."""
     tb_cfg = cfg["testbed"]
-    _check_results_dir(source, cfg["results_dir"])
-    for v in variants:
-        _check_variant(source, v)
-    runs: list[dict[str, Any]] = []
-    testbeds: dict[str, dict[str, Any]] = {}
-    for sname, sc in cfg["scenarios"].items():
-        tdict = _merge(cfg.get("topology", {}), sc.get("topology", {}))
-        # Validate the merged topology with the run schema (same rules as `ccbench run`);
-        # its defaults are the one place topology defaults live.
-        tdict = validate({"topology": tdict}, "run", f"{source}: scenarios.{sname}")["topology"]
-        topo = topology_from(tdict)
-        duration = float(sc.get("duration_s", cfg["duration_s"]))
-        probe_tool = sc.get("probe_tool", cfg["probe_tool"])
-        flent_test = sc.get("probe_flent_test", cfg["probe_flent_test"])
-        _check_probe(source, sname, probe_tool, flent_test, tb_cfg, variants)
-        for v in variants:
-            if v.get("os", "linux") != "linux" and tb_cfg["kind"] == "local":
-                raise CcbenchError(
-                    f"{source}: variant {v['label']}: os {v['os']} needs testbed.kind ssh "
-                    "(the local testbed is Linux namespaces)"
-                )
-            flows = _flows(sc.get("flows", 1), v["cc"], duration)
-            for f in flows:
-                if f.cc != v["cc"]:
-                    _check_variant(f"{source}: scenarios.{sname}", {**v, "cc": f.cc})
-            try:
-                check_flows(topo, flows)
-            except CcbenchError as e:
-                raise CcbenchError(f"{source}: scenarios.{sname}: {e}") from e
-            # A variant pinned to a dumbbell (e.g. the one whose senders boot the patched
-            # kernel) gets a testbed of its own there.
-            pinned = v.get("dumbbell")
-            tb_id = topo.key()[:8] if pinned is None else f"{topo.key()[:6]}d{pinned}"
-            testbeds[tb_id] = {
-                "testbed": {
-                    "kind": tb_cfg["kind"],
-                    "id": tb_id,
-                    "delay": tb_cfg["delay"],
-                    "shaper": tb_cfg["shaper"],
-                    "tools": tb_cfg["tools"],
-                    **({"inventory": tb_cfg["inventory"]} if "inventory" in tb_cfg else {}),
-                },
-                "topology": tdict,
-                "pinned": pinned,
-            }
-            for rep in range(1, cfg["repetitions"] + 1):
-                spec = RunSpec(
-                    topology=topo,
-                    flows=flows,
-                    interval_s=float(cfg["interval_s"]),
-                    ss_interval_s=float(cfg["ss_interval_s"]),
-                    probe_interval_s=float(cfg["probe_interval_s"]),
-                    probe_tool=probe_tool,
-                    probe_flent_test=flent_test,
-                    qdisc_interval_s=float(sc.get("qdisc_interval_s", cfg["qdisc_interval_s"])),
-                    scenario=sname,
-                    variant=v["label"],
-                    repetition=rep,
-                    extra={"variant": _kernel_label(v)},
-                )
-                runs.append(
-                    {
-                        "id": spec.run_id,
-                        "scenario": sname,
-                        "variant": v["label"],
-                        "repetition": rep,
-                        "testbed_id": tb_id,
-                        "traffic_s": spec.traffic_s,
-                        "spec": {
-                            "testbed": testbeds[tb_id]["testbed"],
-                            "run": spec.to_dict(),
-                            "attempts": cfg["attempts"],
-                            **({"kernel": req} if (req := kernel.requirement(v)) else {}),
-                        },
-                    }
-                )
-    # Seeded shuffle per testbed: order effects (warm-up, drift) hit all variants alike.
-    rng = random.Random(cfg["seed"])
+    tdict = _merge(cfg.get("topology", {}), sc.get("topology", {}))
+    # Validate the merged topology with the run schema (same rules as `ccbench run`);
+    # its defaults are the one place topology defaults live.
+    tdict = validate({"topology": tdict}, "run", f"{source}: scenarios.{sname}")["topology"]
+    topo = topology_from(tdict)
+    duration = float(sc.get("duration_s", cfg["duration_s"]))
+    probe_tool = sc.get("probe_tool", cfg["probe_tool"])
+    flent_test = sc.get("probe_flent_test", cfg["probe_flent_test"])
+    _check_probe(source, sname, probe_tool, flent_test, tb_cfg, cfg["variants"])
+    # What every run of the scenario shares; each variant adds its flows and label.
+    common = RunSpec(
+        topology=topo,
+        flows=(),
+        interval_s=float(cfg["interval_s"]),
+        ss_interval_s=float(cfg["ss_interval_s"]),
+        probe_interval_s=float(cfg["probe_interval_s"]),
+        probe_tool=probe_tool,
+        probe_flent_test=flent_test,
+        qdisc_interval_s=float(sc.get("qdisc_interval_s", cfg["qdisc_interval_s"])),
+        scenario=sname,
+    )
+    runs: list[PlannedRun] = []
+    for v in cfg["variants"]:
+        flows = _variant_flows(source, sname, sc.get("flows", 1), v, topo, duration, tb_cfg)
+        tb_id = _testbed_id(topo, v.get("dumbbell"))
+        tb = testbeds.setdefault(
+            tb_id, _Testbed(_testbed_spec(tb_cfg, tb_id), tdict, v.get("dumbbell"))
+        )
+        spec = replace(common, flows=flows, variant=v["label"],
+                       extra={"variant": _kernel_label(v)})  # fmt: skip
+        for rep in range(1, cfg["repetitions"] + 1):
+            runs.append(
+                _planned_run(replace(spec, repetition=rep), v, tb_id, tb.spec, cfg["attempts"])
+            )
+    return runs
+
+
+def _variant_flows(
+    source: str, sname: str, flows_cfg: int | list[dict[str, Any]], v: dict[str, Any],
+    topo: Topology, duration: float, tb_cfg: dict[str, Any],
+) -> tuple[Flow, ...]:  # fmt: skip
+    """A scenario's flows for variant `v`, refused if its testbed cannot run the variant
+    or the topology cannot carry the flows."""
+    if v.get("os", "linux") != "linux" and tb_cfg["kind"] == "local":
+        raise CcbenchError(
+            f"{source}: variant {v['label']}: os {v['os']} needs testbed.kind ssh "
+            "(the local testbed is Linux namespaces)"
+        )
+    flows = _flows(flows_cfg, v["cc"], duration)
+    for f in flows:
+        if f.cc != v["cc"]:
+            _check_variant(f"{source}: scenarios.{sname}", {**v, "cc": f.cc})
+    try:
+        check_flows(topo, flows)
+    except CcbenchError as e:
+        raise CcbenchError(f"{source}: scenarios.{sname}: {e}") from e
+    return flows
+
+
+def _testbed_id(topo: Topology, pinned: int | None) -> str:
+    # A variant pinned to a dumbbell (e.g. the one whose senders boot the patched
+    # kernel) gets a testbed of its own there.
+    return topo.key()[:8] if pinned is None else f"{topo.key()[:6]}d{pinned}"
+
+
+def _testbed_spec(tb_cfg: dict[str, Any], tb_id: str) -> dict[str, Any]:
+    """What `ccbench testbed up` reads (config.TestbedConfig), but for the dumbbell
+    (_assign_dumbbells adds it)."""
+    return {
+        "kind": tb_cfg["kind"],
+        "id": tb_id,
+        "delay": tb_cfg["delay"],
+        **({"delay_direction": tb_cfg["delay_direction"]}
+           if tb_cfg["delay_direction"] != "both" else {}),
+        "shaper": tb_cfg["shaper"],
+        "tools": tb_cfg["tools"],
+        **({"inventory": tb_cfg["inventory"]} if "inventory" in tb_cfg else {}),
+    }  # fmt: skip
+
+
+def _planned_run(
+    spec: RunSpec, v: dict[str, Any], tb_id: str, tb_spec: dict[str, Any], attempts: int
+) -> PlannedRun:
+    return PlannedRun(
+        id=spec.run_id,
+        scenario=spec.scenario,
+        variant=spec.variant,
+        repetition=spec.repetition,
+        testbed_id=tb_id,
+        traffic_s=spec.traffic_s,
+        spec={
+            "testbed": tb_spec,
+            # JSON types (lists, not RunSpec's tuples): the model equals one read back
+            # from matrix.json.
+            "run": json.loads(json.dumps(spec.to_dict())),
+            "attempts": attempts,
+            **({"kernel": req} if (req := kernel.requirement(v)) else {}),
+        },
+    )
+
+
+def _seeded_order(seed: int, testbeds: dict[str, _Testbed], runs: list[PlannedRun]) -> list[str]:
+    """Run ids in execution order: testbed after testbed, each one's runs in a seeded
+    shuffle, so order effects (warm-up, drift) hit all variants alike."""
+    rng = random.Random(seed)
     order: list[str] = []
     for tb_id in testbeds:
-        ids = [r["id"] for r in runs if r["testbed_id"] == tb_id]
+        ids = [r.id for r in runs if r.testbed_id == tb_id]
         rng.shuffle(ids)
         order += ids
-    # Spread testbeds over dumbbells (ssh); locally everything shares the one machine.
+    return order
+
+
+def _assign_dumbbells(
+    source: str, tb_cfg: dict[str, Any], testbeds: dict[str, _Testbed]
+) -> dict[str, PlannedTestbed]:
+    """Each testbed's dumbbell, written into the testbed spec its runs share: a pinned
+    variant's, else spread over the dumbbells (ssh); locally everything shares the one
+    machine."""
     n_db = tb_cfg["dumbbells"] if tb_cfg["kind"] == "ssh" else 1
-    free = [t for t in testbeds if testbeds[t]["pinned"] is None]
+    free = [t for t in testbeds if testbeds[t].pinned is None]
+    planned = {}
     for tb_id, tb in testbeds.items():
-        pinned = tb.pop("pinned")
+        pinned = tb.pinned
         if pinned is not None and tb_cfg["kind"] == "ssh" and pinned > n_db:
             raise CcbenchError(f"{source}: a variant is pinned to dumbbell {pinned}, but "
                                f"testbed.dumbbells is {n_db}")  # fmt: skip
@@ -284,28 +382,38 @@ def expand(cfg: dict[str, Any], source: str = "config") -> dict[str, Any]:
             d = pinned
         else:
             d = free.index(tb_id) % n_db + 1
-        tb["dumbbell"] = d
-        tb["testbed"]["dumbbell"] = d
-    _check_inventory(source, tb_cfg, testbeds)
-    return {
-        "title": cfg["title"],
-        "question": cfg["question"],
-        "report_name": cfg["report_name"],
-        "results_dir": cfg["results_dir"],
-        "baseline": baseline,
-        "variants": [_matrix_variant(v) for v in variants],
-        "scenarios": {
-            k: {"description": v.get("description", "")} for k, v in cfg["scenarios"].items()
-        },  # fmt: skip
-        "repetitions": cfg["repetitions"],
-        "seed": cfg["seed"],
-        "resolve_target_pct": cfg["resolve_target_pct"],
-        "expectations": cfg.get("expectations", []),
-        "references": cfg.get("references", []),
-        "testbeds": testbeds,
-        "runs": {r["id"]: r for r in runs},
-        "order": order,
-    }
+        tb.spec["dumbbell"] = d
+        planned[tb_id] = PlannedTestbed(tb_id, d, tb.spec, tb.topology)
+    return planned
+
+
+def _matrix(
+    source: str, cfg: dict[str, Any], baseline: str, testbeds: dict[str, PlannedTestbed],
+    runs: list[PlannedRun], order: list[str],
+) -> Matrix:  # fmt: skip
+    return Matrix(
+        title=cfg["title"],
+        question=cfg["question"],
+        report_name=cfg["report_name"],
+        results_dir=cfg["results_dir"],
+        baseline=baseline,
+        variants=tuple(
+            Variant.from_dict(_matrix_variant(v), source, f"variants[{i}]")
+            for i, v in enumerate(cfg["variants"])
+        ),
+        scenarios={k: Scenario(k, v.get("description", "")) for k, v in cfg["scenarios"].items()},
+        repetitions=cfg["repetitions"],
+        seed=cfg["seed"],
+        resolve_target_pct=cfg["resolve_target_pct"],
+        expectations=tuple(cfg.get("expectations", [])),
+        references=tuple(
+            Reference.from_dict(r, source, f"references[{i}]")
+            for i, r in enumerate(cfg.get("references", []))
+        ),
+        testbeds=testbeds,
+        runs={r.id: r for r in runs},
+        order=tuple(order),
+    )
 
 
 def _flows(spec: int | list[dict[str, Any]], variant_cc: str, duration: float) -> tuple[Flow, ...]:

@@ -131,13 +131,27 @@ def mathis_bps(mss_bytes: float, rtt_s: float, loss_p: float, c: float = math.sq
     return mss_bytes * 8.0 / rtt_s * c / math.sqrt(loss_p)
 
 
+def percentile(values: Sequence[float], q: float) -> float:
+    """The one percentile of ccbench (probe RTT, srtt, queue backlog, calibration):
+    nearest rank, the smallest sample with at least q % of the samples at or below it,
+    so it is always a value that was measured (q 0 is the minimum, 100 the maximum).
+    ValueError on no values."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile {q} is not in [0, 100]")
+    xs = sorted(values)
+    k = max(1, math.ceil(q / 100 * len(xs)))
+    return float(xs[min(k, len(xs)) - 1])
+
+
 def srtt_stats(rtts_us: Sequence[float]) -> SrttStats:
-    """Mean, 95th percentile (linear interpolation between order statistics, as
-    numpy's default) and max of RTT samples in us. Empty input -> all NaN."""
+    """Mean, 95th percentile (`percentile`) and max of RTT samples in us. Empty input
+    -> all NaN."""
     xs = sorted(float(r) for r in rtts_us)
     if not xs:
         return SrttStats(NAN, NAN, NAN)
-    return SrttStats(sum(xs) / len(xs), _percentile_sorted(xs, 95.0), xs[-1])
+    return SrttStats(sum(xs) / len(xs), percentile(xs, 95.0), xs[-1])
 
 
 def jain_over_time(per_flow_series: Mapping[str, Sequence[float]]) -> list[float]:
@@ -210,13 +224,6 @@ def _welch_half_width(a: list[float], b: list[float], confidence: float) -> floa
 def _var(xs: list[float]) -> float:
     m = sum(xs) / len(xs)
     return sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
-
-
-def _percentile_sorted(xs: list[float], q: float) -> float:
-    pos = (len(xs) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def _t_quantile(q: float, dof: float) -> float:

@@ -183,72 +183,17 @@ def run_once(
     """Do the run; write every raw file into `raw` (which must exist). `kernel_req`:
     the variant's {label, match}, kept as raw/kernel.json (summary.py checks the
     senders' kernels recorded in facts.json against it)."""
-    (raw / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
-    if kernel_req:
-        (raw / "kernel.json").write_text(json.dumps(kernel_req, indent=2))
-    tb.prepare_run()
-    (raw / "calibration.json").write_text(json.dumps(tb.calibration(), indent=2))
     senders = sorted({f"s{f.pair}" for f in spec.flows})
-    _prepare_senders(tb, spec, senders, raw)
-    _facts(tb, raw, senders)
-    bn_node, bn_dev = tb.bottleneck
-    rt1 = tb.ex(bn_node)
-    router = tb.driver(bn_node)
-    _record(rt1, router.qdisc_stats(bn_dev), raw / "tc-before.json")
-    tb.snapshot_delay(raw / "delay-before.json")
-    tb.snapshot_drops(raw / "drops-before.json")
-
+    _prepare(tb, spec, raw, senders, kernel_req)
+    _snapshot_bottleneck(tb, raw, "before")
     procs = RunProcs()
     meta: dict[str, Any] = {"flows": [], "started_unix": None, "testbed": tb.id,
                             "kind": tb.kind, "tools": tb.tools}  # fmt: skip
     label = f"{spec.scenario}/{spec.variant} rep {spec.repetition}"
     try:
-        for k, f in enumerate(spec.flows, start=1):
-            node = f"r{f.pair}"
-            procs.servers.append(
-                tb.ex(node).spawn(
-                    tb.driver(node).iperf3_server(BASE_PORT + k),
-                    stdout=raw / f"server-{k}.txt", stderr=raw / f"server-{k}.err",
-                )
-            )  # fmt: skip
-        for k, f in enumerate(spec.flows, start=1):
-            tb.wait_listening(f"r{f.pair}", BASE_PORT + k)
-        if spec.ss_interval_s > 0:
-            for node in senders:
-                argv = tb.sampler_argv(node, spec.ss_interval_s)
-                if argv:
-                    procs.samplers.append(
-                        tb.ex(node).spawn(argv, stdout=raw / f"ss-{node}.txt",
-                                          stderr=raw / f"ss-{node}.err")
-                    )  # fmt: skip
-        if spec.qdisc_interval_s > 0:
-            # The bottleneck queue over time; stopped with the samplers, so it spans
-            # the traffic from before its first packet (ccbench.parse.qdisc).
-            qargv = router.qdisc_sampler(bn_dev, spec.qdisc_interval_s)
-            meta["qdisc_sampler"] = {"node": bn_node, "dev": bn_dev, "argv": qargv[3:],
-                                     "interval_s": spec.qdisc_interval_s}  # fmt: skip
-            procs.samplers.append(
-                rt1.spawn(qargv, stdout=raw / f"qdisc-{bn_node}.txt",
-                          stderr=raw / f"qdisc-{bn_node}.err")
-            )  # fmt: skip
-            # Over ssh the sampler starts ~0.3 s later: wait for its first sample, so
-            # the queue is seen from the first packet (summary queue.first_s says).
-            _wait_nonempty(raw / f"qdisc-{bn_node}.txt", QDISC_FIRST_SAMPLE_S)
-        # Every client is started now but held at a gate; each is released at its
-        # start offset, so starts do not depend on process or ssh start-up times.
-        argvs = []
-        for k, f in enumerate(spec.flows, start=1):
-            node = f"s{f.pair}"
-            argv = tb.driver(node).iperf3_client(
-                tb.address(f"r{f.pair}"), BASE_PORT + k, f.cc, f.duration_s,
-                spec.interval_s, f.streams,
-            )  # fmt: skip
-            argvs.append(argv)
-            procs.clients.append(
-                tb.ex(node).spawn(argv, stdout=raw / f"iperf3-{k}.json",
-                                  stderr=raw / f"iperf3-{k}.err", gated=True)
-            )  # fmt: skip
-        meta["client_argv"] = argvs
+        _start_servers(tb, spec, procs, raw)
+        _start_samplers(tb, spec, senders, procs, raw, meta)
+        _start_clients(tb, spec, procs, raw, meta)
         siftr_nodes = _siftr_start(tb, senders)
         if siftr_nodes:
             meta["siftr"] = siftr_nodes  # node -> siftr or siftr2
@@ -257,34 +202,128 @@ def run_once(
             meta["probe_argv"] = _probe_start(tb, spec, procs, raw)
         # The router's CPU over the traffic (locally: the whole machine), so a run that
         # shared its CPU with a hypervisor's other guests (steal) says so.
-        _record(rt1, ["cat", "/proc/stat"], raw / "cpu-before.txt")
+        _record(tb.ex(tb.bottleneck[0]), ["cat", "/proc/stat"], raw / "cpu-before.txt")
         _drive(spec, procs, meta, label, during)
-        for p in procs.snapshots:
-            try:
-                p.wait(timeout=SOCKSTAT_GRACE_S)
-            except subprocess.TimeoutExpired:
-                p.stop(signal.SIGTERM, grace_s=1.0)
-        _record(rt1, ["cat", "/proc/stat"], raw / "cpu-after.txt")
-        for p in procs.samplers:
-            p.stop(signal.SIGINT)  # ping prints its summary on SIGINT
-        for p in procs.probes:  # irtt and flent end after their length; wait for their data
-            try:
-                p.wait(timeout=PROBE_GRACE_S)
-            except subprocess.TimeoutExpired:
-                raise CcbenchError(f"{label}: the {spec.probe_tool} probe did not end") from None
-        _siftr_collect(tb, siftr_nodes, raw)
-        for p in procs.servers:
-            with contextlib.suppress(Exception):
-                p.wait(timeout=3)
+        _end_traffic(tb, spec, procs, raw, label, siftr_nodes)
     finally:
         with signals_deferred():
             procs.stop_all()
-    _record(rt1, router.qdisc_stats(bn_dev), raw / "tc-after.json")
-    tb.snapshot_delay(raw / "delay-after.json")
-    tb.snapshot_drops(raw / "drops-after.json")
+    _snapshot_bottleneck(tb, raw, "after")
     meta["finished_unix"] = time.time()
     (raw / "meta.json").write_text(json.dumps(meta, indent=2))
     return meta
+
+
+def _prepare(
+    tb: Testbed, spec: RunSpec, raw: Path, senders: list[str], kernel_req: dict[str, str] | None
+) -> None:
+    """Before any process starts: the spec (and the kernel it needs) recorded, the
+    testbed readied and its calibration recorded, the senders set up, the facts read."""
+    (raw / "spec.json").write_text(json.dumps(spec.to_dict(), indent=2))
+    if kernel_req:
+        (raw / "kernel.json").write_text(json.dumps(kernel_req, indent=2))
+    tb.prepare_run()
+    (raw / "calibration.json").write_text(json.dumps(tb.calibration(), indent=2))
+    _prepare_senders(tb, spec, senders, raw)
+    _facts(tb, raw, senders)
+
+
+def _snapshot_bottleneck(tb: Testbed, raw: Path, when: str) -> None:
+    """The bottleneck queue's counters, the delay element's and the drop counters,
+    `when` ("before" or "after") the traffic."""
+    node, dev = tb.bottleneck
+    _record(tb.ex(node), tb.driver(node).qdisc_stats(dev), raw / f"tc-{when}.json")
+    tb.snapshot_delay(raw / f"delay-{when}.json")
+    tb.snapshot_drops(raw / f"drops-{when}.json")
+
+
+def _start_servers(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> None:
+    """One iperf3 server per flow on its receiver; returns when all listen."""
+    for k, f in enumerate(spec.flows, start=1):
+        node = f"r{f.pair}"
+        procs.servers.append(
+            tb.ex(node).spawn(
+                tb.driver(node).iperf3_server(BASE_PORT + k),
+                stdout=raw / f"server-{k}.txt", stderr=raw / f"server-{k}.err",
+            )
+        )  # fmt: skip
+    for k, f in enumerate(spec.flows, start=1):
+        tb.wait_listening(f"r{f.pair}", BASE_PORT + k)
+
+
+def _start_samplers(
+    tb: Testbed, spec: RunSpec, senders: list[str], procs: RunProcs, raw: Path,
+    meta: dict[str, Any],
+) -> None:  # fmt: skip
+    """The senders' ss samplers and the bottleneck queue's sampler (each if its interval
+    is not 0); they run until the flows end."""
+    if spec.ss_interval_s > 0:
+        for node in senders:
+            argv = tb.sampler_argv(node, spec.ss_interval_s)
+            if argv:
+                procs.samplers.append(
+                    tb.ex(node).spawn(argv, stdout=raw / f"ss-{node}.txt",
+                                      stderr=raw / f"ss-{node}.err")
+                )  # fmt: skip
+    if spec.qdisc_interval_s > 0:
+        bn_node, bn_dev = tb.bottleneck
+        # The bottleneck queue over time; stopped with the samplers, so it spans
+        # the traffic from before its first packet (ccbench.parse.qdisc).
+        qargv = tb.driver(bn_node).qdisc_sampler(bn_dev, spec.qdisc_interval_s)
+        meta["qdisc_sampler"] = {"node": bn_node, "dev": bn_dev, "argv": qargv[3:],
+                                 "interval_s": spec.qdisc_interval_s}  # fmt: skip
+        procs.samplers.append(
+            tb.ex(bn_node).spawn(qargv, stdout=raw / f"qdisc-{bn_node}.txt",
+                                 stderr=raw / f"qdisc-{bn_node}.err")
+        )  # fmt: skip
+        # Over ssh the sampler starts ~0.3 s later: wait for its first sample, so
+        # the queue is seen from the first packet (summary queue.first_s says).
+        _wait_nonempty(raw / f"qdisc-{bn_node}.txt", QDISC_FIRST_SAMPLE_S)
+
+
+def _start_clients(
+    tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path, meta: dict[str, Any]
+) -> None:
+    """Every client is started now but held at a gate; each is released at its start
+    offset (_drive), so starts do not depend on process or ssh start-up times."""
+    argvs = []
+    for k, f in enumerate(spec.flows, start=1):
+        node = f"s{f.pair}"
+        argv = tb.driver(node).iperf3_client(
+            tb.address(f"r{f.pair}"), BASE_PORT + k, f.cc, f.duration_s,
+            spec.interval_s, f.streams,
+        )  # fmt: skip
+        argvs.append(argv)
+        procs.clients.append(
+            tb.ex(node).spawn(argv, stdout=raw / f"iperf3-{k}.json",
+                              stderr=raw / f"iperf3-{k}.err", gated=True)
+        )  # fmt: skip
+    meta["client_argv"] = argvs
+
+
+def _end_traffic(
+    tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path, label: str,
+    siftr_nodes: dict[str, str],
+) -> None:  # fmt: skip
+    """After the flows: the last snapshots taken, the router's CPU read, the samplers
+    stopped, the probes' data and siftr logs collected, the servers given time to end."""
+    for p in procs.snapshots:
+        try:
+            p.wait(timeout=SOCKSTAT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            p.stop(signal.SIGTERM, grace_s=1.0)
+    _record(tb.ex(tb.bottleneck[0]), ["cat", "/proc/stat"], raw / "cpu-after.txt")
+    for p in procs.samplers:
+        p.stop(signal.SIGINT)  # ping prints its summary on SIGINT
+    for p in procs.probes:  # irtt and flent end after their length; wait for their data
+        try:
+            p.wait(timeout=PROBE_GRACE_S)
+        except subprocess.TimeoutExpired:
+            raise CcbenchError(f"{label}: the {spec.probe_tool} probe did not end") from None
+    _siftr_collect(tb, siftr_nodes, raw)
+    for p in procs.servers:
+        with contextlib.suppress(Exception):
+            p.wait(timeout=3)
 
 
 QDISC_FIRST_SAMPLE_S = 5.0

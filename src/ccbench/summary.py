@@ -370,7 +370,7 @@ def _last_line(path: Path) -> str:
     return lines[-1].strip()[:200] if lines else ""
 
 
-def _probe(rd: RawDir) -> dict[str, Any] | None:
+def probe_record(rd: RawDir) -> dict[str, Any] | None:
     """RTT under load from the concurrent probe (ping, irtt or flent; ccbench.probe)."""
     try:
         p = read_probe(rd.path)
@@ -388,6 +388,8 @@ def _probe(rd: RawDir) -> dict[str, Any] | None:
     rtts = sorted(p.rtts_us)
     rec: dict[str, Any] = {"tool": p.tool, "what": p.what, "samples": len(rtts),
                            "sent": p.sent, "received": p.received, "raw": p.raw}  # fmt: skip
+    # every sample in the order measured: the report's CDF reads them here, not raw/
+    rec["samples_us"] = list(p.rtts_us)
     if p.series:
         rec["series"] = p.series
     if p.coverage is not None:
@@ -395,10 +397,8 @@ def _probe(rd: RawDir) -> dict[str, Any] | None:
     if not rtts:
         return rec
 
-    def pct(q: float) -> float:
-        return rtts[min(len(rtts) - 1, int(q / 100 * len(rtts)))]
-
-    rec.update(rtt_p50_us=pct(50), rtt_p95_us=pct(95), rtt_p99_us=pct(99), rtt_max_us=rtts[-1])
+    rec.update(rtt_p50_us=metrics.percentile(rtts, 50), rtt_p95_us=metrics.percentile(rtts, 95),
+               rtt_p99_us=metrics.percentile(rtts, 99), rtt_max_us=rtts[-1])  # fmt: skip
     return rec
 
 
@@ -683,7 +683,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     losses = _ledger(rd)
     if losses is not None:
         reasons += _ledger_reasons(losses, flows, bneck, delay)
-    probe = _probe(rd)
+    probe = probe_record(rd)
     if meta.get("probe_argv") and not (probe and probe.get("tool") == "unreadable"):
         reasons += validity.check_probe(probe, spec.probe_tool)
     util = metrics.utilization_pct(total, spec.topology.rate_bps) if total is not None else None
@@ -700,6 +700,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     return {
         **_header(spec),
         "started_unix": meta.get("started_unix"),
+        "recorded": recorded(rd.path),
         "flows": flows,
         "throughput_sum_bps": total,
         "utilization_pct": util,
@@ -715,6 +716,8 @@ def summarize(raw: Path) -> dict[str, Any]:
         "router_cpu": router_cpu,
         "calibration": {
             "delay_method": cal.get("delay_method"),
+            # where the RTT sat: both ways (RTT/2 each; older calibrations) or reverse
+            "delay_direction": cal.get("delay_direction") or "both",
             "idle_rtt": cal.get("idle_rtt"),
             "rate_ratio": (cal.get("rate") or {}).get("ratio"),
         },
@@ -726,13 +729,15 @@ def summarize(raw: Path) -> dict[str, Any]:
 def _rtt_excess(raw: Path, df: Any) -> dict[str, Any] | None:
     """Share of RTT samples (sender srtt from ss/siftr, the probe's) above what the
     configured path can give; None for AQM queues (no fixed bound) or no samples."""
+    from ccbench.timeseries import SENDER_SOURCES
+
     spec = load_spec(raw)
     full = spec.topology.full_queue_ms
     if full is None:
         return None
     timed: dict[str, list[tuple[float, float]]] = {}
     if len(df):
-        rows = df[df["source"].isin(["ss", "siftr"])].dropna(subset=["rtt_us"])
+        rows = df[df["source"].isin(SENDER_SOURCES)].dropna(subset=["rtt_us"])
         for flow, g in rows.groupby("flow"):
             timed[f"flow {flow}"] = list(zip(g["t_s"], g["rtt_us"], strict=True))
     try:
@@ -743,6 +748,26 @@ def _rtt_excess(raw: Path, df: Any) -> dict[str, Any] | None:
     ex = metrics.rtt_excess(spec.topology.rtt_ms + full + validity.HIDDEN_QUEUE_MS, timed,
                             untimed)  # fmt: skip
     return ex if ex["samples"] else None
+
+
+def recorded(raw: Path) -> dict[str, Any]:
+    """What the report's provenance shows, copied from raw/ as the run recorded it (the
+    testbed's calibration, the hosts' facts, the qdisc configuration), so the report reads
+    only summary.json, a declared output of `parse`. None where a file is missing or not
+    JSON; their checks are summarize's (calibration, facts) and the reasons say so."""
+
+    def load(name: str) -> Any:
+        try:
+            return json.loads((raw / name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    try:
+        qdisc = (raw / "qdisc-config.txt").read_text(errors="replace").splitlines()
+    except OSError:
+        qdisc = None
+    return {"calibration": load("calibration.json"), "facts": load("facts.json"),
+            "qdisc_config": qdisc}  # fmt: skip
 
 
 def parse_run_dir(run_dir: Path) -> dict[str, Any]:

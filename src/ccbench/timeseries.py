@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from ccbench import metrics
 from ccbench.parse.iperf3 import parse_iperf3
 from ccbench.parse.qdisc import parse_qdisc_samples, queue_points
 from ccbench.parse.siftr import parse_siftr
@@ -26,6 +27,18 @@ COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "r
            "retransmits", "backlog_pkts", "backlog_bytes", "drops", "sent_pkts",
            "overlimits"]  # fmt: skip
 QUEUE_COLUMNS = COLUMNS[-5:]
+
+
+# The sender's own cwnd/RTT samples, finest first: ss (Linux), siftr (FreeBSD); iperf3's
+# per-interval TCP_INFO is the fallback every OS has.
+SENDER_SOURCES = ("ss", "siftr")
+
+
+def finest_source(ts: pd.DataFrame) -> str:
+    """The finest source of cwnd/RTT samples these rows have: ss, siftr, else iperf3.
+    The one choice behind the srtt statistics (aggregate), the cwnd/RTT plots (tsplot)
+    and the figures' captions."""
+    return next((s for s in SENDER_SOURCES if (ts["source"] == s).any()), "iperf3")
 
 
 # The sampler runs from before the first flow to after the last: its samples must
@@ -207,3 +220,25 @@ def _last_ts(text: str) -> float | None:
 def _mean(xs: list[Any]) -> float | None:
     vals = [x for x in xs if x is not None]
     return sum(vals) / len(vals) if vals else None
+
+
+def jain_series(
+    ts: pd.DataFrame, flows: list[dict[str, Any]], interval_s: float
+) -> tuple[list[float], list[float]]:
+    """Jain's index per iperf3 interval, the one series behind convergence_s (aggregate)
+    and the Jain-over-time figure: intervals after the last flow start until the first
+    flow ends, binned to the interval grid (staggered flows to the nearest interval),
+    times in seconds since the last flow started. ([], []) with fewer than 2 flows."""
+    ts = ts[ts["source"] == "iperf3"]
+    if ts.empty or len(flows) < 2 or not interval_s > 0:
+        return [], []
+    last_start = max(float(f.get("start_s", 0)) for f in flows)
+    end = min(float(f.get("start_s", 0)) + float(f.get("duration_s", 0)) for f in flows)
+    ts = ts[(ts["t_s"] > last_start) & (ts["t_s"] <= end + 1e-6)]
+    ts = ts.assign(bin=((ts["t_s"] - last_start) / interval_s).round().astype(int))
+    wide = ts.pivot_table(index="bin", columns="flow", values="throughput_bps", aggfunc="mean")
+    wide = wide.dropna()
+    if wide.empty or wide.shape[1] < 2:
+        return [], []
+    jains = metrics.jain_over_time({str(c): wide[c].tolist() for c in wide.columns})
+    return [float(b) * interval_s for b in wide.index], jains

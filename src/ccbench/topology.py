@@ -95,3 +95,6 @@ def routes(pairs: int) -> dict[str, list[tuple[str, str]]]:
 
 BOTTLENECK = ("rt1", "to-dl")  # (node, interface) where the shaper and queue sit
 DELAY_IFS = ("to-rt1", "to-rt2")  # dl's interfaces (netem goes on both egresses)
+# delay_direction reverse: the element sees only what comes from rt2 (r -> s), which
+# leaves dl towards rt1.
+DELAY_REVERSE_INGRESS, DELAY_REVERSE_EGRESS = "to-rt2", "to-rt1"

@@ -11,6 +11,8 @@ import json
 import sys
 from pathlib import Path
 
+from ccbench.model import Matrix
+
 
 def cmd_matrix(a: argparse.Namespace) -> int:
     from ccbench import matrix
@@ -32,21 +34,21 @@ def cmd_matrix(a: argparse.Namespace) -> int:
         cfg, source = load_yaml(a.config), a.config
     m = matrix.load(cfg, source)
     if a.json:
-        json.dump(m, sys.stdout, indent=1, sort_keys=True)
+        json.dump(m.to_dict(), sys.stdout, indent=1, sort_keys=True)
         return 0
-    total = sum(r["traffic_s"] for r in m["runs"].values())
-    print(f"{len(m['runs'])} runs on {len(m['testbeds'])} testbed(s), "
-          f"{total:g}s of traffic; baseline {m['baseline']}")  # fmt: skip
-    for i, rid in enumerate(m["order"], 1):
-        r = m["runs"][rid]
-        print(f"{i:4d}  {rid}  testbed {r['testbed_id']}  {r['traffic_s']:g}s")
+    total = sum(r.traffic_s for r in m.runs.values())
+    print(f"{len(m.runs)} runs on {len(m.testbeds)} testbed(s), "
+          f"{total:g}s of traffic; baseline {m.baseline}")  # fmt: skip
+    for i, rid in enumerate(m.order, 1):
+        r = m.runs[rid]
+        print(f"{i:4d}  {rid}  testbed {r.testbed_id}  {r.traffic_s:g}s")
     return 0
 
 
 def cmd_aggregate(a: argparse.Namespace) -> int:
     from ccbench.aggregate import aggregate
 
-    m = json.loads(Path(a.matrix).read_text())
+    m = Matrix.load(a.matrix)
     dirs = [Path(p).parent for p in a.summaries]
     tables = aggregate(dirs, m, Path(a.out))
     s = tables["runs"]
@@ -59,10 +61,10 @@ def cmd_verdicts(a: argparse.Namespace) -> int:
 
     from ccbench import verdicts
 
-    m = json.loads(Path(a.matrix).read_text())
+    m = Matrix.load(a.matrix)
     tables = Path(a.tables)
     runs = pd.read_csv(tables / "runs.csv") if (tables / "runs.csv").exists() else None
-    v = verdicts.evaluate(pd.read_csv(tables / "summary.csv"), m.get("expectations", []), runs)
+    v = verdicts.evaluate(pd.read_csv(tables / "summary.csv"), list(m.expectations), runs)
     out = Path(a.out)
     v.to_csv(out, index=False)
     st = verdicts.status_of(v)
@@ -97,16 +99,15 @@ def cmd_gate(a: argparse.Namespace) -> int:
 def cmd_figures(a: argparse.Namespace) -> int:
     from ccbench.report import figures
 
-    figures.make_all(Path(a.tables), Path(a.runs), json.loads(Path(a.matrix).read_text()),
-                     Path(a.out))  # fmt: skip
+    figures.make_all(Path(a.tables), Path(a.runs), Matrix.load(a.matrix), Path(a.out))
     return 0
 
 
 def cmd_report(a: argparse.Namespace) -> int:
     from ccbench.report import document
 
-    document.build(Path(a.tables), Path(a.figures), json.loads(Path(a.matrix).read_text()),
-                   Path(a.runs), Path(a.pdf), Path(a.html))  # fmt: skip
+    document.build(Path(a.tables), Path(a.figures), Matrix.load(a.matrix), Path(a.runs),
+                   Path(a.pdf), Path(a.html))  # fmt: skip
     return 0
 
 

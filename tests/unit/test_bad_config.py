@@ -282,9 +282,9 @@ def test_mutated_configs_expand_or_are_refused_in_one_line(
         assert "\n" not in line and line.startswith("fuzz"), line
         return
     # accepted: a real matrix whose numbers are all finite and whose ids are unique
-    assert m["runs"] and len(m["order"]) == len(m["runs"])
-    for r in m["runs"].values():
-        for f in r["spec"]["run"]["flows"]:
+    assert m.runs and len(m.order) == len(m.runs)
+    for r in m.runs.values():
+        for f in r.flows:
             assert isinstance(f["streams"], int) and math.isfinite(f["duration_s"])
 
 

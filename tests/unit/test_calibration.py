@@ -10,17 +10,22 @@ import pytest
 
 from ccbench import calibration as cal
 from ccbench.errors import CcbenchError
+from ccbench.metrics import percentile
 
 
 def test_percentile_is_nearest_rank() -> None:
-    xs = [float(x) for x in range(1, 51)]  # 50 pings
-    assert cal.percentile(xs, 0) == 1.0
-    assert cal.percentile(xs, 10) == 5.0  # the 5th lowest of 50
-    assert cal.percentile(xs, 50) == 25.0
-    assert cal.percentile(xs, 100) == 50.0
-    assert cal.percentile([7.0], 10) == 7.0
+    xs = [float(x) for x in range(50, 0, -1)]  # 50 pings, in any order
+    assert percentile(xs, 0) == 1.0
+    assert percentile(xs, 10) == 5.0  # the 5th lowest of 50
+    assert percentile(xs, 50) == 25.0
+    assert percentile(xs, 95) == 48.0  # ceil(47.5) = 48th
+    assert percentile(xs, 99) == 50.0  # ceil(49.5) = 50th
+    assert percentile(xs, 100) == 50.0
+    assert percentile([7.0], 10) == 7.0
     with pytest.raises(ValueError):
-        cal.percentile([], 10)
+        percentile([], 10)
+    with pytest.raises(ValueError):
+        percentile(xs, 101)
 
 
 def test_a_host_stall_does_not_move_the_judged_rtt() -> None:

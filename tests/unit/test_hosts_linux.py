@@ -187,8 +187,12 @@ def test_loss_none() -> None:
 
 
 def test_nfqueue_forwarding_offloads_ss() -> None:
-    assert H.nfqueue_all_forwarded(3) == [
+    assert H.nfqueue_forwarded(3) == [
         "iptables", "-w", "-A", "FORWARD", "-j", "NFQUEUE", "--queue-num", "3",
+    ]  # fmt: skip
+    # delay_direction reverse: only what dl receives from rt2 (r -> s)
+    assert H.nfqueue_forwarded(0, "to-rt2") == [
+        "iptables", "-w", "-A", "FORWARD", "-i", "to-rt2", "-j", "NFQUEUE", "--queue-num", "0",
     ]  # fmt: skip
     assert H.forwarding() == [["sysctl", "-w", "net.ipv4.ip_forward=1"]]
     assert H.offloads_off("veth0") == [

@@ -18,8 +18,10 @@ from ccbench import aggregate, kernel, matrix
 from ccbench.errors import CcbenchError
 from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
+from ccbench.model import Variant
 from ccbench.report import tables
 from ccbench.summary import summarize
+from tests.unit.test_model import fixture_matrix
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE_RUN = REPO / "tests/fixtures/results-small/runs/two-flows-cubic-r1-71654894"
@@ -52,21 +54,22 @@ def test_object_form_keeps_the_run_ids_of_the_label_and_the_regex_is_beside_the_
                               {"label": "after patch", "match": "D49540"}]))  # fmt: skip
     other = matrix.load(config([{"label": "before patch", "match": "nothing"},
                                 {"label": "after patch", "match": "^6\\."}]))  # fmt: skip
-    assert sorted(plain["runs"]) == sorted(obj["runs"]) == sorted(other["runs"])
-    assert obj["variants"][0]["kernel"] == "before patch"
-    assert obj["variants"][0]["kernel_match"] == "^6\\."
-    assert "kernel_match" not in obj["variants"][2] and "kernel_match" not in plain["variants"][0]
-    r = next(r for r in obj["runs"].values() if r["variant"] == "reno")
-    assert r["spec"]["kernel"] == {"label": "after patch", "match": "D49540"}
-    assert r["spec"]["run"]["extra"]["variant"]["kernel"] == "after patch"
-    assert "kernel" not in next(iter(plain["runs"].values()))["spec"]
-    assert obj["resolve_target_pct"] == 2
+    assert sorted(plain.runs) == sorted(obj.runs) == sorted(other.runs)
+    assert obj.variants[0].kernel == "before patch"
+    assert obj.variants[0].kernel_match == "^6\\."
+    assert obj.variants[2].kernel_match is None and plain.variants[0].kernel_match is None
+    assert "kernel_match" not in obj.to_dict()["variants"][2]
+    r = next(r for r in obj.runs.values() if r.variant == "reno")
+    assert r.spec["kernel"] == {"label": "after patch", "match": "D49540"}
+    assert r.run_spec["extra"]["variant"]["kernel"] == "after patch"
+    assert "kernel" not in next(iter(plain.runs.values())).spec
+    assert obj.resolve_target_pct == 2
 
 
 def test_label_change_changes_the_ids() -> None:
     a = matrix.load(config([{"label": "before", "match": "x"}]))
     b = matrix.load(config([{"label": "before patch", "match": "x"}]))
-    cubic = [sorted(r for r in m["runs"] if m["runs"][r]["variant"] == "cubic") for m in (a, b)]
+    cubic = [sorted(r.id for r in m.runs.values() if r.variant == "cubic") for m in (a, b)]
     assert cubic[0] != cubic[1]
 
 
@@ -195,10 +198,11 @@ def test_smallest_resolvable_change_and_repetitions_for_the_target() -> None:
     assert after["throughput_sum_mbps_delta_reps_to_resolve"] == 7
     assert after["kernel_short"] == "14.2-RELEASE #1 D49540"
     assert after["n_waiting"] == 0
-    vmeta = {"variants": [{"label": "before", "kernel": "before patch"},
-                          {"label": "after", "kernel": "after patch"}],
-             "resolve_target_pct": 2}  # fmt: skip
-    d = tables.delta_table(summ, {}, vmeta)
+    m = fixture_matrix(variants=(
+        Variant.from_dict({"label": "before", "cc": "cubic", "kernel": "before patch"}),
+        Variant.from_dict({"label": "after", "cc": "cubic", "kernel": "after patch"}),
+    ), resolve_target_pct=2)  # fmt: skip
+    d = tables.delta_table(summ, {}, m)
     assert d["rows"][0]["kernels"] == (
         "after patch (14.2-RELEASE #1 D49540) vs before patch (14.2-RELEASE)"
     )

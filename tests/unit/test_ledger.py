@@ -32,6 +32,8 @@ def test_links_parser_on_real_capture() -> None:
     after = drops.links(read("ip-s-j-link-after.json"))
     assert set(after) == {"lo", "vy"}
     assert after["vy"]["rx_packets"] == 44 and after["vy"]["rx_dropped"] == 0
+    # vy's peer vx is in namespace capx: (vy's ifindex, vx's ifindex)
+    assert drops.netns_peers(read("ip-s-j-link-after.json")) == {"vy": (2, 2)}
 
 
 def test_iptables_drop_rule_counted_on_real_capture() -> None:
@@ -158,7 +160,11 @@ def test_real_run_with_a_host_drop_is_invalid(tmp_path: Path) -> None:
 
     s = _parse_copy(tmp_path, drop)
     assert not s["valid"]
-    assert "5 packets were lost outside the bottleneck (rt2 to-dl rx_dropped 5)" in s["reasons"]
+    # rt2's to-dl is the receiving end of dl's to-rt2: the veth's direction dl -> rt2
+    assert (
+        "5 packets were lost outside the bottleneck (dl to-rt2 -> rt2 to-dl dropped 5)"
+        in s["reasons"]
+    )
 
 
 def test_real_run_with_one_snapshot_missing_is_invalid(tmp_path: Path) -> None:
@@ -187,3 +193,214 @@ def test_rtt_samples_above_the_path_are_a_host_stall(tmp_path: Path) -> None:
     assert ex["above"] >= 12 and abs(ex["max_excess_ms"] - (95.0 - ex["bound_ms"])) < 1e-6
     assert ex["longest_above_s"] > 1.0  # consecutive samples at 0.1 s
     assert not s["valid"] and any("of RTT samples above" in r for r in s["reasons"])
+
+
+# --- each lost packet once (ledger module docstring) ---------------------------------
+# veth-mtu-drops-{before,after}.json: ledger.collect (softnet_host_wide, as the local
+# testbed calls it) on namespaces ccbl-s1 / ccbl-rt1 joined by veth to-rt1 <-> to-s1,
+# here on 2026-11-23 (kernel 6.18); rt1's end had MTU 1280, then s1 sent 10 UDP
+# datagrams of 1400 bytes to rt1 (sendto returned 1400 each: UDP sends once). The
+# peer refused each (____dev_forward_skb: too long): s1's tx_dropped grew by 10, rt1's
+# rx_dropped by 10, softnet_stat's drops not at all. Unedited.
+
+
+def veth_snap(when: str) -> dict:
+    return json.loads(read(f"veth-mtu-drops-{when}.json"))
+
+
+def _bump(snap: dict, node: str, iface: str, direction: str, n: int) -> None:
+    links = json.loads(snap["nodes"][node]["links"])
+    for link in links:
+        if link["ifname"] == iface:
+            link["stats64"][direction]["dropped"] += n
+    snap["nodes"][node]["links"] = json.dumps(links)
+
+
+def _bump_softnet(text: str, n: int) -> str:
+    """softnet_stat with `n` more backlog drops on CPU 0 (second column, hex)."""
+    lines = text.splitlines()
+    cols = lines[0].split()
+    cols[1] = f"{int(cols[1], 16) + n:08x}"
+    return "\n".join([" ".join(cols), *lines[1:]]) + "\n"
+
+
+def test_veth_drop_is_counted_once_on_real_capture() -> None:
+    before, after = veth_snap("before"), veth_snap("after")
+    grew = {
+        (node, iface, key): after_c[key] - drops.links(before["nodes"][node]["links"])[iface][key]
+        for node in ("s1", "rt1")
+        for iface, after_c in drops.links(after["nodes"][node]["links"]).items()
+        for key in ("rx_dropped", "tx_dropped")
+    }
+    # the kernel counted the 10 refused datagrams on both ends: the old sum was 20
+    assert {k: v for k, v in grew.items() if v} == {
+        ("s1", "to-rt1", "tx_dropped"): 10,
+        ("rt1", "to-s1", "rx_dropped"): 10,
+    }
+    led = ledger.account(before, after)
+    assert led["outside"] == {"s1 to-rt1 -> rt1 to-s1 dropped": 10}
+    assert led["outside_pkts"] == 10 and led["softnet_backlog_pkts"] == 0
+    assert ledger.check(led, 0, 0, 10) == [
+        "10 packets were lost outside the bottleneck (s1 to-rt1 -> rt1 to-s1 dropped 10)"
+    ]
+
+
+def test_veth_drops_seen_by_one_end_only_still_count() -> None:
+    """Drops one end alone counts (the receiver's after its backlog took the packet, the
+    sender's with no peer): the larger end is the direction's count, the other
+    direction is its own."""
+    after = veth_snap("after")
+    _bump(after, "rt1", "to-s1", "rx", 3)  # 13 at the receiver, 10 at the sender
+    _bump(after, "rt1", "to-s1", "tx", 2)  # rt1 -> s1: s1 saw none of these
+    led = ledger.account(veth_snap("before"), after)
+    assert led["outside"] == {
+        "rt1 to-s1 -> s1 to-rt1 dropped": 2,
+        "s1 to-rt1 -> rt1 to-s1 dropped": 13,
+    }
+
+
+def test_veth_ends_whose_indexes_disagree_are_not_paired() -> None:
+    """The names pair two ends only if their ifindex and peer ifindex agree (here rt1's
+    end claims another peer): unpaired, both counters count, as for any interface."""
+    after = veth_snap("after")
+    links = json.loads(after["nodes"]["rt1"]["links"])
+    next(x for x in links if x["ifname"] == "to-s1")["link_index"] = 5
+    after["nodes"]["rt1"]["links"] = json.dumps(links)
+    led = ledger.account(veth_snap("before"), after)
+    assert led["outside"] == {"rt1 to-s1 rx_dropped": 10, "s1 to-rt1 tx_dropped": 10}
+
+
+def test_veth_names_are_the_topologys() -> None:
+    """The pairing by name is topology.links' naming, for every link of the dumbbell."""
+    from ccbench import topology
+
+    for ln in topology.links(3):
+        ends = {(ln.a, ln.a_if): (2, 3), (ln.b, ln.b_if): (3, 2)}
+        assert ledger._veth_peer(ln.a, ln.a_if, ends) == (ln.b, ln.b_if)
+        assert ledger._veth_peer(ln.b, ln.b_if, ends) == (ln.a, ln.a_if)
+
+
+def test_backlog_drop_on_a_veth_counted_once(tmp_path: Path) -> None:
+    """A full backlog at rt2 drops a packet dl sent: enqueue_to_backlog counts it in
+    softnet_stat and in rt2's to-dl rx_dropped, veth_xmit in dl's to-rt2 tx_dropped.
+    The old ledger said 15 for these 5 packets."""
+
+    def backlog(raw: Path) -> None:
+        snap = json.loads((raw / "drops-after.json").read_text())
+        _bump(snap, "rt2", "to-dl", "rx", 5)
+        _bump(snap, "dl", "to-rt2", "tx", 5)
+        snap["nodes"]["host"]["softnet"] = _bump_softnet(snap["nodes"]["host"]["softnet"], 5)
+        (raw / "drops-after.json").write_text(json.dumps(snap))
+
+    s = _parse_copy(tmp_path, backlog)
+    led = s["loss_ledger"]
+    assert led["outside"] == {"dl to-rt2 -> rt2 to-dl dropped": 5}
+    assert led["outside_pkts"] == 5 and led["softnet_backlog_pkts"] == 5
+    assert not s["valid"]
+
+
+def test_backlog_drop_no_interface_counted_is_its_own_place() -> None:
+    """Backlog drops beyond the interfaces' rx_dropped (lo, a device not snapshotted)."""
+    after = veth_snap("after")
+    after["nodes"]["host"]["softnet"] = _bump_softnet(after["nodes"]["host"]["softnet"], 4)
+    led = ledger.account(veth_snap("before"), after)
+    # rt1's rx_dropped (10, the refused datagrams) may be 4 of them: a lower bound
+    assert led["outside"] == {"s1 to-rt1 -> rt1 to-s1 dropped": 10}
+    after["nodes"]["host"]["softnet"] = _bump_softnet(after["nodes"]["host"]["softnet"], 10)
+    led = ledger.account(veth_snap("before"), after)
+    assert led["outside"]["host softnet backlog"] == 4 and led["softnet_backlog_pkts"] == 14
+
+
+def _per_node_softnet(snap: dict, boot_ids: dict[str, str | None]) -> dict:
+    """The snapshot as an SSH testbed takes it (softnet_host_wide=False): every node
+    reads softnet_stat itself, and its boot id if given."""
+    nodes = dict(snap["nodes"])
+    host = nodes.pop("host")
+    for name, bid in boot_ids.items():
+        nodes[name] = {**nodes[name], "softnet": host["softnet"]}
+        if bid is not None:
+            nodes[name]["boot_id"] = bid + "\n"
+    return {**snap, "nodes": nodes}
+
+
+def _run_snaps() -> tuple[dict, dict]:
+    return (
+        json.loads((RUN / "drops-before.json").read_text()),
+        json.loads((RUN / "drops-after.json").read_text()),
+    )
+
+
+def test_softnet_of_namespaces_on_one_kernel_counted_once() -> None:
+    """The Emulab rehearsal: every node a namespace of one machine, each reading the
+    same machine-wide softnet_stat. The old ledger counted its 6 drops 7 times (42)."""
+    before, after = _run_snaps()
+    after["nodes"]["host"]["softnet"] = _bump_softnet(after["nodes"]["host"]["softnet"], 6)
+    one_kernel = dict.fromkeys(["s1", "s2", "rt1", "dl", "rt2", "r1", "r2"], BOOT_A)
+    led = ledger.account(
+        _per_node_softnet(before, one_kernel), _per_node_softnet(after, one_kernel)
+    )
+    assert led["outside"] == {"dl softnet backlog": 6}  # the first node of that kernel
+    assert led["outside_pkts"] == 6 and led["softnet_backlog_pkts"] == 6
+
+
+def test_softnet_of_separate_machines_is_summed() -> None:
+    """Emulab: a machine per node (each its own boot id, or none recorded: snapshots
+    older than the boot id), so each node's drops are its own."""
+    before, after = _run_snaps()
+    after["nodes"]["host"]["softnet"] = _bump_softnet(after["nodes"]["host"]["softnet"], 6)
+    for bids in ({"s1": BOOT_A, "rt1": BOOT_B}, {"s1": None, "rt1": None}):
+        b, a = _per_node_softnet(before, bids), _per_node_softnet(after, bids)
+        led = ledger.account(b, a)
+        assert led["outside"] == {"rt1 softnet backlog": 6, "s1 softnet backlog": 6}
+        assert led["outside_pkts"] == 12 and led["softnet_backlog_pkts"] == 12
+
+
+def test_local_nodes_are_on_the_hosts_kernel() -> None:
+    """Local testbed: softnet read once as "host"; the namespaces have no boot id of
+    their own and are the host's kernel (its rx_dropped explains its backlog drops)."""
+    before, after = veth_snap("before"), veth_snap("after")
+    assert before["nodes"]["host"]["boot_id"].strip() == after["nodes"]["host"]["boot_id"].strip()
+    assert set(ledger._kernels(after["nodes"]).values()) == {
+        after["nodes"]["host"]["boot_id"].strip()
+    }
+    assert set(ledger._kernels(_run_snaps()[1]["nodes"]).values()) == {"host"}  # no boot id
+
+
+BOOT_A = "f2bd904e-913d-4369-a07c-0229228470fc"  # this machine's, 2026-11-23
+BOOT_B = "0b7c2a55-7f0e-4d0b-9d54-2f3c8e1a6b10"  # another machine's (made up)
+
+
+class _FakeEx:
+    """An executor that answers the snapshot's commands from the real captures."""
+
+    def __init__(self, log: list[str]):
+        self.log = log
+
+    def run(self, argv, check=True, timeout=None):  # type: ignore[no-untyped-def]
+        from ccbench.exec import Result
+
+        self.log.append(" ".join(argv))
+        out = {"/proc/net/softnet_stat": read("softnet_stat-before.txt"),
+               "/proc/sys/kernel/random/boot_id": BOOT_A + "\n"}.get(argv[-1])  # fmt: skip
+        if argv[0] == "ip":
+            out = read("ip-s-j-link-before.json")
+        if argv[0] == "iptables-save":
+            out = read("iptables-save-c-before.txt")
+        return Result(tuple(argv), 0, out or "", "")
+
+
+@pytest.mark.parametrize("host_wide", [True, False])
+def test_collect_reads_the_boot_id_with_softnet(tmp_path: Path, host_wide: bool) -> None:
+    log: list[str] = []
+    ex = _FakeEx(log)
+    ledger.collect({"s1": ex, "rt1": ex}, {"s1": "linux", "rt1": "linux"}, tmp_path / "d.json",
+                   control_route=False, softnet_host_wide=host_wide)  # fmt: skip
+    nodes = json.loads((tmp_path / "d.json").read_text())["nodes"]
+    reads = sum("boot_id" in x for x in log)
+    if host_wide:  # once, with softnet, for every namespace
+        assert set(nodes["host"]) == {"softnet", "boot_id"} and reads == 1
+        assert set(nodes["s1"]) == {"links", "iptables"}
+    else:
+        assert "host" not in nodes and reads == 2
+        assert nodes["s1"]["boot_id"] == BOOT_A + "\n"
+    assert set(ledger._kernels(nodes).values()) == {BOOT_A}

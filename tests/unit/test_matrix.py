@@ -31,34 +31,34 @@ def default() -> dict:
 
 def test_default_config_expands_to_18_runs_on_2_testbeds() -> None:
     m = matrix.load(default())
-    assert len(m["runs"]) == 2 * 3 * 3
-    assert len(m["testbeds"]) == 2
-    assert m["baseline"] == "cubic"
-    assert sorted(m["order"]) == sorted(m["runs"])
-    single = [r for r in m["runs"].values() if r["scenario"] == "single-bdp"][0]
-    topo = single["spec"]["run"]["topology"]
+    assert len(m.runs) == 2 * 3 * 3
+    assert len(m.testbeds) == 2
+    assert m.baseline == "cubic"
+    assert sorted(m.order) == sorted(m.runs)
+    single = m.runs_of_scenario("single-bdp")[0]
+    topo = single.run_spec["topology"]
     assert topo["queue_limit_pkts"] == 331  # 100 Mbit/s x 40 ms / 1514 B, rounded up
-    two = [r for r in m["runs"].values() if r["scenario"] == "two-flows-48"][0]
-    assert two["spec"]["run"]["topology"]["queue_limit_pkts"] == 48
-    assert [f["pair"] for f in two["spec"]["run"]["flows"]] == [1, 2]
+    two = m.runs_of_scenario("two-flows-48")[0]
+    assert two.run_spec["topology"]["queue_limit_pkts"] == 48
+    assert [f["pair"] for f in two.flows] == [1, 2]
 
 
 def test_ids_are_stable_and_only_the_changed_variant_changes() -> None:
     a = matrix.load(default())
-    assert matrix.load(default())["runs"].keys() == a["runs"].keys()
+    assert matrix.load(default()).runs.keys() == a.runs.keys()
     cfg = default()
     cfg["variants"][1]["cc"] = "bbr"  # 'reno' now runs bbr
     b = matrix.load(cfg)
-    changed = set(a["runs"]) ^ set(b["runs"])
+    changed = set(a.runs) ^ set(b.runs)
     assert changed and all("-reno-" in rid for rid in changed)
 
 
 def test_order_is_seeded() -> None:
-    a = matrix.load(default())["order"]
+    a = matrix.load(default()).order
     cfg = default()
     cfg["seed"] = 2
-    assert matrix.load(cfg)["order"] != a
-    assert matrix.load(default())["order"] == a
+    assert matrix.load(cfg).order != a
+    assert matrix.load(default()).order == a
 
 
 def test_flow_lists_mix_ccs_and_stagger() -> None:
@@ -66,8 +66,8 @@ def test_flow_lists_mix_ccs_and_stagger() -> None:
     cfg["scenarios"] = {"mixed": {"flows": [{"cc": "variant"}, {"cc": "bbr", "start_s": 5}]}}
     cfg["expectations"] = []
     m = matrix.load(cfg)
-    r = next(r for r in m["runs"].values() if r["variant"] == "reno")
-    flows = r["spec"]["run"]["flows"]
+    r = next(r for r in m.runs.values() if r.variant == "reno")
+    flows = r.flows
     assert [(f["pair"], f["cc"], f["start_s"]) for f in flows] == [(1, "reno", 0), (2, "bbr", 5)]
 
 
@@ -94,11 +94,11 @@ def test_probe_tool_per_scenario_and_default_ids_unchanged() -> None:
     cfg = default()
     cfg["scenarios"]["two-flows-48"]["probe_tool"] = "irtt"
     b = matrix.load(cfg)
-    changed = set(a["runs"]) ^ set(b["runs"])
+    changed = set(a.runs) ^ set(b.runs)
     # only that scenario's runs change id; ping (the default) hashes as before the field
     assert changed and all("two-flows-48" in rid for rid in changed)
-    irtt = [r for r in b["runs"].values() if r["scenario"] == "two-flows-48"]
-    assert {r["spec"]["run"]["probe_tool"] for r in irtt} == {"irtt"}
+    irtt = b.runs_of_scenario("two-flows-48")
+    assert {r.run_spec["probe_tool"] for r in irtt} == {"irtt"}
 
 
 def test_probe_on_freebsd_senders_is_refused(tmp_path: Path) -> None:
@@ -117,20 +117,53 @@ def test_netperf_flent_test_needs_netperf_or_the_container(monkeypatch) -> None:
     with pytest.raises(CcbenchError, match="needs netperf with demo mode.*tools: container"):
         matrix.load(cfg)
     cfg["testbed"] = {"tools": "container"}
-    assert matrix.load(cfg)["runs"]
+    assert matrix.load(cfg).runs
 
 
 def test_qdisc_interval_per_scenario_and_default_ids_unchanged() -> None:
     a = matrix.load(default())
-    assert {r["spec"]["run"]["qdisc_interval_s"] for r in a["runs"].values()} == {0.05}
+    assert {r.run_spec["qdisc_interval_s"] for r in a.runs.values()} == {0.05}
     cfg = default()
     cfg["qdisc_interval_s"] = 0.05  # the default, written out: same ids
-    assert matrix.load(cfg)["runs"].keys() == a["runs"].keys()
+    assert matrix.load(cfg).runs.keys() == a.runs.keys()
     cfg["scenarios"]["two-flows-48"]["qdisc_interval_s"] = 0
     b = matrix.load(cfg)
-    changed = set(a["runs"]) ^ set(b["runs"])
+    changed = set(a.runs) ^ set(b.runs)
     assert changed and all("two-flows-48" in rid for rid in changed)
-    off = [r for r in b["runs"].values() if r["scenario"] == "two-flows-48"]
-    assert {r["spec"]["run"]["qdisc_interval_s"] for r in off} == {0.0}
+    off = b.runs_of_scenario("two-flows-48")
+    assert {r.run_spec["qdisc_interval_s"] for r in off} == {0.0}
     # the ids are the ones results measured before the key existed carry
-    assert "single-bdp-bbr-r1-2c472fc4" in a["runs"]
+    assert "single-bdp-bbr-r1-2c472fc4" in a.runs
+
+
+def test_every_run_goes_to_its_testbeds_dumbbell(tmp_path: Path) -> None:
+    """ssh, 2 dumbbells: each run's spec names the dumbbell its testbed was given (all
+    variants, not only the last one written to a shared testbed)."""
+    inv = write_inventory(tmp_path)
+    doc = yaml.safe_load(inv.read_text())
+    doc["dumbbells"][2] = {n: {**h, "host": h["host"].replace(".", "-2.", 1)}
+                           for n, h in doc["dumbbells"][1].items()}  # fmt: skip
+    for h in (*doc["dumbbells"][1].values(), *doc["dumbbells"][2].values()):
+        h.pop("os", None)  # Linux senders: the default variants are Linux CCs
+    inv.write_text(yaml.safe_dump(doc))
+    cfg = default()
+    cfg["testbed"] = {"kind": "ssh", "inventory": str(inv), "dumbbells": 2}
+    m = matrix.load(cfg)
+    assert sorted(tb.dumbbell for tb in m.testbeds.values()) == [1, 2]
+    for r in m.runs.values():
+        assert r.spec["testbed"]["dumbbell"] == m.testbeds[r.testbed_id].dumbbell, r.id
+
+
+def test_delay_direction_reverse_is_local_only(tmp_path: Path) -> None:
+    cfg = default()
+    cfg["testbed"] = {"delay_direction": "reverse"}
+    m = matrix.load(cfg)
+    assert {tb.testbed["delay_direction"] for tb in m.testbeds.values()} == {"reverse"}
+    # the default leaves matrix.json as before (no key, so no testbed is due again)
+    assert all(
+        "delay_direction" not in tb.testbed for tb in matrix.load(default()).testbeds.values()
+    )
+    cfg["testbed"] = {"kind": "ssh", "inventory": str(write_inventory(tmp_path)),
+                      "delay_direction": "reverse"}  # fmt: skip
+    with pytest.raises(CcbenchError, match="delay_direction: reverse is for the local testbed"):
+        matrix.load(cfg)

@@ -52,7 +52,7 @@ def test_wheel_has_schemas_and_validates_the_default_config(tmp_path: Path) -> N
     code = (
         "import ccbench, sys; from ccbench import config, matrix; "
         "assert ccbench.__file__.startswith(sys.argv[1]), ccbench.__file__; "
-        "m = matrix.load(config.load_yaml(sys.argv[2]), 'cfg'); print(len(m['runs']))"
+        "m = matrix.load(config.load_yaml(sys.argv[2]), 'cfg'); print(len(m.runs))"
     )
     cp = subprocess.run(
         [sys.executable, "-c", code, str(site), str(REPO / "config" / "config.yaml")],

@@ -5,8 +5,10 @@ the seeds' tables, and the report's table of reference vs measured."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import yaml
 from ccbench import matrix
 from ccbench.config import parse_yaml
 from ccbench.errors import CcbenchError
+from ccbench.model import Matrix, Reference
 from ccbench.report import provenance, tables
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,29 +51,27 @@ def example(name: str, tmp_path: Path, oses: tuple[str, ...]) -> dict[str, Any]:
 def test_seed001_covers_the_whole_emulab_table(tmp_path: Path) -> None:
     cfg = example("emulab-seed001.yaml", tmp_path, ("freebsd", "freebsd", "linux"))
     m = matrix.load(cfg, "emulab-seed001.yaml")
-    labels = {v["label"]: v for v in m["variants"]}
+    labels = {v.label: v for v in m.variants}
     # FreeBSD default and RACK x CUBIC before/after and NewReno, Linux CUBIC and NewReno.
     want = {("freebsd", "cubic", "before"), ("freebsd", "cubic", "after"),
             ("rack", "cubic", "before"), ("rack", "cubic", "after"),
             ("freebsd", "newreno", "before"), ("rack", "newreno", "before")}  # fmt: skip
-    got = {(v["stack"], v["cc"], v["kernel"].split()[0]) for v in labels.values()
-           if v["os"] == "freebsd"}  # fmt: skip
+    got = {(v.stack, v.cc, v.kernel.split()[0]) for v in labels.values()
+           if v.os == "freebsd"}  # fmt: skip
     assert got == want
-    assert {v["cc"] for v in labels.values() if v["os"] == "linux"} == {"cubic", "reno"}
+    assert {v.cc for v in labels.values() if v.os == "linux"} == {"cubic", "reno"}
     # Different sender images, each on its own dumbbell.
-    assert {v["label"]: v["dumbbell"] for v in labels.values()} == {
+    assert {v.label: v.dumbbell for v in labels.values()} == {
         "fbsd-cubic-before": 1, "fbsd-newreno": 1, "rack-cubic-before": 1, "rack-newreno": 1,
         "fbsd-cubic-after": 2, "rack-cubic-after": 2, "linux-cubic": 3, "linux-reno": 3,
     }  # fmt: skip
-    for r in m["runs"].values():
-        v = labels[r["variant"]]
-        assert m["testbeds"][r["testbed_id"]]["dumbbell"] == v["dumbbell"]
+    for r in m.runs.values():
+        assert m.testbeds[r.testbed_id].dumbbell == labels[r.variant].dumbbell
     # Every row of the seed's Emulab table, four numbers each, is a reference.
-    refs = m["references"]
-    emulab = [r for r in refs if r["scenario"] == "two-flows-48"]
+    emulab = [r for r in m.references if r.scenario == "two-flows-48"]
     assert len(emulab) == 8 * 4
-    assert {r["variant"] for r in emulab} == set(labels)
-    linux_cubic = {r["metric"]: r["value"] for r in emulab if r["variant"] == "linux-cubic"}
+    assert {r.variant for r in emulab} == set(labels)
+    linux_cubic = {r.metric: r.value for r in emulab if r.variant == "linux-cubic"}
     assert linux_cubic == {"flow1_throughput_mbps": 304.0, "flow2_throughput_mbps": 222.0,
                            "throughput_sum_mbps": 526.0, "jain": 0.976}  # fmt: skip
 
@@ -111,7 +112,7 @@ def test_every_example_with_references_expands(tmp_path: Path) -> None:
         d = tmp_path / n
         d.mkdir()
         m = matrix.load(example(f"emulab-seed{n}.yaml", d, o), n)
-        assert m["references"]
+        assert m.references
 
 
 def base() -> dict[str, Any]:
@@ -125,10 +126,11 @@ def base() -> dict[str, Any]:
 
 def test_references_are_carried_into_the_matrix() -> None:
     m = matrix.expand(matrix.validate(base(), "matrix", "t"), "t")
-    assert m["references"] == base()["references"]
+    assert m.to_dict()["references"] == base()["references"]
+    assert m.references == (Reference("seed 001", "two", "cubic", "flow2_throughput_mbps", 222.0),)
     cfg = base()
     del cfg["references"]
-    assert matrix.expand(matrix.validate(cfg, "matrix", "t"), "t")["references"] == []
+    assert matrix.expand(matrix.validate(cfg, "matrix", "t"), "t").references == ()
 
 
 @pytest.mark.parametrize(
@@ -165,7 +167,9 @@ def test_report_rows_put_the_reference_beside_the_mean_and_the_ratio() -> None:
         {"source": "seed 001", "scenario": "two", "variant": "reno",
          "metric": "throughput_sum_mbps", "value": 446.0},
     ]  # fmt: skip
-    rows = tables.reference_rows(summary, {"references": refs})
+    m = dataclasses.replace(Matrix.load(REPO / "tests" / "fixtures" / "matrix-qdisc-check.json"),
+                            references=tuple(Reference.from_dict(r) for r in refs))  # fmt: skip
+    rows = tables.reference_rows(summary, m)
     assert [(r["reference"], r["measured"], r["ratio"]) for r in rows] == [
         ("526.0", "263.0 ± 52.6", "0.50 ± 0.10"),
         ("222.0", "111.0 ± n/a", "0.50 ± n/a"),
@@ -197,3 +201,42 @@ def test_report_nics_local_says_veths_and_ssh_shows_the_records(tmp_path: Path) 
                             "speed": "1000 Mbit/s", "tx_ring": "48 asked, 80 set",
                             "offloads": "tso off, gro off"}]  # fmt: skip
     assert got["notes"] == [f"{note} (in 2 of 3 runs)"]
+
+
+def test_conditions_say_where_the_delay_sat() -> None:
+    """testbed.delay_direction reaches the report's testbed table from calibration.json;
+    a calibration made before the option (no key) was RTT/2 each way."""
+    rev = provenance._calibration({"delay_method": "ccdelay", "delay_direction": "reverse"}, 3)
+    assert rev["delay_where"] == "the whole RTT on the path r → s (ACKs), none on the data path"
+    old = provenance._calibration({"delay_method": "ccdelay"}, 3)
+    assert old["delay_where"] == "RTT/2 on each direction"
+
+
+def test_the_report_reads_run_data_from_summary_json(tmp_path: Path) -> None:
+    """Provenance (calibration, facts, qdisc) and the probe samples come from summary.json
+    (`recorded`, `probe.samples_us`), a declared output of parse: the report no longer
+    needs raw/. A summary written before those keys existed falls back to raw/."""
+    from ccbench.report import data
+
+    fix = REPO / "tests" / "fixtures" / "results-small" / "runs"
+    runs = tmp_path / "runs"
+    shutil.copytree(fix, runs)
+    rid = sorted(p.name for p in runs.iterdir())[0]
+    raw = runs / rid / "raw"
+    want_cal = json.loads((raw / "calibration.json").read_text())
+    want_rtts = [x / 1e3 for x in json.loads((runs / rid / "summary.json").read_text())
+                 ["probe"]["samples_us"]]  # fmt: skip
+    for name in ("calibration.json", "facts.json", "qdisc-config.txt", "probe-ping.txt"):
+        (raw / name).unlink()
+    assert data.recorded(runs, rid, "calibration") == want_cal
+    assert data.recorded(runs, rid, "facts")["host"]
+    assert any("pfifo" in ln for ln in data.recorded(runs, rid, "qdisc_config"))
+    assert data.probe_rtts_ms(runs, rid) == want_rtts and len(want_rtts) > 20
+    # an older summary (no `recorded`, no samples): the raw files, as before
+    shutil.rmtree(raw)
+    shutil.copytree(fix / rid / "raw", raw)
+    s = json.loads((runs / rid / "summary.json").read_text())
+    del s["recorded"], s["probe"]["samples_us"]
+    (runs / rid / "summary.json").write_text(json.dumps(s))
+    assert data.recorded(runs, rid, "calibration") == want_cal
+    assert sorted(data.probe_rtts_ms(runs, rid)) == sorted(want_rtts)

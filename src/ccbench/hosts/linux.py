@@ -214,8 +214,12 @@ class LinuxHost:
         return [[*base, "--mode", "random", "--probability", f"{topo.loss_rate:.6f}",
                  "-j", "DROP"]]  # fmt: skip
 
-    def nfqueue_all_forwarded(self, queue: int) -> Argv:
-        return ["iptables", "-w", "-A", "FORWARD", "-j", "NFQUEUE", "--queue-num", str(queue)]
+    def nfqueue_forwarded(self, queue: int, in_dev: str | None = None) -> Argv:
+        """Every forwarded packet to the delay element, or only those that came in on
+        `in_dev` (one direction)."""
+        only = ["-i", in_dev] if in_dev else []
+        return ["iptables", "-w", "-A", "FORWARD", *only, "-j", "NFQUEUE", "--queue-num",
+                str(queue)]  # fmt: skip
 
     def ss_sample(self) -> Argv:
         return ["ss", "-tinH", "state", "established"]

@@ -1,7 +1,8 @@
 """Drop counters from every place a packet can be lost, as the tools print them.
 
 Pure parsers (text in, numbers out) for the loss ledger (ccbench.ledger):
-- `ip -s -j link show` (Linux, per interface: rx/tx dropped and errors),
+- `ip -s -j link show` (Linux, per interface: rx/tx dropped and errors; for an interface
+  whose peer is in another namespace, a veth end: its and its peer's ifindex),
 - `/proc/net/softnet_stat` (Linux, per CPU: backlog drops, time squeezes; hex columns),
 - `iptables-save -c` (packets the configured loss rules dropped: `-j DROP` rules),
 - `ipfw pipe show` / `dnctl pipe show` (FreeBSD dummynet, Emulab's delay node: per pipe,
@@ -51,6 +52,21 @@ def links(text: str) -> dict[str, dict[str, int]]:
             "tx_errors": _count(tx.get("errors", 0), f"{name} tx errors"),
             "rx_over_errors": _count(rx.get("over_errors", 0), f"{name} rx over_errors"),
         }
+    return out
+
+
+def netns_peers(text: str) -> dict[str, tuple[int, int]]:
+    """`ip -s -j link show` -> {ifname: (ifindex, peer ifindex)} for the interfaces whose
+    peer lives in another network namespace (`link_netnsid` present): veth ends. The
+    netns id is a number private to the namespace that prints it, so it is not kept."""
+    out: dict[str, tuple[int, int]] = {}
+    for link in json.loads(text):
+        if isinstance(link, dict) and "link_netnsid" in link and "link_index" in link:
+            name = str(link.get("ifname"))
+            out[name] = (
+                _count(link.get("ifindex"), f"{name} ifindex"),
+                _count(link["link_index"], f"{name} link_index"),
+            )
     return out
 
 

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ccbench.metrics import percentile
 from ccbench.parse.tc import QdiscStats, parse_tc_qdisc_json
 
 QUEUE_HANDLE = "10:"  # the child queue under the shaper (hosts.linux.bottleneck)
@@ -159,7 +160,7 @@ def queue_stats(
         limit_pkts=limit_pkts,
         limit_bytes=limit_bytes,
         backlog_mean_pkts=_r(sum(backlog) / len(backlog), 3) if backlog else None,
-        backlog_p95_pkts=_pct(backlog, 95),
+        backlog_p95_pkts=percentile(backlog, 95) if backlog else None,
         backlog_max_pkts=backlog[-1] if backlog else None,
         backlog_mean_bytes=_r(sum(p.backlog_bytes for p in win) / len(win), 1) if win else None,
         full_share=_r(sum(full) / len(full), 4) if full else None,
@@ -209,14 +210,6 @@ def _drops_check(
         chk["note"] = (f"series counts {series} of {counters} drops: " + ", ".join(parts)
                        + " (outside the sampled span)")  # fmt: skip
     return chk
-
-
-def _pct(xs: list[int], q: float) -> float | None:
-    """Nearest-rank percentile of sorted xs."""
-    if not xs:
-        return None
-    k = max(0, math.ceil(q / 100 * len(xs)) - 1)
-    return float(xs[k])
 
 
 def _r(x: float | None, nd: int) -> float | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from ccbench import metrics
+from ccbench.model import Matrix
 from ccbench.probe import read_probe
 from ccbench.report.fmt import fmt
 from ccbench.spec import Topology
@@ -150,13 +150,10 @@ def delta_unpaired(x: object) -> bool:
         return False
 
 
-def scenario_names(matrix: dict[str, Any], runs: pd.DataFrame) -> list[str]:
-    names = list(matrix.get("scenarios", {}))
+def scenario_names(matrix: Matrix, runs: pd.DataFrame) -> list[str]:
+    """The matrix's scenarios (matrix.json: by name), then any other the runs table has."""
+    names = matrix.scenario_names
     return names + [s for s in runs["scenario"].drop_duplicates() if s not in names]
-
-
-def variant_labels(matrix: dict[str, Any]) -> list[str]:
-    return [v["label"] for v in matrix.get("variants", [])]
 
 
 @dataclass(frozen=True)
@@ -242,29 +239,32 @@ class Conditions:
         return s
 
 
-def conditions(matrix: dict[str, Any], scenario: str) -> Conditions | None:
-    for r in matrix.get("runs", {}).values():
-        if r.get("scenario") != scenario:
-            continue
-        spec = r.get("spec", {}).get("run", {})
-        t = spec.get("topology", {})
-        return Conditions(
-            scenario=scenario,
-            description=matrix.get("scenarios", {}).get(scenario, {}).get("description", ""),
-            rate_mbit=float(t.get("rate_mbit", math.nan)),
-            rtt_ms=float(t.get("rtt_ms", math.nan)),
-            queue_kind=str(t.get("queue_kind", "")),
-            queue_limit_pkts=t.get("queue_limit_pkts"),
-            mtu=int(t.get("mtu", 1500)),
-            loss_mode=str(t.get("loss_mode", "none")),
-            loss_rate=float(t.get("loss_rate", 0.0)),
-            flows=tuple(spec.get("flows", [])),
-            testbed_id=str(r.get("testbed_id", "")),
-            traffic_s=float(r.get("traffic_s", math.nan)),
-            interval_s=float(spec.get("interval_s", math.nan)),
-            probe_interval_s=float(spec.get("probe_interval_s") or math.nan),
-        )
-    return None
+def conditions(matrix: Matrix, scenario: str) -> Conditions | None:
+    runs = matrix.runs_of_scenario(scenario)
+    if not runs:
+        return None
+    r = runs[0]
+    s = matrix.scenario(scenario)
+    # The run spec as `ccbench run` reads it; keys missing from specs written before
+    # they existed read as not measured / the default.
+    spec = r.run_spec
+    t = spec["topology"]
+    return Conditions(
+        scenario=scenario,
+        description=s.description if s else "",
+        rate_mbit=float(t.get("rate_mbit", math.nan)),
+        rtt_ms=float(t.get("rtt_ms", math.nan)),
+        queue_kind=str(t.get("queue_kind", "")),
+        queue_limit_pkts=t.get("queue_limit_pkts"),
+        mtu=int(t.get("mtu", 1500)),
+        loss_mode=str(t.get("loss_mode", "none")),
+        loss_rate=float(t.get("loss_rate", 0.0)),
+        flows=tuple(r.flows),
+        testbed_id=r.testbed_id,
+        traffic_s=float(r.traffic_s),
+        interval_s=float(spec.get("interval_s", math.nan)),
+        probe_interval_s=float(spec.get("probe_interval_s") or math.nan),
+    )
 
 
 def representative(valid_runs: pd.DataFrame) -> str | None:
@@ -290,14 +290,40 @@ def group(df: pd.DataFrame, scenario: str, variant: str | None = None) -> pd.Dat
     return df[m]
 
 
-def run_flows(matrix: dict[str, Any], run_id: str) -> list[dict[str, Any]]:
-    return list(
-        matrix.get("runs", {}).get(run_id, {}).get("spec", {}).get("run", {}).get("flows", [])
-    )
+def run_flows(matrix: Matrix, run_id: str) -> list[dict[str, Any]]:
+    r = matrix.runs.get(run_id)
+    return r.flows if r else []
+
+
+def run_summary(runs_dir: Path, run_id: str) -> dict[str, Any]:
+    """A run's summary.json ({} if missing or unreadable). The report reads per-run data
+    only here: summary.json is a declared output of `parse` and input of the rules that
+    build figures and the report, so Snakemake knows when what they show changed."""
+    try:
+        s = json.loads((runs_dir / run_id / "summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return s if isinstance(s, dict) else {}
+
+
+def recorded(runs_dir: Path, run_id: str, what: str) -> Any:
+    """summary.json `recorded.<what>` (calibration, facts, qdisc_config). A summary
+    written before it had `recorded` (results from before 2026-11-23 that were not
+    parsed again) has none: then the raw file, read as those versions did."""
+    rec = run_summary(runs_dir, run_id).get("recorded")
+    if isinstance(rec, dict):
+        return rec.get(what)
+    from ccbench.summary import recorded as from_raw  # older results only
+
+    return from_raw(runs_dir / run_id / "raw").get(what)
 
 
 def probe_rtts_ms(runs_dir: Path, run_id: str) -> list[float]:
-    """Every RTT-under-load sample of a run (its raw probe file, in order), ms."""
+    """Every RTT-under-load sample of a run (summary.json probe.samples_us, in the order
+    measured), ms; older summaries without them: the raw probe file."""
+    probe = run_summary(runs_dir, run_id).get("probe") or {}
+    if isinstance(probe.get("samples_us"), list):
+        return [float(x) / 1e3 for x in probe["samples_us"]]
     try:
         p = read_probe(runs_dir / run_id / "raw")
     except ValueError:
@@ -311,11 +337,7 @@ def probe_tools(runs_dir: Path, run_ids: list[str]) -> tuple[list[str], list[str
     tools: list[str] = []
     raws: list[str] = []
     for rid in run_ids:
-        try:
-            s = json.loads((runs_dir / rid / "summary.json").read_text())
-        except (OSError, ValueError):
-            continue
-        pr = s.get("probe") or {}
+        pr = run_summary(runs_dir, rid).get("probe") or {}
         tool = pr.get("what") or ("ping (ICMP echo)" if pr.get("tool") == "ping" else None)
         tool = tool or pr.get("tool")
         if tool and tool not in tools:
@@ -336,28 +358,7 @@ def probe_what(sources: tuple[list[str], list[str]], cond: Conditions) -> str:
     return f"{how} from s1 to r1{rate}, through the same bottleneck queue as the flows{where}"
 
 
-def jain_series(
-    ts: pd.DataFrame, flows: list[dict[str, Any]], interval_s: float
-) -> tuple[list[float], list[float]]:
-    """Jain's index per iperf3 interval, as aggregate computes convergence_s: intervals
-    after the last flow start until the first flow ends, binned to the interval grid,
-    times in seconds since the last flow started. ([], []) with fewer than 2 flows."""
-    ts = ts[ts["source"] == "iperf3"]
-    if ts.empty or len(flows) < 2 or not interval_s > 0:
-        return [], []
-    last_start = max(float(f.get("start_s", 0)) for f in flows)
-    end = min(float(f.get("start_s", 0)) + float(f.get("duration_s", 0)) for f in flows)
-    ts = ts[(ts["t_s"] > last_start) & (ts["t_s"] <= end + 1e-6)]
-    ts = ts.assign(bin=((ts["t_s"] - last_start) / interval_s).round().astype(int))
-    wide = ts.pivot_table(index="bin", columns="flow", values="throughput_bps", aggfunc="mean")
-    wide = wide.dropna()
-    if wide.empty or wide.shape[1] < 2:
-        return [], []
-    jains = metrics.jain_over_time({str(c): wide[c].tolist() for c in wide.columns})
-    return [float(b) * interval_s for b in wide.index], jains
-
-
-def loss_groups(matrix: dict[str, Any], runs: pd.DataFrame) -> list[list[Conditions]]:
+def loss_groups(matrix: Matrix, runs: pd.DataFrame) -> list[list[Conditions]]:
     """Scenarios that differ only in their loss (same rate, RTT, MTU, queue and flows),
     at least two of them and one with loss, ordered by loss rate: each such group is
     one throughput-vs-loss figure. Scenarios whose runs were all skipped are left out."""

@@ -18,6 +18,7 @@ import jinja2
 
 from ccbench import verdicts as verdicts_mod
 from ccbench.aggregate import JAIN_CONVERGED, JAIN_WINDOW_S
+from ccbench.model import Matrix
 from ccbench.report import data, provenance, style, tables
 from ccbench.report.fmt import fmt
 
@@ -78,13 +79,11 @@ def _conditions_row(c: data.Conditions, runs_text: str) -> dict[str, str]:
     }
 
 
-def context(
-    tables_dir: Path, figures_dir: Path, matrix: dict[str, Any], runs_dir: Path
-) -> dict[str, Any]:
+def context(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path) -> dict[str, Any]:
     t = data.load_tables(tables_dir)
     colours = style.variant_colours(matrix)
     figs = _figures(figures_dir)
-    baseline = str(matrix.get("baseline", ""))
+    baseline = matrix.baseline
     scenarios, overview = [], []
     for scen in data.scenario_names(matrix, t.runs):
         runs = data.group(t.runs, scen)
@@ -155,17 +154,17 @@ def context(
     order = provenance.run_order(matrix, t.runs, runs_dir)
     started = t.runs["started_unix"].dropna()
     return {
-        "title": matrix.get("title", "ccbench report"),
-        "question": matrix.get("question", ""),
+        "title": matrix.title,
+        "question": matrix.question,
         "baseline": baseline,
-        "repetitions": matrix.get("repetitions", "?"),
-        "seed": matrix.get("seed", "?"),
+        "repetitions": matrix.repetitions,
+        "seed": matrix.seed,
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "runs_from": provenance.utc(started.min()) if len(started) else "n/a",
         "runs_to": provenance.utc(started.max()) if len(started) else "n/a",
         "sha256": provenance.matrix_sha256(matrix),
         "counts": {
-            "planned": len(matrix.get("order", [])),
+            "planned": len(matrix.order),
             "executed": int((~t.runs["skipped"]).sum()),
             "valid": int(t.runs["valid"].sum()),
             "invalid": int(data.is_invalid(t.runs).sum()),
@@ -183,14 +182,19 @@ def context(
         "srtt_tools": data.SRTT_TOOLS,
         "variants": [
             {
-                **v,
-                "colour": colours.get(v["label"], "#999999"),
-                "is_baseline": v["label"] == baseline,
+                "label": v.label,
+                "os": v.os,
+                "stack": v.stack,
+                "cc": v.cc,
+                "kernel": v.kernel,
+                "kernel_match": v.kernel_match,
+                "colour": colours.get(v.label, "#999999"),
+                "is_baseline": v.label == baseline,
                 **tables.variant_kernels(t.runs, v),
             }
-            for v in matrix.get("variants", [])
+            for v in matrix.variants
         ],
-        "resolve_target": fmt(float(matrix.get("resolve_target_pct", 2.0)), None),
+        "resolve_target": fmt(float(matrix.resolve_target_pct), None),
         "overview": overview,
         "scenarios": scenarios,
         "tools": provenance.tool_versions(t.runs, runs_dir),
@@ -221,7 +225,7 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def render_html(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any], runs_dir: Path) -> str:
+def render_html(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path) -> str:
     env = _env()
     css = (resources.files("ccbench") / "templates" / "report.css").read_text()
     ctx = context(tables_dir, figures_dir, matrix, runs_dir)
@@ -231,7 +235,7 @@ def render_html(tables_dir: Path, figures_dir: Path, matrix: dict[str, Any], run
 def build(
     tables_dir: Path,
     figures_dir: Path,
-    matrix: dict[str, Any],
+    matrix: Matrix,
     runs_dir: Path,
     pdf_path: Path,
     html_path: Path,

@@ -25,8 +25,9 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from ccbench import metrics  # noqa: E402
+from ccbench import metrics, timeseries  # noqa: E402
 from ccbench.aggregate import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
+from ccbench.model import Matrix  # noqa: E402
 from ccbench.report import behaviour, data, plots, style, tsplot  # noqa: E402
 from ccbench.report.fmt import fmt  # noqa: E402
 
@@ -70,7 +71,7 @@ def _stats(
     tables: data.Tables,
     scen: str,
     variants: list[str],
-    matrix: dict[str, Any],
+    matrix: Matrix,
     colours: dict[str, str],
 ) -> list[plots.VariantStats]:
     out = []
@@ -82,7 +83,7 @@ def _stats(
         st = plots.VariantStats(
             label=v,
             colour=colours.get(v, style.PALETTE[-1]),
-            baseline=v == matrix.get("baseline"),
+            baseline=v == matrix.baseline,
             n_valid=len(valid),
             n_total=int((~runs["skipped"]).sum()),
             tputs=valid["throughput_sum_mbps"].dropna().tolist(),
@@ -117,10 +118,10 @@ class _Writer:
 
 
 def _cwnd_source(series: list[tsplot.RunSeries]) -> str:
-    for src, label in (("ss", "ss samples"), ("siftr", "siftr samples")):
-        if any((s.ts["source"] == src).any() for s in series):
-            return label
-    return "iperf3 intervals"
+    if not series:
+        return "iperf3 intervals"
+    src = timeseries.finest_source(pd.concat([s.ts[["source"]] for s in series]))
+    return "iperf3 intervals" if src == "iperf3" else f"{src} samples"
 
 
 def _qinterval(series: list[tsplot.RunSeries]) -> str:
@@ -328,7 +329,7 @@ def _jain_time(
     w: _Writer,
     tables: data.Tables,
     runs_dir: Path,
-    matrix: dict[str, Any],
+    matrix: Matrix,
     scen: str,
     cond: data.Conditions,
     variants: list[str],
@@ -346,7 +347,7 @@ def _jain_time(
         ts = data.load_timeseries(runs_dir, rep)
         if ts is None:
             continue
-        t, j = data.jain_series(ts, data.run_flows(matrix, rep), cond.interval_s)
+        t, j = timeseries.jain_series(ts, data.run_flows(matrix, rep), cond.interval_s)
         # From the series itself, as aggregate computes convergence_s (also for results
         # sets made before that column existed).
         conv = metrics.convergence_time_s(t, j, JAIN_CONVERGED, JAIN_WINDOW_S)
@@ -383,7 +384,7 @@ def _scenario(
     w: _Writer,
     tables: data.Tables,
     runs_dir: Path,
-    matrix: dict[str, Any],
+    matrix: Matrix,
     scen: str,
     colours: dict[str, str],
 ) -> None:
@@ -393,8 +394,8 @@ def _scenario(
     runs = data.group(tables.runs, scen)
     if runs["skipped"].all():
         return  # nothing ran: the report shows the reason instead of empty figures
-    variants = [v for v in data.variant_labels(matrix) if v in set(runs["variant"])]
-    baseline = str(matrix.get("baseline", ""))
+    variants = [v for v in matrix.variant_labels if v in set(runs["variant"])]
+    baseline = matrix.baseline
     _timeseries(w, tables, runs_dir, scen, cond, variants, colours, baseline)
     _probe(w, tables, runs_dir, scen, cond, variants, colours, baseline)
     _queue_cdf(w, tables, runs_dir, scen, cond, variants, colours, baseline)
@@ -436,7 +437,7 @@ def _scenario(
     )
 
 
-def make_all(tables_dir: Path, runs_dir: Path, matrix: dict[str, Any], out_dir: Path) -> None:
+def make_all(tables_dir: Path, runs_dir: Path, matrix: Matrix, out_dir: Path) -> None:
     """Write every figure as PNG into out_dir and the manifest out_dir/figures.json:
     a list of {file, scenario, kind, variant, caption, width_in, height_in}."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -455,15 +456,15 @@ def make_all(tables_dir: Path, runs_dir: Path, matrix: dict[str, Any], out_dir: 
 def _loss(
     w: _Writer,
     tables: data.Tables,
-    matrix: dict[str, Any],
+    matrix: Matrix,
     group: list[data.Conditions],
     colours: dict[str, str],
     i: int,
 ) -> None:
     """Throughput vs loss rate across the scenarios of one loss group, with Mathis."""
-    baseline = str(matrix.get("baseline", ""))
+    baseline = matrix.baseline
     series = []
-    for v in data.variant_labels(matrix):
+    for v in matrix.variant_labels:
         pts = []
         for c in group:
             g = data.group(tables.runs, c.scenario, v)

@@ -16,16 +16,18 @@ from typing import Any
 
 import pandas as pd
 
+from ccbench.model import Matrix
+from ccbench.report import data
 from ccbench.report.fmt import fmt
 
 # Facts that change on every run by nature; grouping them per variant says nothing.
 VOLATILE_FACTS = {"loadavg"}
 
 
-def matrix_sha256(matrix: dict[str, Any]) -> str:
+def matrix_sha256(matrix: Matrix) -> str:
     """sha256 of the matrix as canonical JSON (sorted keys, no whitespace), so the
     same matrix hashes the same whatever indentation the file on disk has."""
-    canon = json.dumps(matrix, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    canon = json.dumps(matrix.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
@@ -91,6 +93,12 @@ def _calibration(cal: dict[str, Any], n_runs: int) -> dict[str, Any]:
         "time": utc(cal.get("time")),
         "n_runs": n_runs,
         "delay_method": cal.get("delay_method", "n/a"),
+        # where the RTT sat (testbed.delay_direction; calibrations before it: both ways)
+        "delay_where": (
+            "the whole RTT on the path r → s (ACKs), none on the data path"
+            if cal.get("delay_direction") == "reverse"
+            else "RTT/2 on each direction"
+        ),
         "rtt_configured": fmt(cal.get("rtt_configured_ms")),
         "idle_rtt": idle,
         "rate_ratio": fmt(rate.get("ratio", cal.get("rate_ratio")), 3),
@@ -148,40 +156,33 @@ def nics(kind: str, rids: list[str], runs_dir: Path) -> dict[str, Any]:
     return {"text": text, "rows": rows, "notes": shown}
 
 
-def testbeds(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> list[dict[str, Any]]:
+def testbeds(matrix: Matrix, runs: pd.DataFrame, runs_dir: Path) -> list[dict[str, Any]]:
     """Per testbed: its config, the scenarios on it and each distinct calibration its
     runs recorded (normally one; a rebuilt testbed shows up as a second)."""
     out = []
     by_tb: dict[str, list[str]] = {}
     for rid in runs.sort_values("order")["run_id"]:
-        tb = matrix.get("runs", {}).get(rid, {}).get("testbed_id", "?")
-        by_tb.setdefault(str(tb), []).append(str(rid))
-    for tb_id, tb in matrix.get("testbeds", {}).items():
+        planned = matrix.runs.get(rid)
+        by_tb.setdefault(planned.testbed_id if planned else "?", []).append(str(rid))
+    for tb_id, tb in matrix.testbeds.items():
         rids = by_tb.get(tb_id, [])
         cals: dict[str, tuple[dict[str, Any], int]] = {}
         for rid in rids:
-            cal = _json(raw_dir(runs_dir, rid) / "calibration.json")
-            if cal is not None:
+            cal = data.recorded(runs_dir, rid, "calibration")
+            if isinstance(cal, dict):
                 key = json.dumps(cal, sort_keys=True)
                 c, n = cals.get(key, (cal, 0))
                 cals[key] = (c, n + 1)
         qdisc = []
         if rids:
-            p = raw_dir(runs_dir, rids[0]) / "qdisc-config.txt"
-            if p.exists():
-                qdisc = [ln for ln in p.read_text().splitlines() if ln and "noqueue" not in ln]
-        t = tb.get("topology", {})
+            lines = data.recorded(runs_dir, rids[0], "qdisc_config") or []
+            qdisc = [ln for ln in lines if ln and "noqueue" not in ln]
+        t = tb.topology
         q = t.get("queue", {})
         qtxt = " ".join(f"{k} {v}" for k, v in q.items())
         loss = t.get("loss", {})
-        scen = sorted(
-            {
-                matrix["runs"][r]["scenario"]
-                for r in matrix.get("runs", {})
-                if matrix["runs"][r].get("testbed_id") == tb_id
-            }
-        )
-        cfg = tb.get("testbed", {})
+        scen = sorted({r.scenario for r in matrix.runs_of_testbed(tb_id)})
+        cfg = tb.testbed
         out.append(
             {
                 "id": tb_id,
@@ -195,7 +196,7 @@ def testbeds(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> list
                 "n_runs": len(rids),
                 "calibrations": [_calibration(c, n) for c, n in cals.values()],
                 "qdisc_config": qdisc,
-                "nics": nics(str(cfg.get("kind", "local")), rids, runs_dir),
+                "nics": nics(tb.kind, rids, runs_dir),
             }
         )
     return out
@@ -213,7 +214,7 @@ def _flatten(role: str, obj: dict[str, Any], out: dict[str, Any]) -> None:
 def _facts_by_run(runs: pd.DataFrame, runs_dir: Path) -> list[tuple[str, str, dict[str, Any]]]:
     out = []
     for _, r in runs.sort_values("order").iterrows():
-        f = _json(raw_dir(runs_dir, str(r["run_id"])) / "facts.json")
+        f = data.recorded(runs_dir, str(r["run_id"]), "facts")
         if isinstance(f, dict):
             f.pop("nics", None)  # NIC records: their own table (testbeds(), nics())
             flat: dict[str, Any] = {}
@@ -267,20 +268,20 @@ def tool_versions(runs: pd.DataFrame, runs_dir: Path) -> list[tuple[str, str]]:
     return out
 
 
-def run_order(matrix: dict[str, Any], runs: pd.DataFrame, runs_dir: Path) -> list[dict[str, str]]:
+def run_order(matrix: Matrix, runs: pd.DataFrame, runs_dir: Path) -> list[dict[str, str]]:
     """Every planned run in planned (seeded random) order with its executed position,
     start time, status and raw directory; runs that never produced a result say so."""
     done = runs.set_index("run_id")
-    planned = list(matrix.get("order", []))
+    planned = list(matrix.order)
     extra = [r for r in runs.sort_values("order")["run_id"] if r not in set(planned)]
     rows = []
     for i, rid in enumerate(planned + extra, 1):
-        spec = matrix.get("runs", {}).get(rid, {})
+        spec = matrix.runs.get(rid)
         row = {
             "planned": str(i) if rid in planned else "-",
             "run_id": rid,
-            "scenario": spec.get("scenario", ""),
-            "variant": spec.get("variant", ""),
+            "scenario": spec.scenario if spec else "",
+            "variant": spec.variant if spec else "",
             "executed": "-",
             "started": "-",
             "attempt": "-",

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ccbench.model import Matrix
+
 BASELINE_COLOUR = "#000000"
 PALETTE = [
     "#0072B2",
@@ -47,14 +49,14 @@ RC: dict[str, Any] = {
 }
 
 
-def variant_colours(matrix: dict[str, Any]) -> dict[str, str]:
+def variant_colours(matrix: Matrix) -> dict[str, str]:
     out: dict[str, str] = {}
     i = 0
-    for v in matrix.get("variants", []):
-        if v["label"] == matrix.get("baseline"):
-            out[v["label"]] = BASELINE_COLOUR
+    for label in matrix.variant_labels:
+        if label == matrix.baseline:
+            out[label] = BASELINE_COLOUR
         else:
-            out[v["label"]] = PALETTE[i % len(PALETTE)]
+            out[label] = PALETTE[i % len(PALETTE)]
             i += 1
     return out
 

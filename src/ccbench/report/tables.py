@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ccbench.aggregate import METRICS as METRIC_LABELS
-from ccbench.aggregate import RESOLVE_TARGET_PCT
+from ccbench.model import RESOLVE_TARGET_PCT, Matrix, Variant
 from ccbench.report import data
 from ccbench.report.fmt import DIGITS, NA, fmt, fmt_ci, significant
 
@@ -96,19 +96,18 @@ def _flow_count(df: pd.DataFrame) -> int:
     return max(ks, default=0)
 
 
-def variant_detail(v: dict[str, Any]) -> str:
-    parts = [
-        v.get("os", ""),
-        f"{v.get('stack', '')} stack" if v.get("stack") else "",
-        f"cc {v.get('cc', '')}",
-        v.get("kernel", ""),
-    ]
+def variant_detail(v: Variant | None) -> str:
+    """ "freebsd · rack stack · cc cubic · after patch"; "" for a variant the matrix
+    does not list."""
+    if v is None:
+        return ""
+    parts = [v.os, f"{v.stack} stack" if v.stack else "", f"cc {v.cc}", v.kernel]
     return " · ".join(p for p in parts if p)
 
 
 def results_table(
     summary: pd.DataFrame,
-    matrix: dict[str, Any],
+    matrix: Matrix,
     colours: dict[str, str],
     runs: pd.DataFrame | None = None,
 ) -> dict[str, Any]:
@@ -118,7 +117,6 @@ def results_table(
     heads = [(f"flow {k}", "Mbit/s") for k in range(1, n_flows + 1)]
     heads += [("sum", "Mbit/s"), ("Δ sum", "%")]
     heads += [(m.header, m.unit) for m in METRICS[1:]] + [("n", "valid/runs")]
-    vmeta = {v["label"]: v for v in matrix.get("variants", [])}
     rows = []
     for _, r in summary.iterrows():
         cells = [
@@ -142,7 +140,7 @@ def results_table(
                 "label": label,
                 "baseline": bool(r["baseline"]),
                 "colour": colours.get(label, "#999999"),
-                "detail": variant_detail(vmeta.get(label, {})),
+                "detail": variant_detail(matrix.variant(label)),
                 "cells": [{"text": c, "sig": sig and i == sig_at} for i, c in enumerate(cells)],
             }
         )
@@ -157,14 +155,16 @@ def kernel_text(label: str, short: str) -> str:
     return label or short
 
 
-def kernels_compared(r: pd.Series, base: pd.Series | None, vmeta: dict[str, Any]) -> str:
+def kernels_compared(r: pd.Series, base: pd.Series | None, vmeta: dict[str, Variant]) -> str:
     """ "after patch (…) vs before patch (…)" for a delta row, when the variant or the
-    baseline names a kernel or their senders ran different kernels; else ""."""
+    baseline names a kernel or their senders ran different kernels; else "".
+    `vmeta`: the matrix's variants by label."""
     if base is None:
         return ""
     sides = []
     for row in (r, base):
-        label = str((vmeta.get(str(row["variant"])) or {}).get("kernel") or "")
+        v = vmeta.get(str(row["variant"]))
+        label = v.kernel if v else ""
         short = str(row.get("kernel_short") or "")
         sides.append((label, short))
     (vl, vs), (bl, bs) = sides
@@ -174,16 +174,15 @@ def kernels_compared(r: pd.Series, base: pd.Series | None, vmeta: dict[str, Any]
 
 
 def delta_table(
-    summary: pd.DataFrame, colours: dict[str, str], matrix: dict[str, Any] | None = None
+    summary: pd.DataFrame, colours: dict[str, str], matrix: Matrix | None = None
 ) -> dict[str, Any]:
     """Per non-baseline variant: % delta of every metric vs the baseline ± 95 % CI;
     `sig` marks deltas whose CI excludes 0; `kernels` names the kernels compared.
     `resolution`: per metric the smallest change these repetitions resolve (the
     delta's 95 % CI half-width) and the paired repetitions that would resolve the
     config's resolve_target_pct."""
-    matrix = matrix or {}
-    vmeta = {v["label"]: v for v in matrix.get("variants", [])}
-    target = float(matrix.get("resolve_target_pct", RESOLVE_TARGET_PCT))
+    vmeta = {v.label: v for v in matrix.variants} if matrix is not None else {}
+    target = float(matrix.resolve_target_pct if matrix is not None else RESOLVE_TARGET_PCT)
     bases = summary[summary["baseline"].astype(bool)]
     base = bases.iloc[0] if len(bases) else None
     rows, res_rows = [], []
@@ -203,10 +202,10 @@ def delta_table(
             "target": fmt(target, DIGITS["pct"])}  # fmt: skip
 
 
-def variant_kernels(runs: pd.DataFrame, v: dict[str, Any]) -> dict[str, Any]:
+def variant_kernels(runs: pd.DataFrame, v: Variant) -> dict[str, Any]:
     """The variant table's kernel cells: every sender kernel identity its runs read
     (each once, with the runs that saw it), its regex, and the runs that wait for it."""
-    g = runs[runs["variant"] == v["label"]]
+    g = runs[runs["variant"] == v.label]
     seen: dict[str, int] = {}
     for k in g.loc[~g["skipped"], "kernel"]:
         for part in str(k).split("; "):
@@ -216,7 +215,7 @@ def variant_kernels(runs: pd.DataFrame, v: dict[str, Any]) -> dict[str, Any]:
     n_done = int((~g["skipped"]).sum())
     return {
         "kernel_ids": [f"{k} ({n} run{'s' if n > 1 else ''})" for k, n in seen.items()],
-        "kernel_wait": f"waiting for kernel '{v.get('kernel', '')}'" if n_wait else "",
+        "kernel_wait": f"waiting for kernel '{v.kernel}'" if n_wait else "",
         "n_wait": n_wait,
         "kernel_done": n_done,
     }
@@ -454,8 +453,8 @@ def per_run_load_table(
     return {"heads": heads, "rows": rows}
 
 
-def _expectation(matrix: dict[str, Any], name: str) -> dict[str, Any]:
-    for i, e in enumerate(matrix.get("expectations", []) or []):
+def _expectation(matrix: Matrix, name: str) -> dict[str, Any]:
+    for i, e in enumerate(matrix.expectations):
         if (e.get("name") or f"#{i + 1}") == name:
             return dict(e)
     return {}
@@ -467,7 +466,7 @@ def _check_parts(check: str) -> tuple[str, str, str]:
     return (m.group(1), m.group(2), m.group(3)) if m else (check, "", "")
 
 
-def verdict_rows(verdicts: pd.DataFrame, matrix: dict[str, Any]) -> list[dict[str, Any]]:
+def verdict_rows(verdicts: pd.DataFrame, matrix: Matrix) -> list[dict[str, Any]]:
     """One row per verdict: the check rebuilt from the config's expectation (so every
     number goes through fmt), the measured mean, PASS/FAIL and whether it gates."""
     rows = []
@@ -536,14 +535,14 @@ def loss_table(
     group: list[data.Conditions],
     summary: pd.DataFrame,
     runs: pd.DataFrame,
-    matrix: dict[str, Any],
+    matrix: Matrix,
     colours: dict[str, str],
 ) -> dict[str, Any]:
     """The loss-resilience section's table: per scenario of a loss group, the Mathis
     prediction and each variant's throughput sum and its ratio to the prediction."""
     scens = [c.scenario for c in group]
     present = set(runs.loc[runs["scenario"].isin(scens), "variant"])
-    variants = [v for v in data.variant_labels(matrix) if v in present]
+    variants = [v for v in matrix.variant_labels if v in present]
     n = group[0].n_flows
     heads = [("loss", "configured"), ("Mathis" + (f" × {n}" if n > 1 else ""), "Mbit/s")]
     for v in variants:
@@ -575,15 +574,15 @@ def _metric_words(metric: str) -> tuple[str, str]:
     return METRIC_LABELS.get(metric, metric), m.unit if m else ""
 
 
-def reference_rows(summary: pd.DataFrame, matrix: dict[str, Any]) -> list[dict[str, Any]]:
+def reference_rows(summary: pd.DataFrame, matrix: Matrix) -> list[dict[str, Any]]:
     """One row per `references` entry of the config: the published value, the measured
     mean ± 95 % CI over valid runs (summary table) and measured / reference (± CI / ref).
     A scenario/variant without valid runs reads n/a."""
     rows = []
-    for r in matrix.get("references", []):
-        metric, ref = str(r["metric"]), float(r["value"])
+    for r in matrix.references:
+        metric, ref = r.metric, float(r.value)
         d = digits_for(metric)
-        g = summary[(summary["scenario"] == r["scenario"]) & (summary["variant"] == r["variant"])]
+        g = summary[(summary["scenario"] == r.scenario) & (summary["variant"] == r.variant)]
         mean = ci = float("nan")
         if len(g) and f"{metric}_mean" in g.columns:
             mean = float(g.iloc[0][f"{metric}_mean"])
@@ -593,13 +592,13 @@ def reference_rows(summary: pd.DataFrame, matrix: dict[str, Any]) -> list[dict[s
         label, unit = _metric_words(metric)
         rows.append(
             {
-                "scenario": str(r["scenario"]),
-                "variant": str(r["variant"]),
+                "scenario": r.scenario,
+                "variant": r.variant,
                 "metric": metric,
                 "metric_label": label,
                 "unit": unit,
-                "source": str(r["source"]),
-                "note": str(r.get("note", "")),
+                "source": r.source,
+                "note": r.note or "",
                 "reference": fmt(ref, d),
                 "measured": fmt_ci(mean, ci, d),
                 "ratio": fmt_ci(ratio, ratio_ci, DIGITS["ratio"]),

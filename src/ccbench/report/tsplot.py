@@ -20,6 +20,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
+from ccbench import timeseries  # noqa: E402
 from ccbench.report import style  # noqa: E402
 from ccbench.report.data import Conditions  # noqa: E402
 from ccbench.report.plots import legend_ncol  # noqa: E402
@@ -70,7 +71,7 @@ def _flow_series(ts: pd.DataFrame, flow: int, metric: str) -> tuple[np.ndarray, 
     f = ts[(ts["flow"] == flow) & ts[col].notna()]
     src = "iperf3"
     if metric != "tput":  # the sender's own finer samples: ss (Linux) or siftr (FreeBSD)
-        src = next((s for s in ("ss", "siftr") if (f["source"] == s).any()), "iperf3")
+        src = timeseries.finest_source(f)
     f = f[f["source"] == src].sort_values("t_s")
     return f["t_s"].to_numpy(float), f[col].to_numpy(float)
 

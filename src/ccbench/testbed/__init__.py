@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any, NamedTuple
+
 from ccbench.config import TestbedConfig
 from ccbench.spec import Topology
 from ccbench.testbed.base import Testbed
@@ -19,17 +22,11 @@ def make(cfg: TestbedConfig, topo: Topology) -> Testbed:
 
 def down(tb_id: str) -> str:
     """Remove testbed `tb_id` of either kind, also a stale one; returns what was done."""
-    import json
-
     from ccbench import safe
     from ccbench.testbed import local
 
     tb_id = safe.testbed_id(tb_id)
-    st_path = local.STATE_ROOT / tb_id / "state.json"
-    try:
-        st = json.loads(st_path.read_text())
-    except (OSError, ValueError):
-        st = {}
+    st = _state(tb_id)
     if st.get("kind") == "ssh":
         from ccbench.testbed.remote import RemoteTestbed
 
@@ -37,3 +34,33 @@ def down(tb_id: str) -> str:
         return "remote loss rules removed"
     removed = local.down(tb_id)
     return f"removed {len(removed)} namespace(s)"
+
+
+class Found(NamedTuple):
+    """A testbed found on this machine, as `testbed status` lists it."""
+
+    id: str
+    complete: bool  # its state says it was built and calibrated
+    namespaces: int
+
+
+def found() -> list[Found]:
+    """Every testbed ccbench has here (local.all_ids: namespaces and state directories)."""
+    from ccbench.testbed import local
+
+    return [
+        Found(tb_id, bool(_state(tb_id).get("complete")),
+              len(local.list_namespaces(local.ns_prefix(tb_id))))
+        for tb_id in local.all_ids()
+    ]  # fmt: skip
+
+
+def _state(tb_id: str) -> dict[str, Any]:
+    """Testbed `tb_id`'s state.json; {} when it has none or it cannot be read."""
+    from ccbench.testbed import local
+
+    try:
+        st = json.loads((local.STATE_ROOT / tb_id / "state.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return st if isinstance(st, dict) else {}

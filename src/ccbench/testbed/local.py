@@ -253,15 +253,20 @@ class LocalTestbed(TestbedBase):
         return res.ok
 
     def _delay(self) -> str:
-        """Put RTT/2 on each direction through dl; returns the method used."""
-        one_way = self.topo.rtt_ms / 2
+        """Put the RTT on the path through dl: RTT/2 each way (delay_direction both), or
+        the whole RTT on the reverse path r -> s only (reverse: the senders' data is not
+        delayed, their ACKs carry the RTT; a constant delay anywhere in the loop gives the
+        bottleneck queue the same arrivals, and the element then handles only the ACKs,
+        not every data packet too). Returns the method used."""
+        reverse = self.cfg.delay_direction == "reverse"
+        one_way = self.topo.rtt_ms if reverse else self.topo.rtt_ms / 2
         want = self.cfg.delay
         netem = self._netem_available()
         if want == "netem" and not netem:
             raise Unavailable("testbed.delay: netem is not available in this kernel")
         dl = self.ex("dl")
         if want == "netem" or (want == "auto" and netem):
-            for dev in tp.DELAY_IFS:
+            for dev in (tp.DELAY_REVERSE_EGRESS,) if reverse else tp.DELAY_IFS:
                 for argv in self.host.netem_delay(dev, one_way)[1:]:
                     dl.run(argv)
             return "netem"
@@ -284,7 +289,7 @@ class LocalTestbed(TestbedBase):
                 log = (self.state_dir / "ccdelay.log").read_text().strip()
                 raise CcbenchError(f"delay element did not start: {log or 'no output'}")
             time.sleep(0.02)
-        dl.run(self.host.nfqueue_all_forwarded(0))
+        dl.run(self.host.nfqueue_forwarded(0, tp.DELAY_REVERSE_INGRESS if reverse else None))
         self._write_state({"ccdelay_pid": proc.pid, "ccdelay_stats": str(stats)})
         return "ccdelay"
 
@@ -294,7 +299,12 @@ class LocalTestbed(TestbedBase):
         raises CalibrationFailed with every try if the last one still failed."""
         try:
             cal = calibration.calibrate(
-                self, method, lambda problems: {"offloads": self._readback_offloads(problems)}
+                self,
+                method,
+                lambda problems: {
+                    "offloads": self._readback_offloads(problems),
+                    "delay_direction": self.cfg.delay_direction,
+                },
             )
         except CalibrationFailed as e:
             (self.state_dir / "calibration.json").write_text(json.dumps(e.record, indent=2))

@@ -1,0 +1,249 @@
+"""The work beneath `ccbench testbed` and `ccbench run` (cli.py parses their arguments
+and prints what these functions return): which testbed or run a command names,
+bringing a testbed up or recording why it cannot be, and the testbed a run uses: one
+kept up for its topology is reused, else one is built for the run and taken down
+after it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ccbench.errors import CcbenchError, Unavailable
+from ccbench.model import Matrix
+
+if TYPE_CHECKING:
+    from ccbench.config import TestbedConfig
+    from ccbench.spec import RunSpec, Topology
+    from ccbench.testbed.base import Testbed
+
+# Beside `testbed up --calibration-out FILE`: one line per calibration that failed every
+# try (rules/common.smk counts them to retry that testbed when the workflow is rerun).
+FAILURES_LOG = "calibration-failures.jsonl"
+
+
+# --- ccbench testbed ---------------------------------------------------------------
+
+
+def ids_to_remove(all_: bool, config: str | None, tb_id: str | None) -> list[str]:
+    """The testbeds `testbed down` removes: every one here, the config's, or `tb_id`."""
+    from ccbench import safe
+    from ccbench.config import load_testbed_config
+    from ccbench.testbed import local
+
+    if all_:
+        return local.all_ids()
+    if config:
+        return [load_testbed_config(config)[0].id]
+    if tb_id:
+        return [safe.testbed_id(tb_id, "--id")]
+    raise CcbenchError("down: say which testbed: --id ID, --config FILE or --all")
+
+
+def named_testbed(
+    config: str | None,
+    spec_json: str | None,
+    matrix: str | None,
+    matrix_testbed: str | None,
+    tb_id: str | None,
+) -> Testbed:
+    """The testbed a command names: a matrix.json's testbed `matrix_testbed`, testbed +
+    topology as inline JSON, or a config file; `tb_id` replaces its id."""
+    from ccbench import safe, testbed
+    from ccbench.config import load_testbed_config
+
+    if matrix:
+        tbs = Matrix.load(matrix).testbeds
+        if matrix_testbed is None or matrix_testbed not in tbs:
+            raise CcbenchError(f"{matrix}: no testbed '{matrix_testbed}' (--testbed ID)")
+        tbc, topo = _testbed_and_topology(tbs[matrix_testbed].to_dict())
+    elif spec_json:
+        tbc, topo = _testbed_and_topology(json.loads(spec_json))
+    elif config:
+        tbc, topo = load_testbed_config(config)
+    else:
+        raise CcbenchError("--config FILE is needed")
+    if tb_id:
+        tbc = replace(tbc, id=safe.testbed_id(tb_id, "--id"))
+    return testbed.make(tbc, topo)
+
+
+def _testbed_and_topology(d: dict[str, Any]) -> tuple[TestbedConfig, Topology]:
+    """A testbed as matrix.json holds it: {testbed, topology (validated here)}."""
+    from ccbench.config import TestbedConfig, topology_from, validate
+
+    tbc = TestbedConfig.from_dict(d["testbed"])
+    topo = topology_from(validate({"topology": d["topology"]}, "run", "spec")["topology"])
+    return tbc, topo
+
+
+def bring_up(
+    tb: Testbed, replace_existing: bool, calibration_out: str | None, skip_unavailable: bool
+) -> dict[str, Any]:
+    """`testbed up`: build and calibrate `tb` (after removing any testbed with its id if
+    `replace_existing`); returns the calibration, also written to `calibration_out`.
+    With `skip_unavailable` and `calibration_out`, a testbed this machine cannot build
+    (errors.Unavailable) returns and writes a record whose `skipped` says why instead."""
+    from ccbench import testbed
+
+    if replace_existing:
+        testbed.down(tb.id)
+    try:
+        cal = tb.up()
+    except Unavailable as e:
+        if not (skip_unavailable and calibration_out):
+            raise
+        # The workflow goes on; this testbed's runs are reported as not run. A
+        # failed calibration (`retry`) is tried again when the workflow is rerun;
+        # its record keeps every try.
+        rec = {**getattr(e, "record", {}), "skipped": str(e), "retry": e.retry}
+        out = Path(calibration_out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rec, indent=2))
+        if e.retry:  # one line per failed `up`: the workflow reruns it when this grows
+            with out.with_name(FAILURES_LOG).open("a") as fh:
+                fh.write(json.dumps({"time": rec.get("time"), "reason": str(e)}) + "\n")
+        return rec
+    if calibration_out:
+        Path(calibration_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(calibration_out).write_text(json.dumps(cal, indent=2))
+    return cal
+
+
+# --- ccbench run -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A run as a command names it."""
+
+    testbed: TestbedConfig
+    spec: RunSpec
+    attempts: int
+    # The kernel the variant needs ({label, match}): beside the spec, not in it, so a
+    # changed regex does not change the run's id (ccbench.matrix).
+    kernel: dict[str, str] | None
+
+
+def run_request(
+    config: str | None,
+    spec_json: str | None,
+    matrix: str | None,
+    run_id: str | None,
+    attempts: int | None = None,
+) -> RunRequest:
+    """The run a command names: a matrix.json's run `run_id`, a spec as JSON (a file, or
+    inline), or a single-run config file; `attempts` (if given) replaces its attempts."""
+    from ccbench.config import load_run_config
+
+    if matrix:
+        if not run_id:
+            raise CcbenchError("--matrix needs --run-id")
+        runs = Matrix.load(matrix).runs
+        if run_id not in runs:
+            raise CcbenchError(f"{matrix}: no run '{run_id}'")
+        req = _request(runs[run_id].to_dict()["spec"])
+    elif spec_json:
+        inline = spec_json.lstrip().startswith("{")
+        req = _request(json.loads(spec_json if inline else Path(spec_json).read_text()))
+    elif config:
+        tbc, spec, n = load_run_config(config)
+        req = RunRequest(tbc, spec, n, None)
+    else:
+        raise CcbenchError("--config FILE is needed")
+    return replace(req, attempts=attempts) if attempts else req
+
+
+def _request(d: dict[str, Any]) -> RunRequest:
+    """A run's spec as matrix.json holds it: {testbed, run, attempts, kernel}."""
+    from ccbench.config import TestbedConfig
+    from ccbench.spec import RunSpec
+
+    return RunRequest(
+        TestbedConfig.from_dict(d["testbed"]),
+        RunSpec.from_dict(d["run"]),
+        int(d.get("attempts", 1)),
+        d.get("kernel"),
+    )
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Not run: its testbed's calibration recorded a skip (`testbed up` could not build
+    it here)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """Not run: no sender runs the kernel its variant needs; `senders`: node -> the
+    kernel identity it runs now."""
+
+    reason: str
+    senders: dict[str, str]
+
+
+def run_on_testbed(
+    req: RunRequest, out: Path, calibration: str | None, keep_testbed: bool, write_summary: bool
+) -> Skipped | Waiting | dict[str, Any]:
+    """`ccbench run`: `req` into run directory `out`, on a testbed kept up for it or one
+    built for it (ccbench.run.execute); returns the run's summary, or why it was not run
+    (both recorded in `out`). `calibration`: the testbed's calibration JSON, whose skip
+    is honoured."""
+    from ccbench import kernel
+    from ccbench.run import execute, kernel_identities, record_skip, record_wait
+
+    skipped = _skip_reason(calibration)
+    if skipped is not None:
+        record_skip(req.spec, out, skipped)
+        return Skipped(skipped)
+    with testbed_for_run(req.testbed, req.spec.topology, keep=keep_testbed) as tb:
+        if req.kernel:
+            seen = kernel_identities(tb, req.spec)
+            if not any(kernel.matches(req.kernel["match"], i) for i in seen.values()):
+                # Booted into another kernel: nothing is measured under the wrong label.
+                return Waiting(record_wait(req.spec, out, req.kernel, seen), seen)
+        summary = execute(tb, req.spec, out, req.attempts, write_summary=write_summary,
+                          kernel_req=req.kernel)  # fmt: skip
+        # The record of an earlier check that found another kernel (rules/common.smk).
+        (out / "waiting.json").unlink(missing_ok=True)
+    return summary
+
+
+def _skip_reason(calibration: str | None) -> str | None:
+    """The skip `testbed up --skip-unavailable` recorded in the calibration file, if any."""
+    if not calibration:
+        return None
+    cal = json.loads(Path(calibration).read_text())
+    if "skipped" not in cal:
+        return None
+    return cal["skipped"]
+
+
+@contextlib.contextmanager
+def testbed_for_run(tbc: TestbedConfig, topo: Topology, keep: bool) -> Iterator[Testbed]:
+    """The testbed a run uses: one up for this topology is reused and left up; else one
+    is built now and taken down when the run is done (left up if `keep`)."""
+    from ccbench import testbed
+    from ccbench.privileges import require_root
+    from ccbench.testbed.base import signals_deferred
+
+    if tbc.kind == "local":
+        require_root()
+    tb = testbed.make(tbc, topo)
+    ephemeral = not tb.is_up()
+    if ephemeral:
+        # A testbed with this id may exist for another topology, or be stale.
+        testbed.down(tb.id)
+        tb.up()
+    try:
+        yield tb
+    finally:
+        if ephemeral and not keep:
+            with signals_deferred():
+                testbed.down(tb.id)
