@@ -25,8 +25,11 @@ from ccbench import metrics
 
 OPS = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
 PASS, FAIL, UNRESOLVED = "pass", "fail", "not resolved"
-COLUMNS = ["expectation", "scenario", "variant", "metric", "check", "measured", "target",
-           "delta_pct", "delta_ci95_pct", "passed", "status", "gate", "note"]  # fmt: skip
+# `check` is the text for people; `metric`, `op` and `target` are the same check as data
+# (the report reads those, never the text).
+COLUMNS = ["expectation", "scenario", "variant", "metric", "op", "check", "measured",
+           "target", "delta_pct", "delta_ci95_pct", "passed", "status", "gate",
+           "note"]  # fmt: skip
 
 
 def _valid(runs: pd.DataFrame, scenario: str, variant: str, metric: str) -> dict[Any, float]:
@@ -103,6 +106,7 @@ def evaluate(
                     "scenario": r["scenario"],
                     "variant": r["variant"],
                     "metric": e["metric"],
+                    "op": e["op"],
                     "check": f"{e['metric']} {e['op']} {target_text}",
                     "measured": measured,
                     "target": target,

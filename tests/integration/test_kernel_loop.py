@@ -92,6 +92,8 @@ def test_runs_pending_then_run_then_compared(tmp_path: Path) -> None:
     assert summary.loc["after", "n_waiting"] == 2 and summary.loc["after", "n_invalid"] == 0
     html = (work / "reports" / "kernel-loop.html").read_text()
     assert "waiting for kernel &#39;after patch&#39;" in html
+    # the Conditions table counts them apart from runs that could not run
+    assert "2/2 (2 waiting for their kernel)" in html
     started = runs.loc[ids["before"], "started_unix"]
 
     # 2. "Reboot" into the "after" kernel: the regexes swap, no run id changes, and the

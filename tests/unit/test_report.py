@@ -496,3 +496,15 @@ def test_conditions_name_parallel_streams_and_starts() -> None:
     assert cond(({"duration_s": 10, "streams": 4},)).flows_text() == "1 × 10 s, 4 streams each"
     two = ({"duration_s": 20}, {"duration_s": 20, "start_s": 5})
     assert cond(two).flows_text() == "2 × 20 s, starts 0/5 s"
+
+
+def test_runs_waiting_for_their_kernel_are_named_apart() -> None:
+    """Conditions table and scenario sentence: runs waiting for the kernel their variant
+    needs are not 'not run' (they run once the senders boot it)."""
+    assert document._runs_text(3, 3, 0) == "3/3"
+    assert document._runs_text(3, 3, 3, 3) == "3/3 (3 waiting for their kernel)"
+    assert document._runs_text(2, 3, 4, 3) == "2/3 (1 not run, 3 waiting for their kernel)"
+    assert document._runs_text(0, 0, 3, 3) == "waiting for their kernel"
+    assert document._runs_text(0, 0, 3) == "not run"
+    assert document._runs_sentence(3, 3, 3, 3) == "3/3 runs valid, 3 waiting for their kernel"
+    assert document._runs_sentence(0, 0, 2, 2) == "no run ran (all wait for their kernel)"

@@ -97,3 +97,13 @@ def test_repetitions_to_resolve_shrink_with_distance() -> None:
     far, near = (metrics.repetitions_to_resolve(deltas, d) for d in (5.0, 1.0))
     assert far is not None and near is not None and far < near
     assert metrics.repetitions_to_resolve([1.0], 1.0) is None  # no spread known
+
+
+def test_a_verdict_carries_its_check_as_data() -> None:
+    """metric, op and target are columns; `check` is only the text for people (the report
+    reads the columns, never parses the text)."""
+    v = evaluate(SUMMARY, [{"name": "j", "scenario": "s", "metric": "jain", "op": "<",
+                            "value": 0.95}])  # fmt: skip
+    r = v.iloc[0]
+    assert (r["metric"], r["op"], r["target"]) == ("jain", "<", 0.95)
+    assert r["check"] == "jain < 0.95"

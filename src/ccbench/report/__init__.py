@@ -1,5 +1,10 @@
 """Figures and the PDF/HTML report from the aggregated tables.
 
+The rule: data reads (tables, time series, each run's summary.json: declared outputs of
+aggregate and parse, never raw/); tables and provenance turn what data read into rows;
+plots, tsplot and behaviour each draw one family of figures from data frames; figures
+and document are the two entry points (the figures rule and the report rule).
+
 - fmt:        the one number formatter (every printed number goes through it)
 - style:      variant colours and matplotlib settings shared by all figures
 - data:       loading tables, time series and per-scenario conditions

@@ -44,10 +44,18 @@ def _figures(figures_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _runs_text(n_valid: int, n_ran: int, n_skip: int) -> str:
+def _not_run(n_skip: int, n_wait: int) -> str:
+    """Runs that did not run, apart: those waiting for their variant's kernel run once
+    the senders boot it, the others could not run here."""
+    parts = [f"{n} {what}" for n, what in ((n_skip - n_wait, "not run"),
+                                            (n_wait, "waiting for their kernel")) if n]  # fmt: skip
+    return ", ".join(parts)
+
+
+def _runs_text(n_valid: int, n_ran: int, n_skip: int, n_wait: int = 0) -> str:
     if n_skip and not n_ran:
-        return "not run"
-    return f"{n_valid}/{n_ran}" + (f" ({n_skip} not run)" if n_skip else "")
+        return "waiting for their kernel" if n_wait == n_skip else "not run"
+    return f"{n_valid}/{n_ran}" + (f" ({_not_run(n_skip, n_wait)})" if n_skip else "")
 
 
 def _load_figs_title(figs: list[dict[str, Any]]) -> str:
@@ -57,11 +65,11 @@ def _load_figs_title(figs: list[dict[str, Any]]) -> str:
     return title[:1].upper() + title[1:]
 
 
-def _runs_sentence(n_valid: int, n_ran: int, n_skip: int) -> str:
+def _runs_sentence(n_valid: int, n_ran: int, n_skip: int, n_wait: int = 0) -> str:
     if n_skip and not n_ran:
-        return "no run ran"
+        return "no run ran" + (" (all wait for their kernel)" if n_wait == n_skip else "")
     s = f"{n_valid}/{n_ran} runs valid"
-    return s + (f", {n_skip} not run" if n_skip else "")
+    return s + (f", {_not_run(n_skip, n_wait)}" if n_skip else "")
 
 
 def _conditions_row(c: data.Conditions, runs_text: str) -> dict[str, str]:
@@ -89,7 +97,8 @@ def context(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path)
         runs = data.group(t.runs, scen)
         cond = data.conditions(matrix, scen)
         counts = tables.scenario_counts(t.runs, scen)
-        row = _conditions_row(cond, _runs_text(*counts)) if cond else {"scenario": scen}
+        n_wait = int((runs["status"] == "waiting").sum()) if "status" in runs else 0
+        row = _conditions_row(cond, _runs_text(*counts, n_wait)) if cond else {"scenario": scen}
         overview.append(row)
         summ = data.group(t.summary, scen)
         sf = [f for f in figs if f["scenario"] == scen]
@@ -103,7 +112,7 @@ def context(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path)
             {
                 **row,
                 "skipped_all": skipped_all,
-                "runs_sentence": _runs_sentence(*counts),
+                "runs_sentence": _runs_sentence(*counts, n_wait),
                 "skip_reasons": data.skip_reasons(runs),
                 "n_skipped": counts[2],
                 "skipped": tables.skipped_rows(runs),

@@ -41,13 +41,6 @@ def utc(ts: object) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _json(p: Path) -> Any:
-    try:
-        return json.loads(p.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def raw_dir(runs_dir: Path, run_id: str) -> Path:
     return runs_dir / run_id / "raw"
 
@@ -144,8 +137,8 @@ def nics(kind: str, rids: list[str], runs_dir: Path) -> dict[str, Any]:
     notes: Counter[str] = Counter()
     n = 0
     for rid in rids:
-        s = _json(runs_dir / rid / "summary.json")
-        if not isinstance(s, dict) or "nics" not in s:
+        s = data.run_summary(runs_dir, rid)
+        if "nics" not in s:
             continue
         n += 1
         if not rows:

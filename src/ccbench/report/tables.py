@@ -6,7 +6,6 @@ HTML and a test that recomputes a value all agree on the exact string.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -460,21 +459,15 @@ def _expectation(matrix: Matrix, name: str) -> dict[str, Any]:
     return {}
 
 
-def _check_parts(check: str) -> tuple[str, str, str]:
-    """(metric, op, target text) from verdicts.csv's `check` ("metric op target")."""
-    m = re.match(r"^(\S+) (>=|<=|>|<) (.*)$", check)
-    return (m.group(1), m.group(2), m.group(3)) if m else (check, "", "")
-
-
 def verdict_rows(verdicts: pd.DataFrame, matrix: Matrix) -> list[dict[str, Any]]:
     """One row per verdict: the check rebuilt from the config's expectation (so every
     number goes through fmt), the measured mean, PASS/FAIL and whether it gates."""
     rows = []
     for _, v in verdicts.iterrows():
         e = _expectation(matrix, v["expectation"])
-        metric, op, target_text = _check_parts(v["check"])
-        metric = str(e.get("metric", v["metric"] or metric))
-        op = str(e.get("op", op))
+        metric = str(v["metric"])
+        # verdicts.csv has `op` since 2026-11-23; before, the config's expectation has it
+        op = str(v["op"]) if isinstance(v.get("op"), str) else str(e.get("op", "?"))
         d = digits_for(metric)
         if e.get("than") is not None:
             target = f"{e['than']} ({fmt(v['target'], d)})"
@@ -484,7 +477,7 @@ def verdict_rows(verdicts: pd.DataFrame, matrix: Matrix) -> list[dict[str, Any]]
         elif e.get("value") is not None:
             target = fmt(e["value"], None)
         else:
-            target = target_text
+            target = fmt(v["target"], d)
         rows.append(
             {
                 "expectation": v["expectation"],
