@@ -1,11 +1,13 @@
-"""Re-derive a results fixture's probe statistics and tables from its raw files with
-the current code, when a definition changes (e.g. the percentile, 2026-11-23).
+"""Re-derive a results fixture's summaries and tables from its raw files with the
+current code, when a definition changes (e.g. the percentile, 2026-11-23) or summary.json
+gains what `ccbench parse` computes (srtt, convergence_s, mathis, 2026-11-23).
 
 The fixtures under tests/fixtures/ keep raw/ without the ss captures (their samples are
 in timeseries.parquet), so `ccbench parse` cannot remake them whole. This remakes what
 the change touches through the package's own functions, never by hand: each run's
-summary.json `probe` record from raw/probe-*.txt (summary.probe_record) and its
-`recorded` provenance (summary.recorded), then the
+summary.json `probe` record from raw/probe-*.txt (summary.probe_record), its
+`recorded` provenance (summary.recorded) and its `srtt`, `convergence_s` and `mathis`
+from its timeseries.parquet (summary.run_metrics), then the
 tables (`ccbench aggregate`) and verdicts (`ccbench verdicts`) from those summaries.
 
     .venv/bin/python scripts/rederive_fixture.py tests/fixtures/results-small
@@ -18,7 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ccbench.summary import RawDir, probe_record, recorded
+import pandas as pd
+
+from ccbench.summary import RawDir, probe_record, recorded, run_metrics
 
 
 def main(fixture: Path) -> int:
@@ -33,6 +37,8 @@ def main(fixture: Path) -> int:
             s["probe"] = probe
         if not s.get("skipped"):
             s["recorded"] = recorded(run / "raw")
+        ts = run / "timeseries.parquet"
+        s.update(run_metrics(s, pd.read_parquet(ts) if ts.exists() else None))
         path.write_text(json.dumps(s, indent=2) + "\n")
     matrix, tables = fixture / "matrix.json", fixture / "tables"
     subprocess.run(["ccbench", "aggregate", "--matrix", str(matrix), "--out", str(tables),

@@ -20,9 +20,13 @@ from typing import Any
 
 import pandas as pd
 
-from ccbench import metrics, timeseries
+from ccbench import metrics
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
-from ccbench.spec import TCP_IP_HEADER_BYTES
+
+# The convergence definition lives with its computation; report/document.py reads it here.
+from ccbench.summary import JAIN_CONVERGED as JAIN_CONVERGED
+from ccbench.summary import JAIN_WINDOW_S as JAIN_WINDOW_S
+from ccbench.summary import run_metrics
 
 METRICS = {
     # column in runs table -> label used in the summary table
@@ -42,9 +46,6 @@ METRICS = {
     "mathis_ratio": "throughput / Mathis",
 }
 
-JAIN_CONVERGED = 0.95  # fairness threshold for convergence_s
-JAIN_WINDOW_S = 2.0  # ... held for this long
-
 
 def _num(x: Any) -> float:
     return math.nan if x is None else float(x)
@@ -52,24 +53,17 @@ def _num(x: Any) -> float:
 
 def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     s = json.loads((run_dir / "summary.json").read_text())
-    ts_path = run_dir / "timeseries.parquet"
-    srtt = metrics.SrttStats(math.nan, math.nan, math.nan)
-    if ts_path.exists():
-        ts = pd.read_parquet(ts_path)
-        src = timeseries.finest_source(ts)
-        rtts = ts.loc[(ts["source"] == src) & ts["rtt_us"].notna(), "rtt_us"].tolist()
-        srtt = metrics.srtt_stats(rtts)
+    if not all(k in s for k in ("srtt", "convergence_s", "mathis")):
+        # A summary.json from before `ccbench parse` stored them: the same computation.
+        ts_path = run_dir / "timeseries.parquet"
+        s.update(run_metrics(s, pd.read_parquet(ts_path) if ts_path.exists() else None))
     flows = s["flows"]
     retrans = [f["retransmits"] for f in flows]
     tb = s["spec"]["topology"]
     probe = s.get("probe") or {}
     queue = s.get("queue") or {}
-    conv = _convergence(ts_path, s) if ts_path.exists() and len(flows) > 1 else math.nan
-    mathis = math.nan
-    if tb["loss_mode"] != "none" and tb["loss_rate"] > 0 and tb["rtt_ms"] > 0:
-        # Mathis et al.: MSS/RTT * sqrt(3/2)/sqrt(p), per flow, configured RTT and loss.
-        mss = tb["mtu"] - TCP_IP_HEADER_BYTES
-        mathis = metrics.mathis_bps(mss, tb["rtt_ms"] / 1e3, tb["loss_rate"]) / 1e6
+    srtt = s["srtt"] or {}
+    mathis = s["mathis"] or {}
     ksenders = sorted(((s.get("kernel") or {}).get("senders") or {}).items())
     run = {
         "run_id": s["run_id"],
@@ -88,9 +82,9 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "throughput_sum_mbps": _num(s["throughput_sum_bps"]) / 1e6,
         "utilization_pct": _num(s["utilization_pct"]),
         "jain": _num(s["jain"]),
-        "srtt_mean_ms": srtt.mean_us / 1e3,
-        "srtt_p95_ms": srtt.p95_us / 1e3,
-        "srtt_max_ms": srtt.max_us / 1e3,
+        "srtt_mean_ms": _num(srtt.get("mean_us")) / 1e3,
+        "srtt_p95_ms": _num(srtt.get("p95_us")) / 1e3,
+        "srtt_max_ms": _num(srtt.get("max_us")) / 1e3,
         "retransmits": math.nan if None in retrans else float(sum(retrans)),
         "drops_pkts": _num((s.get("bottleneck") or {}).get("drops")),
         # The bottleneck queue sampled while the flows ran (summary `queue`; NaN for
@@ -107,12 +101,10 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "probe_rtt_p50_ms": _num(probe.get("rtt_p50_us")) / 1e3,
         "probe_rtt_p95_ms": _num(probe.get("rtt_p95_us")) / 1e3,
         "probe_rtt_p99_ms": _num(probe.get("rtt_p99_us")) / 1e3,
-        "convergence_s": conv,
+        "convergence_s": _num(s["convergence_s"]),
         "loss_rate": tb["loss_rate"] if tb["loss_mode"] != "none" else 0.0,
-        "mathis_mbps_per_flow": mathis,
-        "mathis_ratio": _num(s["throughput_sum_bps"]) / 1e6 / (mathis * len(flows))
-        if not math.isnan(mathis)
-        else math.nan,
+        "mathis_mbps_per_flow": _num(mathis.get("mbps_per_flow")),
+        "mathis_ratio": _num(mathis.get("ratio")),
         "skipped": bool(s.get("skipped", False)),
         # valid / invalid (ran, failed a check) / not run (the testbed lacks what it
         # asks, or could not be calibrated: see not_run_reason) / waiting (for the
@@ -151,17 +143,6 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 def _status(s: dict[str, Any]) -> str:
     return "not run" if s.get("skipped") else "valid" if s["valid"] else "invalid"
-
-
-def _convergence(ts_path: Path, s: dict[str, Any]) -> float:
-    """Seconds from the last flow's start until Jain's index over iperf3 intervals
-    reaches JAIN_CONVERGED and stays there for JAIN_WINDOW_S (NaN: never)."""
-    times, jains = timeseries.jain_series(pd.read_parquet(ts_path), s["flows"],
-                                          s["spec"]["interval_s"])  # fmt: skip
-    if not times:
-        return math.nan
-    t = metrics.convergence_time_s(times, jains, JAIN_CONVERGED, JAIN_WINDOW_S)
-    return math.nan if t is None else t
 
 
 def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,

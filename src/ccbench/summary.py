@@ -22,7 +22,7 @@ import math
 import re
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ccbench import kernel, ledger, metrics, validity
 from ccbench.errors import CcbenchError
@@ -31,7 +31,10 @@ from ccbench.parse.procstat import usage_between
 from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
 from ccbench.parse.tc import parse_tc_qdisc_json
 from ccbench.probe import RAW_FILES, read_probe
-from ccbench.spec import RunSpec
+from ccbench.spec import TCP_IP_HEADER_BYTES, RunSpec
+
+if TYPE_CHECKING:  # pandas only where the time series is built (parse_run_dir)
+    import pandas as pd
 
 
 def _clean(x: Any) -> Any:
@@ -750,6 +753,50 @@ def _rtt_excess(raw: Path, df: Any) -> dict[str, Any] | None:
     return ex if ex["samples"] else None
 
 
+JAIN_CONVERGED = 0.95  # fairness threshold for convergence_s
+JAIN_WINDOW_S = 2.0  # ... held for this long
+
+
+def run_metrics(s: dict[str, Any], df: pd.DataFrame | None) -> dict[str, Any]:
+    """summary.json's `srtt`, `convergence_s` and `mathis` from summary `s` and its time
+    series `df` (timeseries.parquet's rows; None: the run has none). The one computation
+    of them: parse_run_dir stores them, and aggregate calls this for a summary.json
+    written before they existed.
+
+    - srtt: mean, p95 and max of the sender's RTT samples from the finest source
+      (timeseries.finest_source); None without samples.
+    - convergence_s: seconds from the last flow's start until Jain's index over iperf3
+      intervals (timeseries.jain_series) reaches JAIN_CONVERGED and stays there for
+      JAIN_WINDOW_S; None with one flow, or never.
+    - mathis: the Mathis et al. throughput per flow for the configured MSS, RTT and
+      loss, and the measured sum over it times the flows; None without configured loss.
+    """
+    from ccbench import timeseries
+
+    flows = s["flows"]
+    srtt = conv = None
+    if df is not None:
+        src = timeseries.finest_source(df)
+        rtts = df.loc[(df["source"] == src) & df["rtt_us"].notna(), "rtt_us"].tolist()
+        if rtts:
+            st = metrics.srtt_stats(rtts)
+            srtt = {"source": src, "samples": len(rtts), "mean_us": st.mean_us,
+                    "p95_us": st.p95_us, "max_us": st.max_us}  # fmt: skip
+        if len(flows) > 1:
+            times, jains = timeseries.jain_series(df, flows, s["spec"]["interval_s"])
+            if times:
+                conv = metrics.convergence_time_s(times, jains, JAIN_CONVERGED, JAIN_WINDOW_S)
+    tb = s["spec"]["topology"]
+    mathis = None
+    if tb["loss_mode"] != "none" and tb["loss_rate"] > 0 and tb["rtt_ms"] > 0:
+        mss = tb["mtu"] - TCP_IP_HEADER_BYTES
+        per_flow = metrics.mathis_bps(mss, tb["rtt_ms"] / 1e3, tb["loss_rate"]) / 1e6
+        total = s["throughput_sum_bps"]
+        ratio = None if total is None else float(total) / 1e6 / (per_flow * len(flows))
+        mathis = {"mbps_per_flow": per_flow, "ratio": ratio}
+    return {"srtt": srtt, "convergence_s": conv, "mathis": mathis}
+
+
 def recorded(raw: Path) -> dict[str, Any]:
     """What the report's provenance shows, copied from raw/ as the run recorded it (the
     testbed's calibration, the hosts' facts, the qdisc configuration), so the report reads
@@ -787,6 +834,8 @@ def parse_run_dir(run_dir: Path) -> dict[str, Any]:
     if not s.get("skipped"):
         s["rtt_excess"] = _rtt_excess(raw, df)
         problems += validity.check_rtt_excess(s["rtt_excess"])
+    # Skipped runs too: the Mathis prediction is the configuration's.
+    s.update(run_metrics(s, df))
     new = [p for p in problems if p not in s["reasons"]]
     if new and not s.get("skipped"):
         s["reasons"] = s["reasons"] + new

@@ -36,8 +36,8 @@ SENDER_SOURCES = ("ss", "siftr")
 
 def finest_source(ts: pd.DataFrame) -> str:
     """The finest source of cwnd/RTT samples these rows have: ss, siftr, else iperf3.
-    The one choice behind the srtt statistics (aggregate), the cwnd/RTT plots (tsplot)
-    and the figures' captions."""
+    The one choice behind the srtt statistics (summary.run_metrics), the cwnd/RTT
+    plots (tsplot) and the figures' captions."""
     return next((s for s in SENDER_SOURCES if (ts["source"] == s).any()), "iperf3")
 
 
@@ -225,7 +225,7 @@ def _mean(xs: list[Any]) -> float | None:
 def jain_series(
     ts: pd.DataFrame, flows: list[dict[str, Any]], interval_s: float
 ) -> tuple[list[float], list[float]]:
-    """Jain's index per iperf3 interval, the one series behind convergence_s (aggregate)
+    """Jain's index per iperf3 interval, the one series behind convergence_s (summary)
     and the Jain-over-time figure: intervals after the last flow start until the first
     flow ends, binned to the interval grid (staggered flows to the nearest interval),
     times in seconds since the last flow started. ([], []) with fewer than 2 flows."""

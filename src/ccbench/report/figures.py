@@ -25,11 +25,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from ccbench import metrics, timeseries  # noqa: E402
-from ccbench.aggregate import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
+from ccbench import timeseries  # noqa: E402
 from ccbench.model import Matrix  # noqa: E402
 from ccbench.report import behaviour, data, plots, style, tsplot  # noqa: E402
 from ccbench.report.fmt import fmt  # noqa: E402
+from ccbench.summary import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
 
 # Printed sizes (inches) on an A4 landscape page with 14 mm margins (10.5 in wide).
 PAGE_W = 10.4
@@ -348,9 +348,7 @@ def _jain_time(
         if ts is None:
             continue
         t, j = timeseries.jain_series(ts, data.run_flows(matrix, rep), cond.interval_s)
-        # From the series itself, as aggregate computes convergence_s (also for results
-        # sets made before that column existed).
-        conv = metrics.convergence_time_s(t, j, JAIN_CONVERGED, JAIN_WINDOW_S)
+        conv = float(r["convergence_s"])  # the run's, computed once when it was parsed
         series.append(
             behaviour.JainRun(
                 v,
@@ -359,7 +357,7 @@ def _jain_time(
                 int(r["repetition"]),
                 t,
                 j,
-                math.nan if conv is None else conv,
+                conv,
             )
         )
     title = f"{scen}: fairness over time\nJain's index per iperf3 interval, representative runs"
