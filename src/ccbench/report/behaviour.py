@@ -139,41 +139,9 @@ def jain_time_figure(
     for s in series:
         if not s.times_s:
             continue
-        ls = (0, (5, 1.5)) if s.baseline else "-"
-        t = np.asarray(s.times_s, float)
-        # Each value covers the interval that ends at its time stamp.
-        step = float(np.min(np.diff(t))) if len(t) > 1 else t[0]
-        ax.step(
-            np.concatenate([[t[0] - step], t]),
-            np.concatenate([[s.jains[0]], s.jains]),
-            where="pre",
-            color=s.colour,
-            lw=1.3,
-            ls=ls,
-            zorder=3,
-        )
-        t_max = max(t_max, float(t[-1]))
-        c = s.convergence_s
-        if math.isfinite(c):
-            at = [j for tt, j in zip(s.times_s, s.jains, strict=True) if abs(tt - c) < 1e-6]
-            y = at[0] if at else threshold
-            ax.plot([c], [y], "o", color=s.colour, ms=5, mec="white", mew=0.6, zorder=4)
-            what = f"converged after {fmt(c, 1)} s"
-        else:
-            what = "did not converge"
-        tag = " (baseline)" if s.baseline else ""
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color=s.colour,
-                lw=1.3,
-                ls=ls,
-                marker="o" if math.isfinite(c) else None,
-                ms=4,
-                label=f"{s.label}{tag}, rep. {s.repetition}: {what}",
-            )
-        )
+        handle, t_end = _jain_run(ax, s, threshold)
+        handles.append(handle)
+        t_max = max(t_max, t_end)
     floor = 1.0 / n_flows if n_flows > 0 else 0.0
     ax.axhline(threshold, color=style.REF_COLOUR, lw=0.7, ls=(0, (4, 2)), zorder=1)
     ax.annotate(
@@ -199,6 +167,44 @@ def jain_time_figure(
         ncol = legend_ncol([str(h.get_label()) for h in handles], size[0], 2)
         fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
     return fig
+
+
+def _jain_run(ax: plt.Axes, s: JainRun, threshold: float) -> tuple[Line2D, float]:
+    """Draw one run's index and its convergence dot; returns its legend handle and the
+    time of its last interval."""
+    ls = (0, (5, 1.5)) if s.baseline else "-"
+    t = np.asarray(s.times_s, float)
+    # Each value covers the interval that ends at its time stamp.
+    step = float(np.min(np.diff(t))) if len(t) > 1 else t[0]
+    ax.step(
+        np.concatenate([[t[0] - step], t]),
+        np.concatenate([[s.jains[0]], s.jains]),
+        where="pre",
+        color=s.colour,
+        lw=1.3,
+        ls=ls,
+        zorder=3,
+    )
+    c = s.convergence_s
+    if math.isfinite(c):
+        at = [j for tt, j in zip(s.times_s, s.jains, strict=True) if abs(tt - c) < 1e-6]
+        y = at[0] if at else threshold
+        ax.plot([c], [y], "o", color=s.colour, ms=5, mec="white", mew=0.6, zorder=4)
+        what = f"converged after {fmt(c, 1)} s"
+    else:
+        what = "did not converge"
+    tag = " (baseline)" if s.baseline else ""
+    handle = Line2D(
+        [],
+        [],
+        color=s.colour,
+        lw=1.3,
+        ls=ls,
+        marker="o" if math.isfinite(c) else None,
+        ms=4,
+        label=f"{s.label}{tag}, rep. {s.repetition}: {what}",
+    )
+    return handle, float(t[-1])
 
 
 @dataclass
@@ -238,10 +244,6 @@ def loss_figure(
         ax.text(0.5, 0.5, "no loss scenario", transform=ax.transAxes, ha="center")
         return fig
     x0 = pos[0] / 10**ZERO_DECADES
-
-    def xpos(p: LossPoint) -> float:
-        return p.loss_rate if p.loss_rate > 0 else x0
-
     modes = sorted(
         {p.loss_mode for s in series for p in s.points if p.loss_rate > 0},
         key=lambda m: (m != "random", m),  # random loss first: the solid line
@@ -251,65 +253,103 @@ def loss_figure(
     n = len(series)
     for i, s in enumerate(series):
         dodge = 10 ** ((i - (n - 1) / 2) * 0.025)  # keep whiskers of variants apart
-        groups = [("none", [p for p in s.points if p.loss_rate <= 0])]
-        for mode in modes:
-            pts = [p for p in s.points if p.loss_mode == mode and p.loss_rate > 0]
-            groups.append((mode, sorted(pts, key=lambda p: p.loss_rate)))
-        for k, (mode, pts) in enumerate(groups):
-            if not pts:
-                continue
-            xs = [xpos(p) * dodge for p in pts]
-            if mode != "none":  # no line across the axis break: its slope would mean nothing
-                ls = "-" if k == 1 else (0, (1, 1.5))
-                ax.plot(xs, [p.mean for p in pts], color=s.colour, lw=1.1, ls=ls, zorder=3)
-            for p, x in zip(pts, xs, strict=True):
-                if not math.isfinite(p.mean):
-                    continue
-                ax.errorbar(
-                    x,
-                    p.mean,
-                    yerr=p.ci if math.isfinite(p.ci) else None,
-                    color=s.colour,
-                    marker=MODE_MARKERS.get(mode, "^"),
-                    ms=5,
-                    mec="white",
-                    mew=0.6,
-                    capsize=3,
-                    lw=1.0,
-                    zorder=4,
-                )
-                ax.scatter([x] * len(p.runs), p.runs, s=9, color=s.colour, alpha=0.45, lw=0)
-                top = max(top, p.mean + (p.ci if math.isfinite(p.ci) else 0), *p.runs)
+        top = _loss_variant(ax, s, _mode_groups(s, modes), x0, dodge, top)
         tag = " (baseline)" if s.baseline else ""
         handles.append(Line2D([], [], color=s.colour, lw=1.1, label=f"{s.label}{tag}"))
-    # The model over the loss rates of the scenarios (it is infinite at p = 0).
+    handles.append(_mathis_line(ax, cond, pos))
+    handles += [_mode_handle(mode) for mode in ["none", *modes]]
+    _loss_axes(ax, cond, pos, x0, top)
+    ax.set_title(
+        f"Throughput vs loss rate: {cond.n_flows} flow(s), "
+        f"{fmt(cond.rate_mbit)} Mbit/s × {fmt(cond.rtt_ms)} ms\n"
+        "markers: mean of valid runs ± 95 % CI, dots: runs, dashed: Mathis model"
+    )
+    ncol = legend_ncol([str(h.get_label()) for h in handles], size[0], 3)
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
+    return fig
+
+
+def _mode_groups(s: LossSeries, modes: Sequence[str]) -> list[tuple[str, list[LossPoint]]]:
+    """One variant's points per loss mode, each by loss rate; first the loss-free ones."""
+    groups = [("none", [p for p in s.points if p.loss_rate <= 0])]
+    for mode in modes:
+        pts = [p for p in s.points if p.loss_mode == mode and p.loss_rate > 0]
+        groups.append((mode, sorted(pts, key=lambda p: p.loss_rate)))
+    return groups
+
+
+def _loss_variant(
+    ax: plt.Axes,
+    s: LossSeries,
+    groups: Sequence[tuple[str, Sequence[LossPoint]]],
+    x0: float,
+    dodge: float,
+    top: float,
+) -> float:
+    """Draw one variant: per loss mode a line through the means, each mean with its
+    whisker and the runs as dots. Returns top raised to the highest whisker or run."""
+    for k, (mode, pts) in enumerate(groups):
+        if not pts:
+            continue
+        xs = [(p.loss_rate if p.loss_rate > 0 else x0) * dodge for p in pts]
+        if mode != "none":  # no line across the axis break: its slope would mean nothing
+            ls = "-" if k == 1 else (0, (1, 1.5))
+            ax.plot(xs, [p.mean for p in pts], color=s.colour, lw=1.1, ls=ls, zorder=3)
+        for p, x in zip(pts, xs, strict=True):
+            if not math.isfinite(p.mean):
+                continue
+            ax.errorbar(
+                x,
+                p.mean,
+                yerr=p.ci if math.isfinite(p.ci) else None,
+                color=s.colour,
+                marker=MODE_MARKERS.get(mode, "^"),
+                ms=5,
+                mec="white",
+                mew=0.6,
+                capsize=3,
+                lw=1.0,
+                zorder=4,
+            )
+            ax.scatter([x] * len(p.runs), p.runs, s=9, color=s.colour, alpha=0.45, lw=0)
+            top = max(top, p.mean + (p.ci if math.isfinite(p.ci) else 0), *p.runs)
+    return top
+
+
+def _mathis_line(ax: plt.Axes, cond: Conditions, pos: Sequence[float]) -> Line2D:
+    """Draw the Mathis model over the loss rates of the scenarios (it is infinite at
+    p = 0); returns its legend handle."""
     p_grid = np.geomspace(pos[0] / 1.5, pos[-1] * 1.5, 80)
     rtt_s = cond.rtt_ms / 1e3
     model = [cond.n_flows * metrics.mathis_bps(cond.mss, rtt_s, float(p)) / 1e6 for p in p_grid]
     ax.plot(p_grid, model, color="#333333", lw=1.0, ls=(0, (5, 3)), zorder=2)
     n_txt = f"{cond.n_flows} × " if cond.n_flows > 1 else ""
-    handles.append(
-        Line2D(
-            [],
-            [],
-            color="#333333",
-            lw=1.0,
-            ls=(0, (5, 3)),
-            label=f"Mathis: {n_txt}MSS/RTT·√(3/2)/√p (MSS {cond.mss} B, RTT {fmt(cond.rtt_ms)} ms)",
-        )
+    return Line2D(
+        [],
+        [],
+        color="#333333",
+        lw=1.0,
+        ls=(0, (5, 3)),
+        label=f"Mathis: {n_txt}MSS/RTT·√(3/2)/√p (MSS {cond.mss} B, RTT {fmt(cond.rtt_ms)} ms)",
     )
-    for mode in ["none", *modes]:
-        handles.append(
-            Line2D(
-                [],
-                [],
-                color="#555555",
-                lw=0,
-                marker=MODE_MARKERS.get(mode, "^"),
-                ms=4.5,
-                label="no loss" if mode == "none" else f"{mode} loss",
-            )
-        )
+
+
+def _mode_handle(mode: str) -> Line2D:
+    """Legend entry of a loss mode's marker."""
+    return Line2D(
+        [],
+        [],
+        color="#555555",
+        lw=0,
+        marker=MODE_MARKERS.get(mode, "^"),
+        ms=4.5,
+        label="no loss" if mode == "none" else f"{mode} loss",
+    )
+
+
+def _loss_axes(ax: plt.Axes, cond: Conditions, pos: Sequence[float], x0: float, top: float) -> None:
+    """The bottleneck rate line, the log x axis with the loss-free point left of a
+    break, and the axis labels."""
     ax.axhline(cond.rate_mbit, color=style.REF_COLOUR, lw=0.7, ls=(0, (1, 2)), zorder=1)
     ax.annotate(
         f"rate {fmt(cond.rate_mbit)} Mbit/s",
@@ -325,10 +365,8 @@ def loss_figure(
     ax.set_xscale("log")
     ax.set_xlim(x0 / 10**0.35, pos[-1] * 10**0.25)
     ax.set_ylim(0, top * 1.12)
-    decades = [10.0**e for e in range(math.floor(math.log10(pos[0])), 1)]
-    ticks = [x0, *[d for d in decades if pos[0] / 1.01 <= d <= pos[-1] * 2]]
-    ticks += [p for p in pos if all(abs(math.log10(p / t)) > 0.15 for t in ticks)]
-    ax.set_xticks(sorted(ticks), [_loss_tick(t, x0) for t in sorted(ticks)])
+    ticks = _loss_ticks(pos, x0)
+    ax.set_xticks(ticks, [_loss_tick(t, x0) for t in ticks])
     ax.xaxis.set_minor_locator(NullLocator())
     # An axis break between the loss-free point and the log scale.
     xb = x0 * 10 ** (ZERO_DECADES / 2)
@@ -339,14 +377,15 @@ def loss_figure(
         )  # fmt: skip
     ax.set_xlabel("packet loss rate (log scale; left of the break: no loss)")
     ax.set_ylabel("throughput sum (Mbit/s)")
-    ax.set_title(
-        f"Throughput vs loss rate: {cond.n_flows} flow(s), "
-        f"{fmt(cond.rate_mbit)} Mbit/s × {fmt(cond.rtt_ms)} ms\n"
-        "markers: mean of valid runs ± 95 % CI, dots: runs, dashed: Mathis model"
-    )
-    ncol = legend_ncol([str(h.get_label()) for h in handles], size[0], 3)
-    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
-    return fig
+
+
+def _loss_ticks(pos: Sequence[float], x0: float) -> list[float]:
+    """x ticks, sorted: the loss-free point, the decades within the loss rates, and each
+    loss rate not too close to one of those."""
+    decades = [10.0**e for e in range(math.floor(math.log10(pos[0])), 1)]
+    ticks = [x0, *[d for d in decades if pos[0] / 1.01 <= d <= pos[-1] * 2]]
+    ticks += [p for p in pos if all(abs(math.log10(p / t)) > 0.15 for t in ticks)]
+    return sorted(ticks)
 
 
 def _loss_tick(t: float, x0: float) -> str:

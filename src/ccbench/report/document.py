@@ -87,125 +87,122 @@ def _conditions_row(c: data.Conditions, runs_text: str) -> dict[str, str]:
     }
 
 
-def context(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path) -> dict[str, Any]:
-    t = data.load_tables(tables_dir)
-    colours = style.variant_colours(matrix)
-    figs = _figures(figures_dir)
-    baseline = matrix.baseline
-    scenarios, overview = [], []
-    for scen in data.scenario_names(matrix, t.runs):
-        runs = data.group(t.runs, scen)
-        cond = data.conditions(matrix, scen)
-        counts = tables.scenario_counts(t.runs, scen)
-        n_wait = int((runs["status"] == "waiting").sum()) if "status" in runs else 0
-        row = _conditions_row(cond, _runs_text(*counts, n_wait)) if cond else {"scenario": scen}
-        overview.append(row)
-        summ = data.group(t.summary, scen)
-        sf = [f for f in figs if f["scenario"] == scen]
-        skipped_all = bool(len(runs)) and bool(runs["skipped"].all())
-        load = (
-            tables.load_table(summ, runs, cond, colours, t.absent)
-            if cond and not skipped_all
-            else None
-        )
-        scenarios.append(
-            {
-                **row,
-                "skipped_all": skipped_all,
-                "runs_sentence": _runs_sentence(*counts, n_wait),
-                "skip_reasons": data.skip_reasons(runs),
-                "n_skipped": counts[2],
-                "skipped": tables.skipped_rows(runs),
-                "results": tables.results_table(summ, matrix, colours, runs),
-                "deltas": tables.delta_table(summ, colours, matrix),
-                "sentence": tables.largest_delta_sentence(summ, baseline) if len(summ) > 1 else "",
-                "load": load,
-                "probe_what": (
-                    data.probe_what(
-                        data.probe_tools(runs_dir, list(map(str, runs["run_id"]))), cond
-                    )
-                    if cond
-                    else ""
-                ),
-                "invalid": tables.invalid_rows(runs),
-                "n_invalid": int(data.is_invalid(runs).sum()),
-                "unpaired": any(
-                    data.delta_unpaired(x)
-                    for c in summ.columns
-                    if c.endswith("_delta_paired")
-                    for x in summ[c]
-                ),
-                "pair_figs": [f for f in sf if f["kind"] in ("bars", "scatter")],
-                "metric_figs": [f for f in sf if f["kind"] == "metrics"],
-                "load_figs": [f for f in sf if f["kind"] in ("probe", "jain_time")],
-                "queue_figs": [f for f in sf if f["kind"] == "queue_cdf"],
-                "load_figs_title": _load_figs_title(sf),
-                "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
-                "per_run": tables.per_run_table(runs, t.flows, colours),
-                "per_run_load": (
-                    tables.per_run_load_table(runs, cond, colours, t.absent)
-                    if load and cond
-                    else None
-                ),
-            }
-        )
-    loss = []
-    for i, group in enumerate(data.loss_groups(matrix, t.runs), 1):
-        loss.append(
-            {
-                "scenarios": ", ".join(c.scenario for c in group),
-                "table": tables.loss_table(group, t.summary, t.runs, matrix, colours),
-                "figs": [
-                    f for f in figs if f["kind"] == "loss" and f["file"].endswith(f"-{i}.png")
-                ],
-            }
-        )
-    order = provenance.run_order(matrix, t.runs, runs_dir)
-    started = t.runs["started_unix"].dropna()
+def _scenario_figs(figs: list[dict[str, Any]], scen: str) -> dict[str, Any]:
+    """One scenario's figures, grouped by the place the template shows them."""
+    sf = [f for f in figs if f["scenario"] == scen]
     return {
-        "title": matrix.title,
-        "question": matrix.question,
-        "baseline": baseline,
-        "repetitions": matrix.repetitions,
-        "seed": matrix.seed,
-        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "runs_from": provenance.utc(started.min()) if len(started) else "n/a",
-        "runs_to": provenance.utc(started.max()) if len(started) else "n/a",
-        "sha256": provenance.matrix_sha256(matrix),
-        "counts": {
-            "planned": len(matrix.order),
-            "executed": int((~t.runs["skipped"]).sum()),
-            "valid": int(t.runs["valid"].sum()),
-            "invalid": int(data.is_invalid(t.runs).sum()),
-            "skipped": int(t.runs["skipped"].sum()),
-            "waiting": int((t.runs["status"] == "waiting").sum()),
-            "missing": sum(r["status"] == "missing" for r in order),
-        },
-        "verdicts": tables.verdict_rows(t.verdicts, matrix),
-        "verdict_summary": tables.verdict_summary(t.verdicts),
-        "verdict_failed_gates": len(verdicts_mod.failed_gates(t.verdicts)),
-        "references": tables.reference_rows(t.summary, matrix),
-        "loss": loss,
-        "jain_converged": fmt(JAIN_CONVERGED, None),
-        "jain_window": fmt(JAIN_WINDOW_S, None),
-        "srtt_tools": data.SRTT_TOOLS,
-        "variants": [
-            {
-                "label": v.label,
-                "os": v.os,
-                "stack": v.stack,
-                "cc": v.cc,
-                "kernel": v.kernel,
-                "kernel_match": v.kernel_match,
-                "colour": colours.get(v.label, "#999999"),
-                "is_baseline": v.label == baseline,
-                **tables.variant_kernels(t.runs, v),
-            }
-            for v in matrix.variants
-        ],
-        "resolve_target": fmt(float(matrix.resolve_target_pct), None),
-        "overview": overview,
-        "scenarios": scenarios,
+        "pair_figs": [f for f in sf if f["kind"] in ("bars", "scatter")],
+        "metric_figs": [f for f in sf if f["kind"] == "metrics"],
+        "load_figs": [f for f in sf if f["kind"] in ("probe", "jain_time")],
+        "queue_figs": [f for f in sf if f["kind"] == "queue_cdf"],
+        "load_figs_title": _load_figs_title(sf),
+        "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
+    }
+
+
+def _scenario(
+    t: data.Tables,
+    matrix: Matrix,
+    runs_dir: Path,
+    colours: dict[str, str],
+    figs: list[dict[str, Any]],
+    scen: str,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(row of the conditions overview, section) of one scenario."""
+    runs = data.group(t.runs, scen)
+    cond = data.conditions(matrix, scen)
+    counts = tables.scenario_counts(t.runs, scen)
+    n_wait = int((runs["status"] == "waiting").sum()) if "status" in runs else 0
+    row = _conditions_row(cond, _runs_text(*counts, n_wait)) if cond else {"scenario": scen}
+    summ = data.group(t.summary, scen)
+    skipped_all = bool(len(runs)) and bool(runs["skipped"].all())
+    load = (
+        tables.load_table(summ, runs, cond, colours, t.absent) if cond and not skipped_all else None
+    )
+    section = {
+        **row,
+        "skipped_all": skipped_all,
+        "runs_sentence": _runs_sentence(*counts, n_wait),
+        "skip_reasons": data.skip_reasons(runs),
+        "n_skipped": counts[2],
+        "skipped": tables.skipped_rows(runs),
+        "results": tables.results_table(summ, matrix, colours, runs),
+        "deltas": tables.delta_table(summ, colours, matrix),
+        "sentence": tables.largest_delta_sentence(summ, matrix.baseline) if len(summ) > 1 else "",
+        "load": load,
+        "probe_what": (
+            data.probe_what(data.probe_tools(runs_dir, list(map(str, runs["run_id"]))), cond)
+            if cond
+            else ""
+        ),
+        "invalid": tables.invalid_rows(runs),
+        "n_invalid": int(data.is_invalid(runs).sum()),
+        "unpaired": any(
+            data.delta_unpaired(x)
+            for c in summ.columns
+            if c.endswith("_delta_paired")
+            for x in summ[c]
+        ),
+        **_scenario_figs(figs, scen),
+        "per_run": tables.per_run_table(runs, t.flows, colours),
+        "per_run_load": (
+            tables.per_run_load_table(runs, cond, colours, t.absent) if load and cond else None
+        ),
+    }
+    return row, section
+
+
+def _loss_sections(
+    t: data.Tables, matrix: Matrix, colours: dict[str, str], figs: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """One section per group of scenarios that differ only in their loss; its
+    figures are numbered like the groups (figures.make_all writes loss-resilience-<i>.png)."""
+    return [
+        {
+            "scenarios": ", ".join(c.scenario for c in group),
+            "table": tables.loss_table(group, t.summary, t.runs, matrix, colours),
+            "figs": [f for f in figs if f["kind"] == "loss" and f["file"].endswith(f"-{i}.png")],
+        }
+        for i, group in enumerate(data.loss_groups(matrix, t.runs), 1)
+    ]
+
+
+def _counts(t: data.Tables, matrix: Matrix, order: list[dict[str, str]]) -> dict[str, int]:
+    """The title page's run counts."""
+    return {
+        "planned": len(matrix.order),
+        "executed": int((~t.runs["skipped"]).sum()),
+        "valid": int(t.runs["valid"].sum()),
+        "invalid": int(data.is_invalid(t.runs).sum()),
+        "skipped": int(t.runs["skipped"].sum()),
+        "waiting": int((t.runs["status"] == "waiting").sum()),
+        "missing": sum(r["status"] == "missing" for r in order),
+    }
+
+
+def _variants(t: data.Tables, matrix: Matrix, colours: dict[str, str]) -> list[dict[str, Any]]:
+    """The title page's variant table."""
+    return [
+        {
+            "label": v.label,
+            "os": v.os,
+            "stack": v.stack,
+            "cc": v.cc,
+            "kernel": v.kernel,
+            "kernel_match": v.kernel_match,
+            "colour": colours.get(v.label, "#999999"),
+            "is_baseline": v.label == matrix.baseline,
+            **tables.variant_kernels(t.runs, v),
+        }
+        for v in matrix.variants
+    ]
+
+
+def _appendix(
+    t: data.Tables, matrix: Matrix, runs_dir: Path, order: list[dict[str, str]]
+) -> dict[str, Any]:
+    """Appendices B and C: testbed, hosts and tools; the run order."""
+    return {
         "tools": provenance.tool_versions(t.runs, runs_dir),
         "report_tools": [
             ("ccbench", _version("ccbench")),
@@ -217,6 +214,44 @@ def context(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path)
         "run_order": order,
         "order_same": [r["run_id"] for r in order if r["executed"] != "-"]
         == list(t.runs[~t.runs["skipped"]].sort_values("order")["run_id"]),
+    }
+
+
+def context(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path) -> dict[str, Any]:
+    t = data.load_tables(tables_dir)
+    colours = style.variant_colours(matrix)
+    figs = _figures(figures_dir)
+    overview, scenarios = [], []
+    for scen in data.scenario_names(matrix, t.runs):
+        row, section = _scenario(t, matrix, runs_dir, colours, figs, scen)
+        overview.append(row)
+        scenarios.append(section)
+    order = provenance.run_order(matrix, t.runs, runs_dir)
+    started = t.runs["started_unix"].dropna()
+    return {
+        "title": matrix.title,
+        "question": matrix.question,
+        "baseline": matrix.baseline,
+        "repetitions": matrix.repetitions,
+        "seed": matrix.seed,
+        "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "runs_from": provenance.utc(started.min()) if len(started) else "n/a",
+        "runs_to": provenance.utc(started.max()) if len(started) else "n/a",
+        "sha256": provenance.matrix_sha256(matrix),
+        "counts": _counts(t, matrix, order),
+        "verdicts": tables.verdict_rows(t.verdicts, matrix),
+        "verdict_summary": tables.verdict_summary(t.verdicts),
+        "verdict_failed_gates": len(verdicts_mod.failed_gates(t.verdicts)),
+        "references": tables.reference_rows(t.summary, matrix),
+        "loss": _loss_sections(t, matrix, colours, figs),
+        "jain_converged": fmt(JAIN_CONVERGED, None),
+        "jain_window": fmt(JAIN_WINDOW_S, None),
+        "srtt_tools": data.SRTT_TOOLS,
+        "variants": _variants(t, matrix, colours),
+        "resolve_target": fmt(float(matrix.resolve_target_pct), None),
+        "overview": overview,
+        "scenarios": scenarios,
+        **_appendix(t, matrix, runs_dir, order),
     }
 
 

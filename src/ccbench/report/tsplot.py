@@ -149,28 +149,52 @@ def timeseries_figure(
                     for f in s.ts.loc[s.ts["source"] != "qdisc", "flow"].unique()})  # fmt: skip
     ordered = sorted(series, key=lambda s: s.run_id == rep_id)  # representative on top
     for s in ordered:
-        rep = s.run_id == rep_id
-        for k in flows:
-            kw = (
-                {
-                    "color": style.flow_colour(colour, k),
-                    "ls": style.flow_linestyle(k),
-                    "lw": 1.2,
-                    "alpha": 1.0,
-                    "zorder": 3,
-                }
-                if rep
-                else {"color": colour, "ls": "-", "lw": 0.6, "alpha": 0.22, "zorder": 2}
-            )
-            t, y = _steps(*_flow_series(s.ts, k, "tput"))
-            axes[0].plot(t, y / 1e6, drawstyle="steps-pre", **kw)
-            t, y = _flow_series(s.ts, k, "cwnd")
-            axes[1].plot(t, y / lim.cwnd_scale, **kw)
-            t, y = _flow_series(s.ts, k, "rtt")
-            axes[2].plot(t, y / 1e3, **kw)
+        _flow_panels(axes, s, flows, s.run_id == rep_id, colour, lim)
 
     if queue:
         _queue_panel(axes[3], ordered, rep_id, cond, colour, lim)
+    _flow_axes(axes, cond, lim)
+    fig.suptitle(title)
+
+    handles = _legend_handles(flows, colour, queue, len(series) > 1)
+    ncol = legend_ncol([str(h.get_label()) for h in handles], size[0], 3)
+    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
+    return fig
+
+
+def _flow_panels(
+    axes: Sequence[plt.Axes],
+    s: RunSeries,
+    flows: Sequence[int],
+    rep: bool,
+    colour: str,
+    lim: Limits,
+) -> None:
+    """Throughput, cwnd and srtt of each flow of one run on the top three panels: the
+    representative run in the flow's colour and line style, any other faint."""
+    for k in flows:
+        kw = (
+            {
+                "color": style.flow_colour(colour, k),
+                "ls": style.flow_linestyle(k),
+                "lw": 1.2,
+                "alpha": 1.0,
+                "zorder": 3,
+            }
+            if rep
+            else {"color": colour, "ls": "-", "lw": 0.6, "alpha": 0.22, "zorder": 2}
+        )
+        t, y = _steps(*_flow_series(s.ts, k, "tput"))
+        axes[0].plot(t, y / 1e6, drawstyle="steps-pre", **kw)
+        t, y = _flow_series(s.ts, k, "cwnd")
+        axes[1].plot(t, y / lim.cwnd_scale, **kw)
+        t, y = _flow_series(s.ts, k, "rtt")
+        axes[2].plot(t, y / 1e3, **kw)
+
+
+def _flow_axes(axes: Sequence[plt.Axes], cond: Conditions, lim: Limits) -> None:
+    """Limits shared by the scenario's variants, the reference lines (rate and fair
+    share, BDP, base RTT and full queue) and the labels."""
     axes[0].set_ylim(0, lim.tput_max)
     axes[1].set_ylim(0, lim.cwnd_max)
     axes[2].set_ylim(0, lim.rtt_max)
@@ -192,8 +216,11 @@ def timeseries_figure(
     axes[1].set_ylabel(f"cwnd ({lim.cwnd_unit})")
     axes[2].set_ylabel("srtt (ms)")
     axes[-1].set_xlabel("time since run start (s)")
-    fig.suptitle(title)
 
+
+def _legend_handles(flows: Sequence[int], colour: str, queue: bool, others: bool) -> list[Line2D]:
+    """One entry per flow, then the queue drop marker and the faint other repetitions
+    where the figure shows them."""
     handles: list[Line2D] = [
         Line2D(
             [],
@@ -208,11 +235,9 @@ def timeseries_figure(
     if queue:
         handles.append(Line2D([], [], color=style.REF_COLOUR, marker="v", ls="none", ms=4,
                               label="queue drops"))  # fmt: skip
-    if len(series) > 1:
+    if others:
         handles.append(Line2D([], [], color=colour, lw=0.6, alpha=0.35, label="other repetitions"))
-    ncol = legend_ncol([str(h.get_label()) for h in handles], size[0], 3)
-    fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
-    return fig
+    return handles
 
 
 def _queue_panel(
