@@ -76,7 +76,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("results", type=Path)
     ap.add_argument("--old", required=True, help="the ccbench program before the change")
-    ap.add_argument("--new", default=shutil.which("ccbench") or "ccbench")
+    # default: the ccbench beside this interpreter (this checkout's venv), not PATH's
+    ap.add_argument("--new", default=str(Path(sys.executable).parent / "ccbench"))
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="ccb-same-") as tmp:
         got = {}

@@ -41,9 +41,11 @@ def main(fixture: Path) -> int:
         s.update(run_metrics(s, pd.read_parquet(ts) if ts.exists() else None))
         path.write_text(json.dumps(s, indent=2) + "\n")
     matrix, tables = fixture / "matrix.json", fixture / "tables"
-    subprocess.run(["ccbench", "aggregate", "--matrix", str(matrix), "--out", str(tables),
+    # this interpreter's ccbench, not whichever one PATH finds first
+    ccbench = [sys.executable, "-m", "ccbench.cli"]
+    subprocess.run([*ccbench, "aggregate", "--matrix", str(matrix), "--out", str(tables),
                     *[str(r / "summary.json") for r in runs]], check=True)  # fmt: skip
-    subprocess.run(["ccbench", "verdicts", "--matrix", str(matrix), "--tables", str(tables),
+    subprocess.run([*ccbench, "verdicts", "--matrix", str(matrix), "--tables", str(tables),
                     "--out", str(tables / "verdicts.csv")], check=True)  # fmt: skip
     return 0
 

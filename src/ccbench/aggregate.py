@@ -52,20 +52,33 @@ def _num(x: Any) -> float:
 
 
 def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    s = json.loads((run_dir / "summary.json").read_text())
+    """One run's row in the runs table and its flows' rows in the flows table."""
+    s = _load_summary(run_dir)
+    tb = s["spec"]["topology"]
+    run = {
+        **_identity_columns(s),
+        **_path_columns(tb),
+        **_throughput_columns(s),
+        **_queue_columns(s),
+        **_probe_columns(s),
+        **_convergence_loss_columns(s, tb),
+        **_status_columns(s),
+        **_kernel_columns(s),
+    }
+    return run, _flow_rows(s)
+
+
+def _load_summary(run_dir: Path) -> dict[str, Any]:
+    s: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
     if not all(k in s for k in ("srtt", "convergence_s", "mathis")):
         # A summary.json from before `ccbench parse` stored them: the same computation.
         ts_path = run_dir / "timeseries.parquet"
         s.update(run_metrics(s, pd.read_parquet(ts_path) if ts_path.exists() else None))
-    flows = s["flows"]
-    retrans = [f["retransmits"] for f in flows]
-    tb = s["spec"]["topology"]
-    probe = s.get("probe") or {}
-    queue = s.get("queue") or {}
-    srtt = s["srtt"] or {}
-    mathis = s["mathis"] or {}
-    ksenders = sorted(((s.get("kernel") or {}).get("senders") or {}).items())
-    run = {
+    return s
+
+
+def _identity_columns(s: dict[str, Any]) -> dict[str, Any]:
+    return {
         "run_id": s["run_id"],
         "scenario": s["scenario"],
         "variant": s["variant"],
@@ -74,11 +87,24 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "reasons": "; ".join(s["reasons"]),
         "attempt": s.get("attempt", 1),
         "started_unix": s.get("started_unix"),
-        "n_flows": len(flows),
+        "n_flows": len(s["flows"]),
+    }
+
+
+def _path_columns(tb: dict[str, Any]) -> dict[str, Any]:
+    return {
         "rate_mbit": tb["rate_mbit"],
         "rtt_ms": tb["rtt_ms"],
         "queue": f"{tb['queue_kind']} {tb['queue_limit_pkts']}",
         "loss": f"{tb['loss_mode']} {tb['loss_rate']:g}" if tb["loss_mode"] != "none" else "",
+    }
+
+
+def _throughput_columns(s: dict[str, Any]) -> dict[str, Any]:
+    """Throughput, fairness, the senders' RTT and the losses."""
+    retrans = [f["retransmits"] for f in s["flows"]]
+    srtt = s["srtt"] or {}
+    return {
         "throughput_sum_mbps": _num(s["throughput_sum_bps"]) / 1e6,
         "utilization_pct": _num(s["utilization_pct"]),
         "jain": _num(s["jain"]),
@@ -87,6 +113,13 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "srtt_max_ms": _num(srtt.get("max_us")) / 1e3,
         "retransmits": math.nan if None in retrans else float(sum(retrans)),
         "drops_pkts": _num((s.get("bottleneck") or {}).get("drops")),
+    }
+
+
+def _queue_columns(s: dict[str, Any]) -> dict[str, Any]:
+    """The bottleneck queue, the delay element and the router's CPU while the flows ran."""
+    queue = s.get("queue") or {}
+    return {
         # The bottleneck queue sampled while the flows ran (summary `queue`; NaN for
         # runs made without sampling).
         "queue_backlog_mean_pkts": _num(queue.get("backlog_mean_pkts")),
@@ -98,13 +131,31 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "delay_late_share": _num((s.get("delay_element") or {}).get("late_share")),
         "router_busy_pct": _num((s.get("router_cpu") or {}).get("busy_pct")),
         "router_steal_pct": _num((s.get("router_cpu") or {}).get("steal_pct")),
+    }
+
+
+def _probe_columns(s: dict[str, Any]) -> dict[str, Any]:
+    probe = s.get("probe") or {}
+    return {
         "probe_rtt_p50_ms": _num(probe.get("rtt_p50_us")) / 1e3,
         "probe_rtt_p95_ms": _num(probe.get("rtt_p95_us")) / 1e3,
         "probe_rtt_p99_ms": _num(probe.get("rtt_p99_us")) / 1e3,
+    }
+
+
+def _convergence_loss_columns(s: dict[str, Any], tb: dict[str, Any]) -> dict[str, Any]:
+    """Convergence time, and the configured loss with the Mathis prediction for it."""
+    mathis = s["mathis"] or {}
+    return {
         "convergence_s": _num(s["convergence_s"]),
         "loss_rate": tb["loss_rate"] if tb["loss_mode"] != "none" else 0.0,
         "mathis_mbps_per_flow": _num(mathis.get("mbps_per_flow")),
         "mathis_ratio": _num(mathis.get("ratio")),
+    }
+
+
+def _status_columns(s: dict[str, Any]) -> dict[str, Any]:
+    return {
         "skipped": bool(s.get("skipped", False)),
         # valid / invalid (ran, failed a check) / not run (the testbed lacks what it
         # asks, or could not be calibrated: see not_run_reason) / waiting (for the
@@ -113,32 +164,42 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "not_run_reason": "; ".join(r.removeprefix("skipped: ") for r in s["reasons"])
         if s.get("skipped")
         else "",
+    }
+
+
+def _kernel_columns(s: dict[str, Any]) -> dict[str, Any]:
+    ksenders = sorted(((s.get("kernel") or {}).get("senders") or {}).items())
+    return {
         # The kernel the variant waits for (runs recorded as waiting), and every sender's
         # kernel identity as the run read it ("s1: 6.1.0-18-amd64 #1 SMP ...").
         "waiting_kernel": (s.get("waiting") or {}).get("label", ""),
         "kernel": "; ".join(f"{n}: {k['identity']}" for n, k in ksenders),
         "kernel_short": " / ".join(dict.fromkeys(k["short"] for _, k in ksenders)),
+        # the regex this run's sender kernels were judged on (the config's may change
+        # between reboots; a finished run keeps the one it was measured under)
+        "kernel_match": str((s.get("kernel") or {}).get("match") or ""),
     }
-    frows = []
-    for f in flows:
-        frows.append(
-            {
-                "run_id": s["run_id"],
-                "scenario": s["scenario"],
-                "variant": s["variant"],
-                "repetition": s["repetition"],
-                "valid": bool(s["valid"]),
-                "flow": f["flow"],
-                "pair": f["pair"],
-                "cc_requested": f["cc_requested"],
-                "cc_used": f["cc_used"],
-                "throughput_mbps": _num(f["throughput_bps"]) / 1e6,
-                "retransmits": _num(f["retransmits"]),
-                "rtt_mean_ms": _num(f["rtt_mean_us"]) / 1e3,
-                "rtt_max_ms": _num(f["rtt_max_us"]) / 1e3,
-            }
-        )
-    return run, frows
+
+
+def _flow_rows(s: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        {
+            "run_id": s["run_id"],
+            "scenario": s["scenario"],
+            "variant": s["variant"],
+            "repetition": s["repetition"],
+            "valid": bool(s["valid"]),
+            "flow": f["flow"],
+            "pair": f["pair"],
+            "cc_requested": f["cc_requested"],
+            "cc_used": f["cc_used"],
+            "throughput_mbps": _num(f["throughput_bps"]) / 1e6,
+            "retransmits": _num(f["retransmits"]),
+            "rtt_mean_ms": _num(f["rtt_mean_us"]) / 1e3,
+            "rtt_max_ms": _num(f["rtt_max_us"]) / 1e3,
+        }
+        for f in s["flows"]
+    ]
 
 
 def _status(s: dict[str, Any]) -> str:

@@ -31,7 +31,7 @@ from ccbench.parse.procstat import usage_between
 from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
 from ccbench.parse.tc import parse_tc_qdisc_json
 from ccbench.probe import RAW_FILES, read_probe
-from ccbench.spec import TCP_IP_HEADER_BYTES, RunSpec
+from ccbench.spec import TCP_IP_HEADER_BYTES, Flow, RunSpec
 
 if TYPE_CHECKING:  # pandas only where the time series is built (parse_run_dir)
     import pandas as pd
@@ -623,63 +623,19 @@ def summarize(raw: Path) -> dict[str, Any]:
     damaged files). Raises CcbenchError only for spec.json."""
     spec = load_spec(raw)
     rd = RawDir(raw)
-    if rd.exists("skipped.json"):
-        skipped = rd.json("skipped.json")
-        if skipped and isinstance(skipped.get("reason"), str):
-            return _skipped(spec, skipped["reason"], skipped.get("waiting"))
-        if skipped is not None:
-            rd.problem("skipped.json", "no reason string")
+    skipped = _skipped_marker(rd, spec)
+    if skipped is not None:
+        return skipped
     meta, rcs = _meta(rd, len(spec.flows))
     cal = _calibration(rd)
-    reasons: list[str] = []
-    if rd.failed:
-        err = (raw / "error.txt").read_bytes().decode("utf-8", "replace").strip()
-        reasons.append(f"run failed: {err}")
-    flows: list[dict[str, Any]] = []
-    results: list[Iperf3Result | None] = []
-    for k, f in enumerate(spec.flows, start=1):
-        res, unreadable = _iperf3(rd, k)
-        results.append(res)
-        variant = spec.extra.get("variant") or {}
-        stack_cc = isinstance(variant, dict) and (
-            variant.get("os") == "freebsd" and (f.cc == "bbr" or variant.get("stack") == "bbr")
-        )
-        if not unreadable:  # else the file's own reason says it
-            reasons += validity.check_flow(k, spec, res, rcs[k - 1], stack_cc)
-        flows.append(
-            {
-                "flow": k,
-                "pair": f.pair,
-                "cc_requested": f.cc,
-                "cc_used": res.cc_sender if res else None,
-                "start_s": f.start_s,
-                "duration_s": f.duration_s,
-                "streams": f.streams,
-                "throughput_bps": res.throughput_bps if res and not res.error else None,
-                "sender_throughput_bps": res.sender_bps if res else None,
-                "bytes_received": res.bytes_received if res else None,
-                "retransmits": res.retransmits if res else None,
-                "rtt_min_us": res.min_rtt_us if res else None,
-                "rtt_mean_us": res.mean_rtt_us if res else None,
-                "rtt_max_us": res.max_rtt_us if res else None,
-                "max_cwnd_bytes": res.max_snd_cwnd_bytes if res else None,
-                "raw": f"iperf3-{k}.json",
-            }
-        )
-    tputs: list[float | None] = [f["throughput_bps"] for f in flows]
-    ok = [t for t in tputs if t is not None]
-    complete = all(t is not None for t in tputs)
-    # Aggregate rate = all bytes delivered over the whole traffic window, so staggered
-    # flows are not double-counted (summing their mean rates would be).
-    window_s = spec.traffic_s - min(f.start_s for f in spec.flows)
-    total = sum(f["bytes_received"] or 0 for f in flows) * 8 / window_s if complete else None
+    reasons = _run_failed(rd)
+    flows, results, flow_reasons = _flows(rd, spec, rcs)
+    reasons += flow_reasons
+    total = _throughput_sum(spec, flows)
     delay_method = cal.get("delay_method") if cal else None
     delay = _delay(rd, needed=delay_method == "ccdelay")
     reasons += _sender_setup(rd)
-    if cal is not None:  # else calibration.json's own reason says it
-        reasons += validity.check_calibration(cal)
-        if delay is not None or not any(r.startswith("delay-") for r in rd.problems):
-            reasons += validity.check_delay(delay, delay_method)
+    reasons += _calibration_reasons(rd, cal, delay, delay_method)
     bneck = _bottleneck(rd)
     reasons += validity.check_bottleneck_config(spec, bneck.get("configured"))
     queue = _queue(rd, spec, meta)
@@ -698,7 +654,6 @@ def summarize(raw: Path) -> dict[str, Any]:
     nics = _nics(rd)  # provenance: facts.json is checked to be an object here
     kern, kern_reasons = _kernel(rd, spec)
     reasons += kern_reasons
-    cal = cal or {}
     reasons += rd.problems
     return {
         **_header(spec),
@@ -707,7 +662,7 @@ def summarize(raw: Path) -> dict[str, Any]:
         "flows": flows,
         "throughput_sum_bps": total,
         "utilization_pct": util,
-        "jain": metrics.jain(ok) if complete and min(ok) >= 0 else None,
+        "jain": _jain(flows),
         "bottleneck": bneck,
         **({"queue": queue} if queue is not None else {}),
         "delay_element": delay,
@@ -717,15 +672,119 @@ def summarize(raw: Path) -> dict[str, Any]:
         **({"kernel": kern} if kern is not None else {}),
         "probe": probe,
         "router_cpu": router_cpu,
-        "calibration": {
-            "delay_method": cal.get("delay_method"),
-            # where the RTT sat: both ways (RTT/2 each; older calibrations) or reverse
-            "delay_direction": cal.get("delay_direction") or "both",
-            "idle_rtt": cal.get("idle_rtt"),
-            "rate_ratio": (cal.get("rate") or {}).get("ratio"),
-        },
+        "calibration": _calibration_record(cal),
         "valid": not reasons,
         "reasons": reasons,
+    }
+
+
+def _skipped_marker(rd: RawDir, spec: RunSpec) -> dict[str, Any] | None:
+    """The summary of a run recorded as not run (raw/skipped.json with its reason), else
+    None; a skipped.json without a reason string is a problem of a run summarized as run."""
+    if not rd.exists("skipped.json"):
+        return None
+    skipped = rd.json("skipped.json")
+    if skipped and isinstance(skipped.get("reason"), str):
+        return _skipped(spec, skipped["reason"], skipped.get("waiting"))
+    if skipped is not None:
+        rd.problem("skipped.json", "no reason string")
+    return None
+
+
+def _run_failed(rd: RawDir) -> list[str]:
+    """The run's own failure (raw/error.txt) as its first reason."""
+    if not rd.failed:
+        return []
+    err = (rd.path / "error.txt").read_bytes().decode("utf-8", "replace").strip()
+    return [f"run failed: {err}"]
+
+
+def _flows(
+    rd: RawDir, spec: RunSpec, rcs: list[int | None]
+) -> tuple[list[dict[str, Any]], list[Iperf3Result | None], list[str]]:
+    """Each flow's summary record and iperf3 result (None: no usable output), and the
+    reasons its checks give (validity.check_flow)."""
+    flows: list[dict[str, Any]] = []
+    results: list[Iperf3Result | None] = []
+    reasons: list[str] = []
+    for k, f in enumerate(spec.flows, start=1):
+        res, unreadable = _iperf3(rd, k)
+        results.append(res)
+        if not unreadable:  # else the file's own reason says it
+            reasons += validity.check_flow(k, spec, res, rcs[k - 1], _stack_cc(spec, f.cc))
+        flows.append(_flow_record(k, f, res))
+    return flows, results, reasons
+
+
+def _stack_cc(spec: RunSpec, cc: str) -> bool:
+    """The flow's CC is the TCP stack's own (FreeBSD tcp_bbr), not a socket option."""
+    variant = spec.extra.get("variant") or {}
+    return isinstance(variant, dict) and (
+        variant.get("os") == "freebsd" and (cc == "bbr" or variant.get("stack") == "bbr")
+    )
+
+
+def _flow_record(k: int, f: Flow, res: Iperf3Result | None) -> dict[str, Any]:
+    return {
+        "flow": k,
+        "pair": f.pair,
+        "cc_requested": f.cc,
+        "cc_used": res.cc_sender if res else None,
+        "start_s": f.start_s,
+        "duration_s": f.duration_s,
+        "streams": f.streams,
+        "throughput_bps": res.throughput_bps if res and not res.error else None,
+        "sender_throughput_bps": res.sender_bps if res else None,
+        "bytes_received": res.bytes_received if res else None,
+        "retransmits": res.retransmits if res else None,
+        "rtt_min_us": res.min_rtt_us if res else None,
+        "rtt_mean_us": res.mean_rtt_us if res else None,
+        "rtt_max_us": res.max_rtt_us if res else None,
+        "max_cwnd_bytes": res.max_snd_cwnd_bytes if res else None,
+        "raw": f"iperf3-{k}.json",
+    }
+
+
+def _throughput_sum(spec: RunSpec, flows: list[dict[str, Any]]) -> float | None:
+    """The flows' aggregate rate; None unless every flow has its throughput."""
+    if not all(f["throughput_bps"] is not None for f in flows):
+        return None
+    # Aggregate rate = all bytes delivered over the whole traffic window, so staggered
+    # flows are not double-counted (summing their mean rates would be).
+    window_s = spec.traffic_s - min(f.start_s for f in spec.flows)
+    return sum(f["bytes_received"] or 0 for f in flows) * 8 / window_s
+
+
+def _jain(flows: list[dict[str, Any]]) -> float | None:
+    """Jain's index of the flows' throughputs; None unless every flow has one (>= 0)."""
+    tputs: list[float | None] = [f["throughput_bps"] for f in flows]
+    ok = [t for t in tputs if t is not None]
+    complete = all(t is not None for t in tputs)
+    return metrics.jain(ok) if complete and min(ok) >= 0 else None
+
+
+def _calibration_reasons(
+    rd: RawDir, cal: dict[str, Any] | None, delay: dict[str, Any] | None, delay_method: str | None
+) -> list[str]:
+    """The testbed calibration's checks and the delay element's (which needs the
+    calibration's delay method)."""
+    if cal is None:  # calibration.json's own reason says it
+        return []
+    reasons = list(validity.check_calibration(cal))
+    # Without statistics because a delay file is missing or damaged: its reason says it.
+    if delay is not None or not any(r.startswith("delay-") for r in rd.problems):
+        reasons += validity.check_delay(delay, delay_method)
+    return reasons
+
+
+def _calibration_record(cal: dict[str, Any] | None) -> dict[str, Any]:
+    cal = cal or {}
+    return {
+        "delay_method": cal.get("delay_method"),
+        # where the RTT sat: both ways (RTT/2 each; older calibrations) or reverse
+        "delay_direction": cal.get("delay_direction") or "both",
+        "idle_rtt": cal.get("idle_rtt"),
+        "rate_ratio": (cal.get("rate") or {}).get("ratio"),
     }
 
 

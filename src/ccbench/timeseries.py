@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from ccbench import metrics
-from ccbench.parse.iperf3 import parse_iperf3
+from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
 from ccbench.parse.qdisc import parse_qdisc_samples, queue_points
 from ccbench.parse.siftr import parse_siftr
 from ccbench.parse.ss import SsRecord, parse_ss_samples
+from ccbench.spec import RunSpec
+
+if TYPE_CHECKING:  # summary imports this module: build_checked imports it when it runs
+    from ccbench.summary import RawDir
 
 COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "rtt_us",
            "retransmits", "backlog_pkts", "backlog_bytes", "drops", "sent_pkts",
@@ -65,12 +69,35 @@ def build_checked(raw: Path) -> tuple[pd.DataFrame, list[str]]:
         return pd.DataFrame(columns=COLUMNS), []
     rd = RawDir(raw)
     meta = _meta(raw)
+    t0 = _started_unix(meta)
+    rows, local_to_flow = _iperf3_rows(raw, spec, _flow_starts(meta))
+    rows += _ss_rows(rd, spec, t0, local_to_flow)
+    rows += _siftr_rows(rd, spec.run_id, t0, local_to_flow)
+    if t0 is not None:
+        rows += _qdisc_rows(rd, meta, spec.run_id, t0)
+    return _frame(rows), rd.problems
+
+
+def _started_unix(meta: dict[str, Any]) -> float | None:
+    """When the run started (meta.json), the time sampler rows are counted from."""
     t0 = meta.get("started_unix")
-    t0 = t0 if isinstance(t0, (int, float)) and not isinstance(t0, bool) else None
+    return t0 if isinstance(t0, (int, float)) and not isinstance(t0, bool) else None
+
+
+def _flow_starts(meta: dict[str, Any]) -> dict[Any, Any]:
+    """Flow -> when it started (seconds into the run), as meta.json recorded it."""
     started: dict[Any, Any] = {}
     for m in meta.get("flows", []) if isinstance(meta.get("flows"), list) else []:
         if isinstance(m, dict) and isinstance(m.get("started_s"), (int, float)):
             started[m.get("flow")] = m["started_s"]
+    return started
+
+
+def _iperf3_rows(
+    raw: Path, spec: RunSpec, started: dict[Any, Any]
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Every flow's iperf3 interval rows, and each stream's local address -> its flow
+    (how the samplers' sockets are told apart)."""
     rows: list[dict[str, Any]] = []
     local_to_flow: dict[str, int] = {}
     for k, f in enumerate(spec.flows, start=1):
@@ -79,29 +106,43 @@ def build_checked(raw: Path) -> tuple[pd.DataFrame, list[str]]:
             res = parse_iperf3(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue
-        offset = started.get(k, f.start_s)
         for s in res.streams:
             if s.local:
                 local_to_flow[s.local] = k
-        # Several streams (-P): sum throughput per interval, average cwnd/RTT.
-        by_t: dict[float, list[dict[str, Any]]] = {}
-        for iv in res.intervals:
-            if iv["t_end_s"] is not None:
-                by_t.setdefault(iv["t_end_s"], []).append(iv)
-        for t_end, ivs in sorted(by_t.items()):
-            rows.append(
-                {
-                    "run_id": spec.run_id,
-                    "flow": k,
-                    "source": "iperf3",
-                    "t_s": offset + t_end,
-                    "throughput_bps": sum(i["throughput_bps"] or 0 for i in ivs),
-                    "cwnd_bytes": _mean([i["cwnd_bytes"] for i in ivs]),
-                    "rtt_us": _mean([i["rtt_us"] for i in ivs]),
-                    "retransmits": sum(i["retransmits"] or 0 for i in ivs),
-                }
-            )
-    for ss_file in sorted(raw.glob("ss-s*.txt")):
+        rows += _iperf3_flow_rows(spec.run_id, k, started.get(k, f.start_s), res)
+    return rows, local_to_flow
+
+
+def _iperf3_flow_rows(
+    run_id: str, k: int, offset: float, res: Iperf3Result
+) -> list[dict[str, Any]]:
+    # Several streams (-P): sum throughput per interval, average cwnd/RTT.
+    by_t: dict[float, list[dict[str, Any]]] = {}
+    for iv in res.intervals:
+        if iv["t_end_s"] is not None:
+            by_t.setdefault(iv["t_end_s"], []).append(iv)
+    return [
+        {
+            "run_id": run_id,
+            "flow": k,
+            "source": "iperf3",
+            "t_s": offset + t_end,
+            "throughput_bps": sum(i["throughput_bps"] or 0 for i in ivs),
+            "cwnd_bytes": _mean([i["cwnd_bytes"] for i in ivs]),
+            "rtt_us": _mean([i["rtt_us"] for i in ivs]),
+            "retransmits": sum(i["retransmits"] or 0 for i in ivs),
+        }
+        for t_end, ivs in sorted(by_t.items())
+    ]
+
+
+def _ss_rows(
+    rd: RawDir, spec: RunSpec, t0: float | None, local_to_flow: dict[str, int]
+) -> list[dict[str, Any]]:
+    """The ss samplers' rows (Linux senders); every file is checked, even when the run's
+    start time is unknown and it gives no rows."""
+    rows: list[dict[str, Any]] = []
+    for ss_file in sorted(rd.path.glob("ss-s*.txt")):
         samples = _ss_samples(rd, ss_file.name, t0, spec.traffic_s)
         if t0 is None:
             continue
@@ -121,7 +162,16 @@ def build_checked(raw: Path) -> tuple[pd.DataFrame, list[str]]:
                     "retransmits": None,
                 }
             )
-    for siftr_file in sorted(raw.glob("siftr-s*.log")):
+    return rows
+
+
+def _siftr_rows(
+    rd: RawDir, run_id: str, t0: float | None, local_to_flow: dict[str, int]
+) -> list[dict[str, Any]]:
+    """The siftr logs' rows (FreeBSD senders: outgoing packets of the flows); every file
+    is checked, even when the run's start time is unknown and it gives no rows."""
+    rows: list[dict[str, Any]] = []
+    for siftr_file in sorted(rd.path.glob("siftr-s*.log")):
         text = rd.text(siftr_file.name)
         if text is None:
             continue
@@ -136,7 +186,7 @@ def build_checked(raw: Path) -> tuple[pd.DataFrame, list[str]]:
                 continue
             rows.append(
                 {
-                    "run_id": spec.run_id,
+                    "run_id": run_id,
                     "flow": flow,
                     "source": "siftr",
                     "t_s": log.enable_time_s + r["t_s"] - t0,
@@ -146,13 +196,15 @@ def build_checked(raw: Path) -> tuple[pd.DataFrame, list[str]]:
                     "retransmits": None,
                 }
             )
-    if t0 is not None:
-        rows += _qdisc_rows(rd, meta, spec.run_id, t0)
+    return rows
+
+
+def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """The rows as the table, with the same column types however few rows there are."""
     df = pd.DataFrame(rows, columns=COLUMNS)
-    df = df.astype({"flow": "int64", "t_s": "float64", "throughput_bps": "float64",
-                    "cwnd_bytes": "float64", "rtt_us": "float64",
-                    **dict.fromkeys(QUEUE_COLUMNS, "float64")})  # fmt: skip
-    return df, rd.problems
+    return df.astype({"flow": "int64", "t_s": "float64", "throughput_bps": "float64",
+                      "cwnd_bytes": "float64", "rtt_us": "float64",
+                      **dict.fromkeys(QUEUE_COLUMNS, "float64")})  # fmt: skip
 
 
 def _qdisc_rows(rd: Any, meta: dict[str, Any], run_id: str, t0: float) -> list[dict[str, Any]]:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from markupsafe import escape as html_escape
 
 from tests.conftest import REPO, ccbench
 from tests.integration.conftest import job_counts, namespaces, run_snakemake
@@ -126,6 +127,8 @@ def test_runs_pending_then_run_then_compared(tmp_path: Path) -> None:
     assert f"after patch ({short}) vs before patch ({short})" in html
     assert "What 2 repetitions resolve" in html
     assert "waiting for kernel" not in html
+    # "before" ran under the regex of step 1, not the one its config has now: said so
+    assert f'judged on <span class="mono">/{html_escape(booted)}/ (2 runs)</span>' in html
 
     # 3. Nothing is left to do.
     again = run_snakemake(work, cfg_path, "--dry-run", "--quiet", "rules", timeout=600)

@@ -216,3 +216,26 @@ def test_no_kernel_words_when_nothing_differs() -> None:
     row = pd.Series({"variant": "reno", "kernel_short": "6.1 #1"})
     assert tables.kernels_compared(row, base, {}) == ""
     assert tables.kernel_text("", "") == ""
+
+
+def test_the_variant_table_names_the_regex_finished_runs_were_judged_on() -> None:
+    """After a reboot the config's regexes change; runs measured before keep the regex
+    they were judged on (summary kernel.match -> runs.csv kernel_match), and the variant
+    table says so when it is not the config's current one."""
+    v = Variant.from_dict({"label": "before", "cc": "cubic", "kernel": "before patch",
+                           "kernel_match": "^new$"})  # fmt: skip
+    runs = pd.DataFrame(
+        [
+            {"variant": "before", "skipped": False, "status": "valid", "kernel": "s1: 6.1 #1",
+             "kernel_match": "^6\\.1"},
+            {"variant": "before", "skipped": False, "status": "valid", "kernel": "s1: 6.1 #1",
+             "kernel_match": "^6\\.1"},
+            {"variant": "before", "skipped": False, "status": "valid", "kernel": "s1: 6.2 #1",
+             "kernel_match": "^new$"},
+            {"variant": "before", "skipped": True, "status": "waiting", "kernel": "",
+             "kernel_match": "^old-waiting$"},
+        ]
+    )  # fmt: skip
+    cells = tables.variant_kernels(runs, v)
+    assert cells["kernel_judged"] == ["/^6\\.1/ (2 runs)"]  # not the current one, not waiting
+    assert tables.variant_kernels(runs.drop(columns="kernel_match"), v)["kernel_judged"] == []

@@ -212,7 +212,15 @@ def variant_kernels(runs: pd.DataFrame, v: Variant) -> dict[str, Any]:
                 seen[part] = seen.get(part, 0) + 1
     n_wait = int((g["status"] == "waiting").sum())
     n_done = int((~g["skipped"]).sum())
+    # Finished runs judged on a regex other than the config's now (it changed between
+    # reboots): say which, so no run is read as checked against a regex it never met.
+    judged: dict[str, int] = {}
+    if "kernel_match" in g:
+        for m in g.loc[~g["skipped"], "kernel_match"].fillna(""):
+            if m and m != (v.kernel_match or ""):
+                judged[str(m)] = judged.get(str(m), 0) + 1
     return {
+        "kernel_judged": [f"/{m}/ ({n} run{'s' if n > 1 else ''})" for m, n in judged.items()],
         "kernel_ids": [f"{k} ({n} run{'s' if n > 1 else ''})" for k, n in seen.items()],
         "kernel_wait": f"waiting for kernel '{v.kernel}'" if n_wait else "",
         "n_wait": n_wait,
