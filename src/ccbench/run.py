@@ -454,7 +454,7 @@ def execute(
     kernel_req: dict[str, str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Run, retrying invalid results; writes out/attempts.json (and out/summary.json)."""
-    from ccbench.summary import summarize, write_json
+    from ccbench.summary import judge, write_json
 
     out.mkdir(parents=True, exist_ok=True)
     summary: dict[str, Any] = {}
@@ -482,7 +482,9 @@ def execute(
                                "choose another --out")  # fmt: skip
         safe.remove_tree(raw, out)
         tmp.rename(raw)
-        summary = summarize(raw)
+        # The full verdict (time series and RTT excess included), as `parse` will
+        # write it: a run that stalled on the host is retried, not found out later.
+        summary = judge(raw)[0]
         summary["attempt"] = attempt
         tried.append({"attempt": attempt, "valid": summary["valid"],
                       "reasons": summary["reasons"]})  # fmt: skip

@@ -876,18 +876,14 @@ def recorded(raw: Path) -> dict[str, Any]:
             "qdisc_config": qdisc}  # fmt: skip
 
 
-def parse_run_dir(run_dir: Path) -> dict[str, Any]:
-    """`ccbench parse RUN_DIR`: raw/ -> summary.json and timeseries.parquet; returns the
-    summary. Both are written to temporary names and renamed only when both are
-    complete, the summary last, so a summary.json never exists without the time series
-    it goes with. Problems the time series finds in sampler files (ss, siftr) are
-    reasons too. CcbenchError (one line) only when RUN_DIR is not a run directory or
-    its raw/spec.json is unusable (see the module docstring)."""
+def judge(raw: Path) -> tuple[dict[str, Any], Any]:
+    """The whole verdict on one run's raw/: summarize, then what only the time series
+    shows (sampler files cut short or unparsable, RTT samples above what the path can
+    give), then the per-run metrics. The one place a run is found valid or not: `ccbench
+    run` retries on it and `parse` writes it, so attempts.json and summary.json agree.
+    Returns the summary and the time series (a DataFrame)."""
     from ccbench import timeseries
 
-    raw = run_dir / "raw"
-    if not (raw / "spec.json").exists():
-        raise CcbenchError(f"{run_dir}: not a run directory (no raw/spec.json)")
     s = summarize(raw)
     df, problems = timeseries.build_checked(raw)
     if not s.get("skipped"):
@@ -899,6 +895,20 @@ def parse_run_dir(run_dir: Path) -> dict[str, Any]:
     if new and not s.get("skipped"):
         s["reasons"] = s["reasons"] + new
         s["valid"] = False
+    return s, df
+
+
+def parse_run_dir(run_dir: Path) -> dict[str, Any]:
+    """`ccbench parse RUN_DIR`: raw/ -> summary.json and timeseries.parquet; returns the
+    summary. Both are written to temporary names and renamed only when both are
+    complete, the summary last, so a summary.json never exists without the time series
+    it goes with. Problems the time series finds in sampler files (ss, siftr) are
+    reasons too. CcbenchError (one line) only when RUN_DIR is not a run directory or
+    its raw/spec.json is unusable (see the module docstring)."""
+    raw = run_dir / "raw"
+    if not (raw / "spec.json").exists():
+        raise CcbenchError(f"{run_dir}: not a run directory (no raw/spec.json)")
+    s, df = judge(raw)
     att = run_dir / "attempts.json"
     if att.exists():
         try:

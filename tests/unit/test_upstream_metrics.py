@@ -15,7 +15,7 @@ import pytest
 
 from ccbench import aggregate, metrics, timeseries
 from ccbench.spec import TCP_IP_HEADER_BYTES
-from ccbench.summary import parse_run_dir, run_metrics
+from ccbench.summary import judge, parse_run_dir, run_metrics
 
 TESTS = Path(__file__).resolve().parents[1]
 RAW = TESTS / "captures" / "run-local-2cubic"
@@ -133,3 +133,20 @@ def test_a_skipped_run_has_the_configured_mathis_only(tmp_path: Path) -> None:
     row, _ = aggregate.run_rows(run)
     assert row["mathis_mbps_per_flow"] == s["mathis"]["mbps_per_flow"]
     assert math.isnan(row["mathis_ratio"])
+
+
+def test_the_run_and_parse_reach_one_verdict(tmp_path: Path) -> None:
+    """`ccbench run` decides whether to retry on summary.judge, the function `parse`
+    writes: the same summary (rtt_excess and the time series' problems included), so
+    attempts.json's valid flag and summary.json's cannot disagree."""
+    run = tmp_path / "run"
+    shutil.copytree(RAW, run / "raw")
+    written = parse_run_dir(run)
+    judged, df = judge(run / "raw")
+    assert judged == written and len(df) > 0
+    assert "rtt_excess" in judged
+    # cut an ss capture short: a problem only the time series sees, and judge sees it
+    ss = sorted((run / "raw").glob("ss-s*.txt"))[0]
+    ss.write_text(ss.read_text()[: len(ss.read_text()) // 4])
+    cut, _ = judge(run / "raw")
+    assert not cut["valid"] and any(ss.name in r for r in cut["reasons"]), cut["reasons"]
