@@ -123,9 +123,13 @@ def test_sigint_mid_run_leaves_nothing(tmp_path: Path) -> None:
     before = host_sysctls()
     cfg = run_cfg(tmp_path / "r.yaml", "itint", [{"cc": "cubic"}], duration=20)
     out = tmp_path / "out"
+    # SIGINT as a terminal gives it: a suite started in the background (`cmd &` without
+    # job control) ignores SIGINT, and a Python started so keeps ignoring it (no
+    # KeyboardInterrupt): the run would go on to its end, as seen in such runs.
     proc = subprocess.Popen(
         [sys.executable, "-m", "ccbench.cli", "run", "--config", str(cfg), "--out", str(out)],
         cwd=REPO, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )  # fmt: skip
     # Wait until traffic flows (the iperf3 client's output file exists), then interrupt.
     deadline = time.monotonic() + 60

@@ -487,11 +487,11 @@ def test_largest_delta_sentence() -> None:
 
 def test_conditions_name_parallel_streams_and_starts() -> None:
     from ccbench.report.data import Conditions
+    from ccbench.spec import Topology
 
     def cond(flows: tuple[dict, ...]) -> Conditions:
-        return Conditions(scenario="p", description="", rate_mbit=100, rtt_ms=40,
-                          queue_kind="pfifo", queue_limit_pkts=48, mtu=1500, loss_mode="none",
-                          loss_rate=0, flows=flows, testbed_id="t", traffic_s=10)  # fmt: skip
+        return Conditions(scenario="p", description="", topology=Topology(), flows=flows,
+                          testbed_id="t", traffic_s=10)  # fmt: skip
 
     assert cond(({"duration_s": 10, "streams": 4},)).flows_text() == "1 × 10 s, 4 streams each"
     two = ({"duration_s": 20}, {"duration_s": 20, "start_s": 5})

@@ -91,14 +91,14 @@ def probe_cdf_figure(
     if not xs_all:
         ax.text(0.5, 0.5, "no RTT-under-load samples", transform=ax.transAxes, ha="center")
     else:
-        lo = min(min(xs_all), cond.rtt_ms)
+        lo = min(min(xs_all), cond.topology.rtt_ms)
         hi = max(xs_all)
-        full = cond.rtt_ms + cond.full_queue_ms
+        full = cond.topology.rtt_ms + cond.full_queue_ms
         if math.isfinite(full):
             hi = max(hi, full)
         pad = (hi - lo) * 0.05 or 1.0
         ax.set_xlim(max(0.0, lo - pad), hi + pad)
-        _vref(ax, cond.rtt_ms, "base RTT")
+        _vref(ax, cond.topology.rtt_ms, "base RTT")
         if math.isfinite(full):
             _vref(ax, full, "full queue")
     ax.set_ylim(0, 1.02)
@@ -248,7 +248,7 @@ def loss_figure(
         {p.loss_mode for s in series for p in s.points if p.loss_rate > 0},
         key=lambda m: (m != "random", m),  # random loss first: the solid line
     )
-    top = cond.rate_mbit
+    top = cond.topology.rate_mbit
     handles: list[Line2D] = []
     n = len(series)
     for i, s in enumerate(series):
@@ -261,7 +261,7 @@ def loss_figure(
     _loss_axes(ax, cond, pos, x0, top)
     ax.set_title(
         f"Throughput vs loss rate: {cond.n_flows} flow(s), "
-        f"{fmt(cond.rate_mbit)} Mbit/s × {fmt(cond.rtt_ms)} ms\n"
+        f"{fmt(cond.topology.rate_mbit)} Mbit/s × {fmt(cond.topology.rtt_ms)} ms\n"
         "markers: mean of valid runs ± 95 % CI, dots: runs, dashed: Mathis model"
     )
     ncol = legend_ncol([str(h.get_label()) for h in handles], size[0], 3)
@@ -320,8 +320,9 @@ def _mathis_line(ax: plt.Axes, cond: Conditions, pos: Sequence[float]) -> Line2D
     """Draw the Mathis model over the loss rates of the scenarios (it is infinite at
     p = 0); returns its legend handle."""
     p_grid = np.geomspace(pos[0] / 1.5, pos[-1] * 1.5, 80)
-    rtt_s = cond.rtt_ms / 1e3
-    model = [cond.n_flows * metrics.mathis_bps(cond.mss, rtt_s, float(p)) / 1e6 for p in p_grid]
+    mss, rtt_ms = cond.topology.mss_bytes, cond.topology.rtt_ms
+    rtt_s = rtt_ms / 1e3
+    model = [cond.n_flows * metrics.mathis_bps(mss, rtt_s, float(p)) / 1e6 for p in p_grid]
     ax.plot(p_grid, model, color="#333333", lw=1.0, ls=(0, (5, 3)), zorder=2)
     n_txt = f"{cond.n_flows} × " if cond.n_flows > 1 else ""
     return Line2D(
@@ -330,7 +331,7 @@ def _mathis_line(ax: plt.Axes, cond: Conditions, pos: Sequence[float]) -> Line2D
         color="#333333",
         lw=1.0,
         ls=(0, (5, 3)),
-        label=f"Mathis: {n_txt}MSS/RTT·√(3/2)/√p (MSS {cond.mss} B, RTT {fmt(cond.rtt_ms)} ms)",
+        label=f"Mathis: {n_txt}MSS/RTT·√(3/2)/√p (MSS {mss} B, RTT {fmt(rtt_ms)} ms)",
     )
 
 
@@ -350,10 +351,10 @@ def _mode_handle(mode: str) -> Line2D:
 def _loss_axes(ax: plt.Axes, cond: Conditions, pos: Sequence[float], x0: float, top: float) -> None:
     """The bottleneck rate line, the log x axis with the loss-free point left of a
     break, and the axis labels."""
-    ax.axhline(cond.rate_mbit, color=style.REF_COLOUR, lw=0.7, ls=(0, (1, 2)), zorder=1)
+    ax.axhline(cond.topology.rate_mbit, color=style.REF_COLOUR, lw=0.7, ls=(0, (1, 2)), zorder=1)
     ax.annotate(
-        f"rate {fmt(cond.rate_mbit)} Mbit/s",
-        (1.0, cond.rate_mbit),
+        f"rate {fmt(cond.topology.rate_mbit)} Mbit/s",
+        (1.0, cond.topology.rate_mbit),
         xycoords=("axes fraction", "data"),
         xytext=(-2, 2),
         textcoords="offset points",

@@ -55,6 +55,13 @@ VERDICT_COLUMNS = [
     "note",
 ]
 SKIP_PREFIX = "skipped: "
+# What conditions() reads a topology key missing from a run spec as (not measured).
+UNRECORDED_TOPOLOGY: dict[str, Any] = {
+    "rate_mbit": math.nan,
+    "rtt_ms": math.nan,
+    "queue_kind": "",
+    "queue_limit_pkts": 0,
+}
 # Where srtt comes from (the TCP sender's own estimate), for captions and notes.
 SRTT_TOOLS = "ss on Linux, siftr on FreeBSD, iperf3 TCP_INFO"
 
@@ -158,17 +165,12 @@ def scenario_names(matrix: Matrix, runs: pd.DataFrame) -> list[str]:
 
 @dataclass(frozen=True)
 class Conditions:
-    """The asked-for conditions of a scenario, from the first of its runs' specs."""
+    """The asked-for conditions of a scenario, from the first of its runs' specs: the
+    path (a spec.Topology, which owns the path's derived quantities) and what ran on it."""
 
     scenario: str
     description: str
-    rate_mbit: float
-    rtt_ms: float
-    queue_kind: str
-    queue_limit_pkts: int | None
-    mtu: int
-    loss_mode: str
-    loss_rate: float
+    topology: Topology
     flows: tuple[dict[str, Any], ...]
     testbed_id: str
     traffic_s: float
@@ -176,22 +178,8 @@ class Conditions:
     probe_interval_s: float = math.nan
 
     @property
-    def topology(self) -> Topology:
-        """The run's path model, which owns every derived quantity (one place each)."""
-        return Topology(
-            rate_mbit=self.rate_mbit, rtt_ms=self.rtt_ms, queue_kind=self.queue_kind,
-            queue_limit_pkts=self.queue_limit_pkts or 0, loss_mode=self.loss_mode,
-            loss_rate=self.loss_rate, mtu=self.mtu,
-        )  # fmt: skip
-
-    @property
-    def mss(self) -> int:
-        """MSS of the Mathis model, as aggregate computes it (Topology.mss_bytes)."""
-        return self.topology.mss_bytes
-
-    @property
     def has_loss(self) -> bool:
-        return self.loss_mode != "none" and self.loss_rate > 0
+        return self.topology.loss_mode != "none" and self.topology.loss_rate > 0
 
     @property
     def n_flows(self) -> int:
@@ -199,33 +187,32 @@ class Conditions:
 
     @property
     def bdp_bytes(self) -> float:
-        return self.rate_mbit * 1e6 * self.rtt_ms / 1e3 / 8
+        return self.topology.rate_bps * self.topology.rtt_ms / 1e3 / 8
 
     @property
     def full_queue_ms(self) -> float:
-        """Queueing delay of a full drop-tail queue (Topology.full_queue_ms, the value
-        validity uses); NaN where not defined."""
-        if not self.queue_limit_pkts:
-            return math.nan
+        """Topology.full_queue_ms (the value validity uses) as a number to plot: NaN
+        where not defined (an AQM, or no queue limit)."""
         v = self.topology.full_queue_ms
-        return math.nan if v is None else v
+        return math.nan if v is None or not self.topology.queue_limit_pkts else v
 
     @property
     def queue_bytes(self) -> float:
-        if self.queue_kind != "pfifo" or not self.queue_limit_pkts:
+        t = self.topology
+        if t.queue_kind != "pfifo" or not t.queue_limit_pkts:
             return math.nan
-        return float(self.queue_limit_pkts * self.mtu)
+        return float(t.queue_limit_pkts * t.mtu)
 
     def queue_text(self) -> str:
-        if not self.queue_limit_pkts:
-            return self.queue_kind
-        bdp = self.queue_limit_pkts * self.mtu / self.bdp_bytes
-        return f"{self.queue_kind} {self.queue_limit_pkts} pkts ({fmt(bdp, 2)} BDP)"
+        t = self.topology
+        if not t.queue_limit_pkts:
+            return t.queue_kind
+        bdp = t.queue_limit_pkts * t.mtu / self.bdp_bytes
+        return f"{t.queue_kind} {t.queue_limit_pkts} pkts ({fmt(bdp, 2)} BDP)"
 
     def loss_text(self) -> str:
-        return (
-            "none" if self.loss_mode == "none" else f"{self.loss_mode} {fmt(self.loss_rate, None)}"
-        )
+        t = self.topology
+        return "none" if t.loss_mode == "none" else f"{t.loss_mode} {fmt(t.loss_rate, None)}"
 
     def flows_text(self) -> str:
         durs = sorted({float(f.get("duration_s", 0)) for f in self.flows})
@@ -248,17 +235,13 @@ def conditions(matrix: Matrix, scenario: str) -> Conditions | None:
     # The run spec as `ccbench run` reads it; keys missing from specs written before
     # they existed read as not measured / the default.
     spec = r.run_spec
-    t = spec["topology"]
     return Conditions(
         scenario=scenario,
         description=s.description if s else "",
-        rate_mbit=float(t.get("rate_mbit", math.nan)),
-        rtt_ms=float(t.get("rtt_ms", math.nan)),
-        queue_kind=str(t.get("queue_kind", "")),
-        queue_limit_pkts=t.get("queue_limit_pkts"),
-        mtu=int(t.get("mtu", 1500)),
-        loss_mode=str(t.get("loss_mode", "none")),
-        loss_rate=float(t.get("loss_rate", 0.0)),
+        # Built as RunSpec.from_dict builds it; a key a spec lacks reads as before
+        # (every spec ccbench wrote has them all: Topology has had these fields since
+        # the first one), not as Topology's defaults, which were never asked for.
+        topology=Topology(**{**UNRECORDED_TOPOLOGY, **spec["topology"]}),
         flows=tuple(r.flows),
         testbed_id=r.testbed_id,
         traffic_s=float(r.traffic_s),
@@ -371,10 +354,16 @@ def loss_groups(matrix: Matrix, runs: pd.DataFrame) -> list[list[Conditions]]:
         if c is None:
             continue
         starts = tuple(float(f.get("start_s", 0)) for f in c.flows)
-        key = (c.rate_mbit, c.rtt_ms, c.mtu, c.queue_kind, c.queue_limit_pkts, starts)
+        t = c.topology
+        key = (t.rate_mbit, t.rtt_ms, t.mtu, t.queue_kind, t.queue_limit_pkts, starts)
         groups.setdefault(key, []).append(c)
     out = []
     for cs in groups.values():
         if len(cs) >= 2 and any(c.has_loss for c in cs):
-            out.append(sorted(cs, key=lambda c: (c.loss_rate if c.has_loss else 0.0, c.loss_mode)))
+            out.append(sorted(cs, key=_by_loss))
     return out
+
+
+def _by_loss(c: Conditions) -> tuple[float, str]:
+    """Loss-free first, then by loss rate (the loss mode breaks ties)."""
+    return (c.topology.loss_rate if c.has_loss else 0.0, c.topology.loss_mode)

@@ -165,9 +165,10 @@ def _queue_cdf(
         tag = " (baseline)" if v == baseline else ""
         ax.plot(x, y, drawstyle="steps-post", color=c, lw=1.3, ls="--" if tag else "-",
                 label=f"{v}{tag}: {len(x)} samples, {n} run(s)")  # fmt: skip
-    if cond.queue_limit_pkts:
-        ax.axvline(cond.queue_limit_pkts, color=style.REF_COLOUR, lw=0.7, ls=(0, (4, 2)))
-        ax.text(cond.queue_limit_pkts, 0.02, " limit", color=style.REF_COLOUR, fontsize=6.5,
+    limit = cond.topology.queue_limit_pkts
+    if limit:
+        ax.axvline(limit, color=style.REF_COLOUR, lw=0.7, ls=(0, (4, 2)))
+        ax.text(limit, 0.02, " limit", color=style.REF_COLOUR, fontsize=6.5,
                 rotation=90, va="bottom", ha="right")  # fmt: skip
     ax.set_xlim(left=0)
     ax.set_ylim(0, 1)
@@ -262,10 +263,10 @@ def _timeseries(
 
 
 def _panels(cond: data.Conditions) -> list[plots.Panel]:
-    base = fmt(cond.rtt_ms)
+    base = fmt(cond.topology.rtt_ms)
     panels = [
-        plots.Panel("srtt_mean_ms", "srtt avg (ms)", cond.rtt_ms, f"base RTT {base} ms"),
-        plots.Panel("srtt_p95_ms", "srtt p95 (ms)", cond.rtt_ms, f"base RTT {base} ms"),
+        plots.Panel("srtt_mean_ms", "srtt avg (ms)", cond.topology.rtt_ms, f"base RTT {base} ms"),
+        plots.Panel("srtt_p95_ms", "srtt p95 (ms)", cond.topology.rtt_ms, f"base RTT {base} ms"),
         plots.Panel("retransmits", "retransmits (segments)"),
         plots.Panel("drops_pkts", "bottleneck drops (packets)"),
     ]
@@ -278,8 +279,8 @@ def _probe_panel(cond: data.Conditions) -> plots.Panel:
     return plots.Panel(
         "probe_rtt_p95_ms",
         "RTT under load p95 (probe, ms)",
-        cond.rtt_ms,
-        f"base RTT {fmt(cond.rtt_ms)} ms",
+        cond.topology.rtt_ms,
+        f"base RTT {fmt(cond.topology.rtt_ms)} ms",
     )
 
 
@@ -409,7 +410,8 @@ def _scenario(
         variant=None,
         caption=f"{scen}: mean throughput sum over the valid runs of each variant; "
         f"whiskers: 95 % CI (Student t); dots: the valid runs; right axis: the same as % of "
-        f"the {fmt(cond.rate_mbit)} Mbit/s bottleneck (dashed line: 100 %); hatched: baseline. "
+        f"the {fmt(cond.topology.rate_mbit)} Mbit/s bottleneck (dashed line: 100 %); hatched: "
+        f"baseline. "
         f"{note}",
     )
     w.save(
@@ -473,8 +475,8 @@ def _loss(
             pts.append(
                 behaviour.LossPoint(
                     c.scenario,
-                    c.loss_rate if c.has_loss else 0.0,
-                    c.loss_mode if c.has_loss else "none",
+                    c.topology.loss_rate if c.has_loss else 0.0,
+                    c.topology.loss_mode if c.has_loss else "none",
                     float(s["throughput_sum_mbps_mean"].iloc[0]) if len(s) else math.nan,
                     float(s["throughput_sum_mbps_ci95"].iloc[0]) if len(s) else math.nan,
                     valid["throughput_sum_mbps"].dropna().tolist(),
@@ -500,6 +502,7 @@ def _loss(
         f"markers: mean of each variant's valid runs with 95 % CI whiskers (Student t), "
         f"dots: the valid runs; loss-free scenario left of the axis break. Dashed: the "
         f"Mathis et al. prediction {f'{n} × ' if n > 1 else ''}MSS/RTT·√(3/2)/√p with MSS = "
-        f"MTU − 52 = {cond.mss} B and the configured RTT {fmt(cond.rtt_ms)} ms. "
+        f"MTU − 52 = {cond.topology.mss_bytes} B and the configured RTT "
+        f"{fmt(cond.topology.rtt_ms)} ms. "
         f"{_invalid_note(runs)}",
     )

@@ -95,13 +95,13 @@ def bars_figure(
     the right axis reads the same bars as utilization of the bottleneck."""
     fig, ax = plt.subplots(figsize=size, layout="constrained")
     x = np.arange(len(stats))
-    top = cond.rate_mbit
+    top = cond.topology.rate_mbit
     rng = np.random.default_rng(0)  # fixed jitter: the same figure on every build
     for i, v in enumerate(stats):
         if v.n_valid == 0:
             ax.text(
                 i,
-                cond.rate_mbit * 0.05,
+                cond.topology.rate_mbit * 0.05,
                 v.empty_text,
                 rotation=90,
                 ha="center",
@@ -139,13 +139,13 @@ def bars_figure(
             zorder=6,
             bbox={"fc": "white", "ec": "none", "pad": 0.6, "alpha": 0.85},
         )
-    ax.axhline(cond.rate_mbit, color=style.REF_COLOUR, lw=0.8, ls=(0, (4, 2)), zorder=1)
+    ax.axhline(cond.topology.rate_mbit, color=style.REF_COLOUR, lw=0.8, ls=(0, (4, 2)), zorder=1)
     ax.set_ylim(0, top * 1.16)
     ax.set_xlim(-0.6, len(stats) - 0.4)
     ax.set_xticks(x, [_tick_label(v) for v in stats])
     ax.grid(axis="x", visible=False)
     ax.set_ylabel("throughput sum (Mbit/s)")
-    rate = cond.rate_mbit
+    rate = cond.topology.rate_mbit
 
     def to_pct(y: ArrayLike) -> ArrayLike:
         return np.asarray(y, float) / rate * 100

@@ -98,13 +98,13 @@ def limits_for(series: Sequence[RunSeries], cond: Conditions) -> Limits:
     qmax = max((float(queue_series(s.ts)["backlog_pkts"].max()) for s in series
                 if not queue_series(s.ts).empty), default=math.nan)  # fmt: skip
     if math.isfinite(qmax) or any(not queue_series(s.ts).empty for s in series):
-        qmax = max(np.nan_to_num(qmax), float(cond.queue_limit_pkts or 0)) * 1.2
+        qmax = max(np.nan_to_num(qmax), float(cond.topology.queue_limit_pkts or 0)) * 1.2
     cwnd = max(np.nan_to_num(cwnd), cwnd_ref)
     scale, unit = (1e6, "MB") if cwnd >= 2e6 else (1e3, "kB")
-    full_rtt = cond.rtt_ms + np.nan_to_num(cond.full_queue_ms)
+    full_rtt = cond.topology.rtt_ms + np.nan_to_num(cond.full_queue_ms)
     return Limits(
         t_max=max(t_max, cond.traffic_s if math.isfinite(cond.traffic_s) else 0.0),
-        tput_max=max(np.nan_to_num(tput), cond.rate_mbit) * 1.08,
+        tput_max=max(np.nan_to_num(tput), cond.topology.rate_mbit) * 1.08,
         cwnd_max=cwnd / scale * 1.08,
         rtt_max=max(np.nan_to_num(rtt), full_rtt) * 1.08,
         cwnd_scale=scale,
@@ -199,8 +199,9 @@ def _flow_axes(axes: Sequence[plt.Axes], cond: Conditions, lim: Limits) -> None:
     axes[1].set_ylim(0, lim.cwnd_max)
     axes[2].set_ylim(0, lim.rtt_max)
     axes[-1].set_xlim(0, lim.t_max)
-    fair = [(cond.rate_mbit / cond.n_flows, "fair share")] if cond.n_flows > 1 else []
-    _refs(axes[0], [(cond.rate_mbit, "rate"), *fair], lim.tput_max)
+    rate, rtt_ms = cond.topology.rate_mbit, cond.topology.rtt_ms
+    fair = [(rate / cond.n_flows, "fair share")] if cond.n_flows > 1 else []
+    _refs(axes[0], [(rate, "rate"), *fair], lim.tput_max)
     cw = lim.cwnd_scale
     _refs(
         axes[1],
@@ -209,7 +210,7 @@ def _flow_axes(axes: Sequence[plt.Axes], cond: Conditions, lim: Limits) -> None:
     )
     _refs(
         axes[2],
-        [(cond.rtt_ms, "base RTT"), (cond.rtt_ms + cond.full_queue_ms, "full queue")],
+        [(rtt_ms, "base RTT"), (rtt_ms + cond.full_queue_ms, "full queue")],
         lim.rtt_max,
     )
     axes[0].set_ylabel("throughput (Mbit/s)")
@@ -264,6 +265,6 @@ def _queue_panel(
                        lw=0, zorder=4, clip_on=False)  # fmt: skip
     ymax = lim.queue_max if math.isfinite(lim.queue_max) else 1.0
     ax.set_ylim(0, ymax)
-    if cond.queue_limit_pkts:
-        _refs(ax, [(float(cond.queue_limit_pkts), "limit")], ymax)
+    if cond.topology.queue_limit_pkts:
+        _refs(ax, [(float(cond.topology.queue_limit_pkts), "limit")], ymax)
     ax.set_ylabel("queue (pkts)")
