@@ -22,10 +22,6 @@ import pandas as pd
 
 from ccbench import metrics
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
-
-# The convergence definition lives with its computation; report/document.py reads it here.
-from ccbench.summary import JAIN_CONVERGED as JAIN_CONVERGED
-from ccbench.summary import JAIN_WINDOW_S as JAIN_WINDOW_S
 from ccbench.summary import run_metrics
 
 METRICS = {

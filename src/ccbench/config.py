@@ -213,6 +213,16 @@ def validate(data: dict[str, Any], schema_name: str, source: str) -> dict[str, A
     return data
 
 
+def check_delay_direction(kind: str, direction: str) -> None:
+    """`reverse` moves the RTT inside the local delay element; elsewhere (ssh) the delay
+    node's own dummynet pipes set it. One check for the config, the matrix and state."""
+    if direction != "both" and kind != "local":
+        raise CcbenchError(
+            f"testbed.delay_direction: {direction} is for the local testbed; "
+            "on Emulab the delay node's dummynet pipes set the delay (profile.py)"
+        )
+
+
 @dataclass(frozen=True)
 class TestbedConfig:
     kind: str = "local"
@@ -228,11 +238,7 @@ class TestbedConfig:
         # Whatever the source (config, matrix, state file, --id), the id names
         # namespaces and a state directory: check it before anything uses it.
         safe.testbed_id(self.id, "testbed.id")
-        if self.delay_direction != "both" and self.kind != "local":
-            raise CcbenchError(
-                f"testbed.delay_direction: {self.delay_direction} is for the local testbed; "
-                "on Emulab the delay node's dummynet pipes set the delay (profile.py)"
-            )
+        check_delay_direction(self.kind, self.delay_direction)
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> TestbedConfig:

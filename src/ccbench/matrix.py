@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccbench import kernel, probe
-from ccbench.config import topology_from, validate
+from ccbench.config import check_delay_direction, topology_from, validate
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario, Variant
 from ccbench.spec import Flow, RunSpec, Topology, check_flows
@@ -208,11 +208,10 @@ def _check_config(source: str, cfg: dict[str, Any]) -> None:
     _check_references(source, cfg, labels, scenarios)
     tb_cfg = cfg["testbed"]
     _check_results_dir(source, cfg["results_dir"])
-    if tb_cfg["kind"] != "local" and tb_cfg["delay_direction"] != "both":
-        raise CcbenchError(
-            f"{source}: testbed.delay_direction: {tb_cfg['delay_direction']} is for the local "
-            "testbed; on Emulab the delay node's dummynet pipes set the delay (profile.py)"
-        )
+    try:
+        check_delay_direction(tb_cfg["kind"], tb_cfg["delay_direction"])
+    except CcbenchError as e:
+        raise CcbenchError(f"{source}: {e}") from None
     for v in cfg["variants"]:
         _check_variant(source, v)
 
