@@ -46,7 +46,11 @@ def test_queue_series_and_summary(tmp_path: Path) -> None:
         ts = pd.read_parquet(out / "timeseries.parquet")
         qrows = ts[ts["source"] == "qdisc"]
         assert len(qrows) == q["samples"] and (qrows["flow"] == 0).all()
-        assert qrows["backlog_pkts"].max() == q["backlog_max_pkts"]
+        # The statistics cover the samples taken while the flows ran (0 .. 5 s); the
+        # series also keeps the drain after them.
+        inw = qrows[(qrows["t_s"] >= 0) & (qrows["t_s"] <= 5)]
+        assert len(inw) == q["samples_in_traffic"]
+        assert inw["backlog_pkts"].max() == q["backlog_max_pkts"]
         assert set(ts["source"]) >= {"iperf3", "ss", "qdisc"}
         # ccbench parse rebuilds the same series and statistics from raw/ every time.
         before = ts.copy()
