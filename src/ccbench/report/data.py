@@ -13,7 +13,7 @@ import pandas as pd
 
 from ccbench.model import Matrix
 from ccbench.probe import read_probe
-from ccbench.report.fmt import fmt
+from ccbench.report.fmt import as_float, fmt
 from ccbench.spec import Topology
 
 # Columns of the runs table a results set made before they existed lacks: read as
@@ -151,10 +151,7 @@ def delta_unpaired(x: object) -> bool:
         return False
     if isinstance(x, str):
         return x.strip().lower() == "false"
-    try:
-        return float(x) == 0.0  # type: ignore[arg-type]  # False, np.False_; NaN is not
-    except (TypeError, ValueError):
-        return False
+    return as_float(x) == 0.0  # False, np.False_; NaN and non-numbers are not
 
 
 def scenario_names(matrix: Matrix, runs: pd.DataFrame) -> list[str]:

@@ -7,8 +7,21 @@ value (from the tables or from raw iperf3 JSON) and find the same string in the 
 from __future__ import annotations
 
 import math
+from typing import SupportsFloat
 
 NA = "n/a"
+
+
+def as_float(x: object) -> float | None:
+    """A cell (int, float, numpy scalar, numeric string) as a float; None when float()
+    cannot read it. The one place the report turns an untyped cell into a number."""
+    if not isinstance(x, SupportsFloat | str | bytes):
+        return None
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
 
 # Decimals per kind of quantity: the report's only rounding rules.
 DIGITS = {"mbps": 1, "pct": 1, "jain": 3, "ms": 1, "count": 0, "s": 1, "ratio": 2}
@@ -20,11 +33,8 @@ def fmt(x: object, digits: int | None = 1, *, sign: bool = False) -> str:
     form (for values as configured, e.g. a duration of 2.5 s or a loss rate of 0.001)."""
     if x is None or isinstance(x, bool):
         return NA
-    try:
-        v = float(x)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return NA
-    if math.isnan(v):
+    v = as_float(x)
+    if v is None or math.isnan(v):
         return NA
     if math.isinf(v):
         return "inf" if v > 0 else "-inf"
@@ -42,8 +52,7 @@ def fmt_ci(mean: object, ci: object, digits: int = 1, *, sign: bool = False) -> 
 
 def significant(delta: object, ci: object) -> bool:
     """True when the 95 % CI of a delta excludes 0 (both known)."""
-    try:
-        d, c = float(delta), float(ci)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    d, c = as_float(delta), as_float(ci)
+    if d is None or c is None:
         return False
     return math.isfinite(d) and math.isfinite(c) and abs(d) > c

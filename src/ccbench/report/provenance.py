@@ -18,7 +18,7 @@ import pandas as pd
 
 from ccbench.model import Matrix
 from ccbench.report import data
-from ccbench.report.fmt import fmt
+from ccbench.report.fmt import as_float, fmt
 
 # Facts that change on every run by nature; grouping them per variant says nothing.
 VOLATILE_FACTS = {"loadavg"}
@@ -32,11 +32,8 @@ def matrix_sha256(matrix: Matrix) -> str:
 
 
 def utc(ts: object) -> str:
-    try:
-        t = float(ts)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return "n/a"
-    if t != t:  # NaN
+    t = as_float(ts)
+    if t is None or t != t:  # NaN
         return "n/a"
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
