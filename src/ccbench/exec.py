@@ -148,6 +148,29 @@ class LocalProc:
         self._out = self._err = None
 
 
+def run_captured(
+    full: Sequence[str], name: str, *, input: str | None, timeout: float | None,
+    shown: Sequence[str] | None = None,
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    """Run one command line as every executor runs it: text, output captured, stdin
+    closed unless `input` is given. A missing program or a timeout is one CcbenchError
+    naming the host and `shown` (the command as the user wrote it; default `full`)."""
+    try:
+        return subprocess.run(
+            list(full),
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=None if input is not None else subprocess.DEVNULL,
+        )
+    except FileNotFoundError as e:
+        raise CcbenchError(f"{name}: command not found: {full[0]}") from e
+    except subprocess.TimeoutExpired as e:
+        cmd = " ".join(str(a) for a in (shown if shown is not None else full))
+        raise CcbenchError(f"{name}: `{cmd}` timed out after {timeout}s") from e
+
+
 class NetnsExecutor:
     """Runs commands inside network namespace `netns` (None: the host itself)."""
 
@@ -170,19 +193,7 @@ class NetnsExecutor:
         timeout: float | None = 60.0,
     ) -> Result:
         full = self.wrap(argv)
-        try:
-            cp = subprocess.run(
-                full,
-                input=input,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                stdin=None if input is not None else subprocess.DEVNULL,
-            )
-        except FileNotFoundError as e:
-            raise CcbenchError(f"{self.name}: command not found: {full[0]}") from e
-        except subprocess.TimeoutExpired as e:
-            raise CcbenchError(f"{self.name}: `{' '.join(full)}` timed out after {timeout}s") from e
+        cp = run_captured(full, self.name, input=input, timeout=timeout)
         res = Result(tuple(full), cp.returncode, cp.stdout, cp.stderr)
         if check and not res.ok:
             raise CommandFailed(self.name, res)

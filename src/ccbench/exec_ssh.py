@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ccbench import safe
 from ccbench.errors import CcbenchError
-from ccbench.exec import GATE, CommandFailed, LocalProc, Result
+from ccbench.exec import GATE, CommandFailed, LocalProc, Result, run_captured
 
 # Prints the remote pid first (to stderr), then becomes the command: stop() can signal
 # the remote process itself, not only the local ssh client.
@@ -135,17 +135,7 @@ class SshExecutor:
     ) -> Result:
         full = self.command(argv)
         for attempt in range(self.retries + 1):
-            try:
-                cp = subprocess.run(
-                    full,
-                    input=input,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                    stdin=None if input is not None else subprocess.DEVNULL,
-                )
-            except subprocess.TimeoutExpired as e:
-                raise CcbenchError(f"{self.name}: `{' '.join(argv)}` timed out") from e
+            cp = run_captured(full, self.name, input=input, timeout=timeout, shown=argv)
             # 255 is ssh's own failure (unreachable, auth): retry, then say so clearly.
             if cp.returncode != 255:
                 break

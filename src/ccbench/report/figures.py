@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -117,6 +118,40 @@ class _Writer:
         self.entries.append({"file": name, **entry, "width_in": float(w), "height_in": float(h)})
 
 
+@dataclass(frozen=True)
+class _Scene:
+    """What every figure of one scenario reads: its runs' tables and time series, its
+    conditions, the variants that ran (in the matrix's order), colours and baseline."""
+
+    tables: data.Tables
+    runs_dir: Path
+    matrix: Matrix
+    scen: str
+    cond: data.Conditions
+    variants: list[str]
+    colours: dict[str, str]
+    baseline: str
+
+    def runs(self, variant: str | None = None) -> pd.DataFrame:
+        return data.group(self.tables.runs, self.scen, variant)
+
+    def valid_series(self, variant: str) -> list[tsplot.RunSeries]:
+        """The time series of the variant's valid runs (runs without one left out)."""
+        valid = self.runs(variant)
+        out = []
+        for _, r in valid[valid["valid"]].iterrows():
+            ts = data.load_timeseries(self.runs_dir, str(r["run_id"]))
+            if ts is not None:
+                out.append(tsplot.RunSeries(str(r["run_id"]), int(r["repetition"]), ts))
+        return out
+
+    def tag(self, variant: str) -> str:
+        return " (baseline)" if variant == self.baseline else ""
+
+    def colour(self, variant: str) -> str:
+        return self.colours.get(variant, style.PALETTE[-1])
+
+
 def _cwnd_source(series: list[tsplot.RunSeries]) -> str:
     if not series:
         return "iperf3 intervals"
@@ -130,39 +165,24 @@ def _qinterval(series: list[tsplot.RunSeries]) -> str:
     return f"{fmt(float(np.median(steps)) * 1e3, 0)} ms" if steps else "?"
 
 
-def _queue_cdf(
-    w: _Writer,
-    tables: data.Tables,
-    runs_dir: Path,
-    scen: str,
-    cond: data.Conditions,
-    variants: list[str],
-    colours: dict[str, str],
-    baseline: str,
-) -> None:
+def _queue_cdf(w: _Writer, sc: _Scene) -> None:
     """Per variant, the CDF of the queue's backlog over every sample taken while the
     flows ran, pooled over the variant's valid runs."""
+    scen, cond = sc.scen, sc.cond
     curves: list[tuple[str, str, np.ndarray, int]] = []
-    for v in variants:
-        runs = data.group(tables.runs, scen, v)
-        vals, n = [], 0
-        for _, r in runs[runs["valid"]].iterrows():
-            ts = data.load_timeseries(runs_dir, str(r["run_id"]))
-            q = tsplot.queue_series(ts) if ts is not None else None
-            if q is None or q.empty:
-                continue
-            q = q[(q["t_s"] >= 0) & (q["t_s"] <= cond.traffic_s)]
-            vals.append(q["backlog_pkts"].to_numpy(float))
-            n += 1
+    for v in sc.variants:
+        qs = [q for s in sc.valid_series(v) if not (q := tsplot.queue_series(s.ts)).empty]
+        vals = [q[(q["t_s"] >= 0) & (q["t_s"] <= cond.traffic_s)]["backlog_pkts"].to_numpy(float)
+                for q in qs]  # fmt: skip
         if vals:
-            curves.append((v, colours[v], np.sort(np.concatenate(vals)), n))
+            curves.append((v, sc.colours[v], np.sort(np.concatenate(vals)), len(vals)))
     if not curves:
         return
     fig = plt.figure(figsize=PAIR_SIZE, layout="constrained")
     ax = fig.subplots()
     for v, c, x, n in curves:
         y = np.arange(1, len(x) + 1) / len(x)
-        tag = " (baseline)" if v == baseline else ""
+        tag = sc.tag(v)
         ax.plot(x, y, drawstyle="steps-post", color=c, lw=1.3, ls="--" if tag else "-",
                 label=f"{v}{tag}: {len(x)} samples, {n} run(s)")  # fmt: skip
     limit = cond.topology.queue_limit_pkts
@@ -185,44 +205,22 @@ def _queue_cdf(
         caption=f"{scen}: CDF of the bottleneck queue's backlog (rt1, packets) over every "
         f"sample taken while the flows ran, pooled over each variant's valid runs; the "
         f"table's queue columns give the mean and the share of time the queue was full "
-        f"(backlog ≥ limit − 1). {_invalid_note(data.group(tables.runs, scen))}",
+        f"(backlog ≥ limit − 1). {_invalid_note(sc.runs())}",
     )
 
 
-def _timeseries(
-    w: _Writer,
-    tables: data.Tables,
-    runs_dir: Path,
-    scen: str,
-    cond: data.Conditions,
-    variants: list[str],
-    colours: dict[str, str],
-    baseline: str,
-) -> None:
-    per_variant: dict[str, list[tsplot.RunSeries]] = {}
-    for v in variants:
-        valid = data.group(tables.runs, scen, v)
-        valid = valid[valid["valid"]]
-        per_variant[v] = []
-        for _, r in valid.iterrows():
-            ts = data.load_timeseries(runs_dir, str(r["run_id"]))
-            if ts is not None:
-                per_variant[v].append(tsplot.RunSeries(str(r["run_id"]), int(r["repetition"]), ts))
+def _timeseries(w: _Writer, sc: _Scene) -> None:
+    scen, cond, variants = sc.scen, sc.cond, sc.variants
+    per_variant = {v: sc.valid_series(v) for v in variants}
     lim = tsplot.limits_for([s for ss in per_variant.values() for s in ss], cond)
     size = ts_size(len(variants))
-    tags = {v: " (baseline)" if v == baseline else "" for v in variants}
-    titles = dict(
-        zip(
-            variants,
-            plots.wrap_titles([f"{scen} · {v}{tags[v]}" for v in variants], size[0]),
-            strict=True,
-        )
-    )
+    wrapped = plots.wrap_titles([f"{scen} · {v}{sc.tag(v)}" for v in variants], size[0])
+    titles = dict(zip(variants, wrapped, strict=True))
     for i, v in enumerate(variants, 1):
-        runs = data.group(tables.runs, scen, v)
+        runs = sc.runs(v)
         series = per_variant[v]
         name = f"{_slug(scen)}-ts-{i:02d}-{_slug(v)}.png"
-        tag = " (baseline)" if v == baseline else ""
+        tag = sc.tag(v)
         rep = data.representative(
             runs[runs["valid"] & runs["run_id"].isin([s.run_id for s in series])]
         )
@@ -240,7 +238,7 @@ def _timeseries(
             continue
         r = runs[runs["run_id"] == rep].iloc[0]
         queue = tsplot.has_queue(series)
-        fig = tsplot.timeseries_figure(series, rep, cond, colours[v], lim, titles[v], size)
+        fig = tsplot.timeseries_figure(series, rep, cond, sc.colours[v], lim, titles[v], size)
         qtext = (
             " Bottom: the bottleneck queue on rt1 (backlog in packets, sampled every "
             f"{_qinterval(series)}; triangles: sampling intervals with drops, bigger = more)."
@@ -284,32 +282,20 @@ def _probe_panel(cond: data.Conditions) -> plots.Panel:
     )
 
 
-def _probe(
-    w: _Writer,
-    tables: data.Tables,
-    runs_dir: Path,
-    scen: str,
-    cond: data.Conditions,
-    variants: list[str],
-    colours: dict[str, str],
-    baseline: str,
-) -> None:
-    runs = data.group(tables.runs, scen)
+def _probe(w: _Writer, sc: _Scene) -> None:
+    scen, cond = sc.scen, sc.cond
+    runs = sc.runs()
     if not runs["probe_rtt_p50_ms"].notna().any():
         return  # a results set from before the probe existed
     samples = []
-    for v in variants:
-        valid = data.group(tables.runs, scen, v)
+    for v in sc.variants:
+        valid = sc.runs(v)
         valid = valid[valid["valid"]]
         rtts: list[float] = []
         for rid in valid["run_id"]:
-            rtts += data.probe_rtts_ms(runs_dir, str(rid))
-        samples.append(
-            behaviour.ProbeSamples(
-                v, colours.get(v, style.PALETTE[-1]), v == baseline, len(valid), rtts
-            )
-        )
-    sources = data.probe_tools(runs_dir, [str(r) for r in runs["run_id"]])
+            rtts += data.probe_rtts_ms(sc.runs_dir, str(rid))
+        samples.append(behaviour.ProbeSamples(v, sc.colour(v), v == sc.baseline, len(valid), rtts))
+    sources = data.probe_tools(sc.runs_dir, [str(r) for r in runs["run_id"]])
     short = ", ".join(dict.fromkeys(t.split(" (")[0].split(";")[0] for t in sources[0]))
     short = short or "ping"
     title = f"{scen}: RTT under load ({short}), all samples\nCDF per variant over its valid runs"
@@ -326,40 +312,23 @@ def _probe(
     )
 
 
-def _jain_time(
-    w: _Writer,
-    tables: data.Tables,
-    runs_dir: Path,
-    matrix: Matrix,
-    scen: str,
-    cond: data.Conditions,
-    variants: list[str],
-    colours: dict[str, str],
-    baseline: str,
-) -> None:
-    runs = data.group(tables.runs, scen)
+def _jain_time(w: _Writer, sc: _Scene) -> None:
+    scen, cond = sc.scen, sc.cond
+    runs = sc.runs()
     series = []
-    for v in variants:
-        g = data.group(tables.runs, scen, v)
+    for v in sc.variants:
+        g = sc.runs(v)
         rep = data.representative(g[g["valid"]])
         if rep is None:
             continue
         r = g[g["run_id"] == rep].iloc[0]
-        ts = data.load_timeseries(runs_dir, rep)
+        ts = data.load_timeseries(sc.runs_dir, rep)
         if ts is None:
             continue
-        t, j = timeseries.jain_series(ts, data.run_flows(matrix, rep), cond.interval_s)
+        t, j = timeseries.jain_series(ts, data.run_flows(sc.matrix, rep), cond.interval_s)
         conv = float(r["convergence_s"])  # the run's, computed once when it was parsed
         series.append(
-            behaviour.JainRun(
-                v,
-                colours.get(v, style.PALETTE[-1]),
-                v == baseline,
-                int(r["repetition"]),
-                t,
-                j,
-                conv,
-            )
+            behaviour.JainRun(v, sc.colour(v), v == sc.baseline, int(r["repetition"]), t, j, conv)
         )
     title = f"{scen}: fairness over time\nJain's index per iperf3 interval, representative runs"
     w.save(
@@ -394,12 +363,12 @@ def _scenario(
     if runs["skipped"].all():
         return  # nothing ran: the report shows the reason instead of empty figures
     variants = [v for v in matrix.variant_labels if v in set(runs["variant"])]
-    baseline = matrix.baseline
-    _timeseries(w, tables, runs_dir, scen, cond, variants, colours, baseline)
-    _probe(w, tables, runs_dir, scen, cond, variants, colours, baseline)
-    _queue_cdf(w, tables, runs_dir, scen, cond, variants, colours, baseline)
+    sc = _Scene(tables, runs_dir, matrix, scen, cond, variants, colours, matrix.baseline)
+    _timeseries(w, sc)
+    _probe(w, sc)
+    _queue_cdf(w, sc)
     if cond.n_flows > 1:
-        _jain_time(w, tables, runs_dir, matrix, scen, cond, variants, colours, baseline)
+        _jain_time(w, sc)
     stats = _stats(tables, scen, variants, matrix, colours)
     note = _invalid_note(runs)
     w.save(
