@@ -30,8 +30,9 @@ Wait until every node's startup service shows "Finished" (each node logs to
 Then, on your control machine (where ccbench is installed):
 
 1. Save the experiment's manifest (the "Manifest" tab) as `manifest.xml`.
-2. `ccbench testbed inventory --manifest manifest.xml > hosts.yaml`
+2. `ccbench testbed inventory --manifest manifest.xml --user YOUR_EMULAB_NAME --out hosts.yaml`
 3. `snakemake --cores 4 all --configfile config/examples/emulab-seed001.yaml`
+   (a config names its inventory: `testbed.inventory: hosts.yaml`)
 
 The report lands in `reports/`. The setup scripts are in `emulab/` of this
 repository (cloned to `/local/repository` on every node); rerunning one by hand

@@ -334,7 +334,10 @@ def test_default_parameters_and_tour(default_rspec):
     tour = default_rspec.root.find("tour:rspec_tour", NS)
     assert "dumbbell" in tour.find("tour:description", NS).text
     instructions = tour.find("tour:instructions", NS).text
-    assert "ccbench testbed inventory --manifest manifest.xml > hosts.yaml" in instructions
+    assert (
+        "ccbench testbed inventory --manifest manifest.xml --user YOUR_EMULAB_NAME "
+        "--out hosts.yaml" in instructions
+    )
     assert (
         "snakemake --cores 4 all --configfile config/examples/emulab-seed001.yaml" in instructions
     )
