@@ -202,6 +202,10 @@ def sender_images(p):
 
 IMAGE_RE = re.compile(r"^urn:publicid:IDN\+[A-Za-z0-9.:-]+\+image\+[A-Za-z0-9._:/+-]+$")
 HWTYPE_RE = re.compile(r"^[A-Za-z0-9._-]*$")
+# Experimental ports a node of a known type has for links below 10 Gb/s. Emulab's d430
+# page: at most four Intel I350 1 GbE ports, and its X710 10 GbE ports run only at 10 Gb/s.
+# rt1 and rt2 need one port per pair plus the bottleneck, so a 1 Gb d430 dumbbell holds 3.
+ROUTER_PORTS_BELOW_10G = {"d430": 4}
 
 
 def validate(p):
@@ -246,6 +250,12 @@ def validate(p):
     for name in ("hwType", "delayHwType"):
         if not HWTYPE_RE.match(p[name]):
             bad("Hardware type must be a type name such as d430 (or empty for any).", name)
+    ports = ROUTER_PORTS_BELOW_10G.get(p["hwType"])
+    if ports is not None and p["linkSpeedMbps"] < 10000 and 1 <= p["pairs"] <= MAX_PAIRS \
+            and p["pairs"] + 1 > ports:
+        bad("A %s has %d experimental ports below 10 Gb/s; each router needs one per pair plus "
+            "the bottleneck, so at most %d pairs at %d Mbit/s links (or 10 Gb/s links)."
+            % (p["hwType"], ports, ports - 1, p["linkSpeedMbps"]), "pairs", "hwType")
 
     per_dumbbell = sender_images(p)
     if p.get("senderImages", "") and 1 <= p["dumbbells"] <= MAX_DUMBBELLS \
@@ -315,7 +325,9 @@ def parameter_definitions(T):
     return [
         ("pairs", "Sender/receiver pairs per dumbbell", T.INTEGER, 2, dict(
             longDescription="Number of sender/receiver pairs (1-%d); sender s_i sends to receiver r_i. "
-                            "Each host has a link of its own to its router." % MAX_PAIRS)),
+                            "Each host has a link of its own to its router, so a router needs "
+                            "pairs + 1 ports: at most 3 pairs on d430s at 1 Gb/s (four 1 GbE "
+                            "ports)." % MAX_PAIRS)),
         ("senderImage", "Sender OS image", T.IMAGE, FBSD142, dict(
             legalValues=[(FBSD142, "FreeBSD 14.2"), (UBUNTU24, "Ubuntu 24.04")],
             longDescription="OS of the senders s1..sN (the OS under test). Routers and receivers use the "

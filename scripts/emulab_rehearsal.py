@@ -518,7 +518,7 @@ class Rehearsal:
 
     # --- the delay node's own counters (there is no ipfw here) --------------
     def delay_counters(self, node: str) -> dict[str, Any]:
-        cp = run("ip", "-n", self.ns(node), "-s", "-j", "link", "show")
+        cp = run("ip", "-n", self.ns(node), "-s", "-s", "-j", "link", "show")
         links = {}
         for link in json.loads(cp.stdout):
             st = link.get("stats64") or link.get("stats") or {}

@@ -15,7 +15,15 @@ import yaml
 
 from ccbench import safe
 from ccbench.errors import CcbenchError
-from ccbench.spec import Flow, RunSpec, Topology, bdp_packets, check_flows, check_topology
+from ccbench.spec import (
+    QUEUE_LIMIT_DEFAULT_PKTS,
+    Flow,
+    RunSpec,
+    Topology,
+    bdp_packets,
+    check_flows,
+    check_topology,
+)
 
 
 def schema(name: str) -> dict[str, Any]:
@@ -258,7 +266,7 @@ def topology_from(d: dict[str, Any]) -> Topology:
     elif "limit_bdp" in q:
         limit = max(2, round(q["limit_bdp"] * bdp_packets(d["rate_mbit"], d["rtt_ms"], d["mtu"])))
     else:
-        limit = 48
+        limit = QUEUE_LIMIT_DEFAULT_PKTS
     loss = d.get("loss", {})
     t = Topology(
         pairs=d["pairs"],
@@ -290,17 +298,22 @@ def load_run_config(path: str | Path) -> tuple[TestbedConfig, RunSpec, int]:
         for f in run["flows"]
     )
     check_flows(topo, flows)
-    spec = RunSpec(
-        topology=topo,
-        flows=flows,
-        interval_s=float(run["interval_s"]),
-        ss_interval_s=float(run["ss_interval_s"]),
-        probe_interval_s=float(run["probe_interval_s"]),
-        probe_tool=run["probe_tool"],
-        probe_flent_test=run["probe_flent_test"],
-        qdisc_interval_s=float(run["qdisc_interval_s"]),
-    )
+    spec = RunSpec(topology=topo, flows=flows, **sampling_from(run))
     return TestbedConfig.from_dict(data["testbed"]), spec, int(run["attempts"])
+
+
+def sampling_from(d: dict[str, Any]) -> dict[str, Any]:
+    """RunSpec's sampling and probe fields from a validated config mapping (a run
+    config's `run:`, or a comparison config with its scenario's overrides): the one
+    place config keys become these fields."""
+    return {
+        "interval_s": float(d["interval_s"]),
+        "ss_interval_s": float(d["ss_interval_s"]),
+        "probe_interval_s": float(d["probe_interval_s"]),
+        "probe_tool": d["probe_tool"],
+        "probe_flent_test": d["probe_flent_test"],
+        "qdisc_interval_s": float(d["qdisc_interval_s"]),
+    }
 
 
 def load_testbed_config(path: str | Path) -> tuple[TestbedConfig, Topology]:

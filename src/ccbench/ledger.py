@@ -60,7 +60,7 @@ def snapshot_plan(os_name: str) -> dict[str, list[str]]:
     """What to read on a node of `os_name` (linux, freebsd, dummynet: the delay node)."""
     if os_name == "linux":
         return {
-            "links": ["ip", "-s", "-j", "link", "show"],
+            "links": ["ip", "-s", "-s", "-j", "link", "show"],  # -s -s: missed too
             "iptables": ["iptables-save", "-c"],
             "softnet": ["cat", "/proc/net/softnet_stat"],
             # Which kernel: softnet_stat is the kernel's, the same in all its namespaces.

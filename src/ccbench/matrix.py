@@ -16,33 +16,24 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccbench import kernel, probe
-from ccbench.config import check_delay_direction, topology_from, validate
+from ccbench.config import check_delay_direction, sampling_from, topology_from, validate
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario, Variant
 from ccbench.spec import Flow, RunSpec, Topology, check_flows
 
+# The sampling settings a scenario may set for itself (the rest are the config's).
+SCENARIO_SAMPLING = ("probe_tool", "probe_flent_test", "qdisc_interval_s")
 
-def _check_probe(
-    source: str, sname: str, tool: str, flent_test: str, tb_cfg: dict[str, Any],
-    variants: list[dict[str, Any]],
-) -> None:  # fmt: skip
-    """Probe choices that cannot work here fail before any run, naming the field."""
+
+def _check_probe(source: str, sname: str, tool: str, variants: list[dict[str, Any]]) -> None:
+    """A probe tool the variants' senders cannot run fails before any run, naming the
+    field (what this machine lacks is checked by `load`)."""
     if tool in ("ping", "fping"):  # on Linux and FreeBSD senders alike
         return
     for v in variants:
         if v.get("os", "linux") != "linux":
             raise CcbenchError(f"{source}: scenarios.{sname}: probe_tool {tool} needs Linux "
                                f"senders (variant {v['label']} runs {v['os']})")  # fmt: skip
-    if (
-        probe.needs_netperf(tool, flent_test)
-        and tb_cfg["kind"] == "local"
-        and tb_cfg["tools"] == "host"
-        and shutil.which("netperf") is None
-    ):
-        raise CcbenchError(
-            f"{source}: scenarios.{sname}: probe_flent_test {flent_test} needs netperf with "
-            "demo mode, which this host lacks: set testbed.tools: container"
-        )
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -65,7 +56,23 @@ def load(config: dict[str, Any], source: str = "config") -> Matrix:
     m = expand(cfg, source)
     if cfg["testbed"]["kind"] == "local":
         _check_local_ccs(m, source)
+        _check_local_netperf(cfg, source)
     return m
+
+
+def _check_local_netperf(cfg: dict[str, Any], source: str) -> None:
+    """flent's netperf tests need netperf on this machine when the local testbed runs
+    tools from the host (a check of this machine, so not part of `expand`)."""
+    if cfg["testbed"]["tools"] != "host" or shutil.which("netperf") is not None:
+        return
+    for sname, sc in cfg["scenarios"].items():
+        tool = sc.get("probe_tool", cfg["probe_tool"])
+        flent_test = sc.get("probe_flent_test", cfg["probe_flent_test"])
+        if probe.needs_netperf(tool, flent_test):
+            raise CcbenchError(
+                f"{source}: scenarios.{sname}: probe_flent_test {flent_test} needs netperf "
+                "with demo mode, which this host lacks: set testbed.tools: container"
+            )
 
 
 def _check_local_ccs(m: Matrix, source: str) -> None:
@@ -254,21 +261,10 @@ def _scenario_runs(
     tdict = validate({"topology": tdict}, "run", f"{source}: scenarios.{sname}")["topology"]
     topo = topology_from(tdict)
     duration = float(sc.get("duration_s", cfg["duration_s"]))
-    probe_tool = sc.get("probe_tool", cfg["probe_tool"])
-    flent_test = sc.get("probe_flent_test", cfg["probe_flent_test"])
-    _check_probe(source, sname, probe_tool, flent_test, tb_cfg, cfg["variants"])
+    settings = {**cfg, **{k: sc[k] for k in SCENARIO_SAMPLING if k in sc}}
+    _check_probe(source, sname, settings["probe_tool"], cfg["variants"])
     # What every run of the scenario shares; each variant adds its flows and label.
-    common = RunSpec(
-        topology=topo,
-        flows=(),
-        interval_s=float(cfg["interval_s"]),
-        ss_interval_s=float(cfg["ss_interval_s"]),
-        probe_interval_s=float(cfg["probe_interval_s"]),
-        probe_tool=probe_tool,
-        probe_flent_test=flent_test,
-        qdisc_interval_s=float(sc.get("qdisc_interval_s", cfg["qdisc_interval_s"])),
-        scenario=sname,
-    )
+    common = RunSpec(topology=topo, flows=(), scenario=sname, **sampling_from(settings))
     runs: list[PlannedRun] = []
     for v in cfg["variants"]:
         flows = _variant_flows(source, sname, sc.get("flows", 1), v, topo, duration, tb_cfg)

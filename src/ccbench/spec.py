@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ccbench.errors import CcbenchError
@@ -23,6 +23,9 @@ LOSS_MODES = ("none", "nth", "random")
 RTT_TOLERANCE_MS = 1.0
 # Bottleneck qdisc sampling period (bench/qdisc_cost.py measured what it costs).
 QDISC_INTERVAL_DEFAULT_S = 0.05
+# A queue given without limit_pkts or limit_bdp holds the seeds' 48 packets (the run
+# schema cannot default one of two exclusive keys, so the default lives here).
+QUEUE_LIMIT_DEFAULT_PKTS = 48
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ class Topology:
     rate_mbit: float = 100.0
     rtt_ms: float = 40.0
     queue_kind: str = "pfifo"
-    queue_limit_pkts: int = 48
+    queue_limit_pkts: int = QUEUE_LIMIT_DEFAULT_PKTS
     loss_mode: str = "none"
     loss_rate: float = 0.0
     mtu: int = 1500
@@ -128,19 +131,12 @@ class RunSpec:
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> RunSpec:
+        # A field a spec written before it existed lacks takes the dataclass default.
+        rest = {f.name for f in fields(RunSpec)} - {"topology", "flows"}
         return RunSpec(
             topology=Topology(**d["topology"]),
             flows=tuple(Flow(**f) for f in d["flows"]),
-            interval_s=d.get("interval_s", 1.0),
-            ss_interval_s=d.get("ss_interval_s", 0.1),
-            probe_interval_s=d.get("probe_interval_s", 0.1),
-            probe_tool=d.get("probe_tool", "ping"),
-            probe_flent_test=d.get("probe_flent_test", "ping"),
-            qdisc_interval_s=d.get("qdisc_interval_s", QDISC_INTERVAL_DEFAULT_S),
-            scenario=d.get("scenario", "adhoc"),
-            variant=d.get("variant", "adhoc"),
-            repetition=d.get("repetition", 1),
-            extra=d.get("extra", {}),
+            **{k: v for k, v in d.items() if k in rest},
         )
 
 

@@ -31,7 +31,7 @@ from ccbench.parse.procstat import usage_between
 from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
 from ccbench.parse.tc import parse_tc_qdisc_json
 from ccbench.probe import RAW_FILES, read_probe
-from ccbench.spec import TCP_IP_HEADER_BYTES, Flow, RunSpec
+from ccbench.spec import Flow, RunSpec, Topology
 
 if TYPE_CHECKING:  # pandas only where the time series is built (parse_run_dir)
     import pandas as pd
@@ -848,7 +848,7 @@ def run_metrics(s: dict[str, Any], df: pd.DataFrame | None) -> dict[str, Any]:
     tb = s["spec"]["topology"]
     mathis = None
     if tb["loss_mode"] != "none" and tb["loss_rate"] > 0 and tb["rtt_ms"] > 0:
-        mss = tb["mtu"] - TCP_IP_HEADER_BYTES
+        mss = Topology(**tb).mss_bytes
         per_flow = metrics.mathis_bps(mss, tb["rtt_ms"] / 1e3, tb["loss_rate"]) / 1e6
         total = s["throughput_sum_bps"]
         ratio = None if total is None else float(total) / 1e6 / (per_flow * len(flows))

@@ -36,6 +36,23 @@ def test_links_parser_on_real_capture() -> None:
     assert drops.netns_peers(read("ip-s-j-link-after.json")) == {"vy": (2, 2)}
 
 
+def test_nic_ring_overflow_is_a_loss_on_real_capture() -> None:
+    """`ip -s -s` (a veth pair captured here) prints missed_errors, which igb counts
+    when its receive ring overflows; a run in which it grew lost packets in the NIC."""
+    text = read("ip-s-s-j-link.json")
+    assert drops.links(text)["to-rt1"]["rx_missed_errors"] == 0
+    links = json.loads(text)
+    for link in links:
+        if link["ifname"] == "to-rt1":
+            link["stats64"]["rx"]["missed_errors"] += 5
+    grown = json.dumps(links)
+    before = {"schema": ledger.SCHEMA, "nodes": {"rt2": {"links": text}}}
+    after = {"schema": ledger.SCHEMA, "nodes": {"rt2": {"links": grown}}}
+    assert ledger.account(before, after)["outside"] == {"rt2 to-rt1 rx_missed_errors": 5}
+    assert "rx_missed_errors" in drops.LINK_LOSS
+    assert ledger.snapshot_plan("linux")["links"] == ["ip", "-s", "-s", "-j", "link", "show"]
+
+
 def test_iptables_drop_rule_counted_on_real_capture() -> None:
     # 40 pings, every 4th dropped by the loss rule: 10 (ping said 30 of 40 received)
     assert drops.iptables_drops(read("iptables-save-c-before.txt")) == 0

@@ -1,7 +1,7 @@
 """Drop counters from every place a packet can be lost, as the tools print them.
 
 Pure parsers (text in, numbers out) for the loss ledger (ccbench.ledger):
-- `ip -s -j link show` (Linux, per interface: rx/tx dropped and errors; for an interface
+- `ip -s -s -j link show` (Linux, per interface: rx/tx dropped, errors and missed; for an interface
   whose peer is in another namespace, a veth end: its and its peer's ifindex),
 - `/proc/net/softnet_stat` (Linux, per CPU: backlog drops, time squeezes; hex columns),
 - `iptables-save -c` (packets the configured loss rules dropped: `-j DROP` rules),
@@ -17,7 +17,11 @@ import re
 from typing import Any
 
 # Interface counters that mean "a packet was lost here".
-LINK_LOSS = ("rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "rx_over_errors")
+# rx_missed_errors (`ip -s -s` only) is a NIC's receive ring overflowing: igb, the
+# d430's 1 GbE, counts it there and in neither rx_dropped nor rx_errors.
+LINK_LOSS = (
+    "rx_dropped", "tx_dropped", "rx_errors", "tx_errors", "rx_over_errors", "rx_missed_errors",
+)  # fmt: skip
 
 
 def _count(value: Any, what: str) -> int:
@@ -27,7 +31,8 @@ def _count(value: Any, what: str) -> int:
 
 
 def links(text: str) -> dict[str, dict[str, int]]:
-    """`ip -s -j link show` -> {ifname: {rx_packets, tx_packets, rx_dropped, ...}}."""
+    """`ip -s [-s] -j link show` -> {ifname: {rx_packets, tx_packets, rx_dropped, ...}}
+    (rx_missed_errors is 0 where a single -s did not print it)."""
     try:
         data = json.loads(text)
     except ValueError as e:
@@ -51,6 +56,7 @@ def links(text: str) -> dict[str, dict[str, int]]:
             "rx_errors": _count(rx.get("errors", 0), f"{name} rx errors"),
             "tx_errors": _count(tx.get("errors", 0), f"{name} tx errors"),
             "rx_over_errors": _count(rx.get("over_errors", 0), f"{name} rx over_errors"),
+            "rx_missed_errors": _count(rx.get("missed_errors", 0), f"{name} rx missed_errors"),
         }
     return out
 
