@@ -7,7 +7,9 @@ Default (table): for 100 Mbit/s, 500 Mbit/s and 1 Gbit/s at 40 ms RTT it runs, f
   - 2 x bbr and 2 x cubic through the seeds' 48-packet pfifo,
 and prints one table: utilization, Jain, mean RTT vs configured, share of packets the
 delay element released > 5 ms late, its CPU, machine CPU, machine CPU per packet
-through the bottleneck (µs), and validity (every rule, the loss ledger included).
+through the bottleneck (µs), and validity (every rule, the loss ledger included); then
+where that CPU went per packet: user space, kernel for processes, irq + softirq
+(forwarding, qdiscs, veth receive), and the hypervisor's steal.
 
 --envelope: for each seed scenario (1 x cubic 1-BDP; 2 x cubic, 2 x bbr, cubic + bbr
 through 48 packets) the highest rate of --rates (default 100,200,300,500,750,1000) at
@@ -45,10 +47,34 @@ from ccbench.testbed import local
 USER_HZ = os.sysconf("SC_CLK_TCK")
 
 
-def cpu_times() -> tuple[float, float]:
+# /proc/stat's cpu line: user nice system idle iowait irq softirq steal (then guest
+# times, already inside user and nice).
+STAT_COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_times() -> dict[str, float]:
+    """The machine's CPU time so far by kind, in clock ticks (/proc/stat)."""
     parts = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = parts[3] + parts[4]
-    return sum(parts), idle
+    return dict(zip(STAT_COLUMNS, parts, strict=False))
+
+
+def cpu_split(before: dict[str, float], after: dict[str, float], pkts: int) -> dict[str, float]:
+    """Where the machine's CPU went between two cpu_times(): busy share (%), and µs per
+    packet through the bottleneck in user space (iperf3, the delay element's own code,
+    ccbench's samplers), the kernel on behalf of processes (sendmsg, the element's
+    netlink verdicts) and interrupts with softirqs (forwarding hops, qdiscs, veth
+    receive); steal is time the hypervisor gave to other guests (%)."""
+    d = {k: after[k] - before[k] for k in STAT_COLUMNS}
+    total = sum(d.values()) or math.nan
+    per_pkt = 1e6 / USER_HZ / pkts if pkts else math.nan
+    return {
+        "cpu": 100 * (total - d["idle"] - d["iowait"]) / total,
+        "us_per_pkt": (total - d["idle"] - d["iowait"]) * per_pkt,
+        "usr_us": (d["user"] + d["nice"]) * per_pkt,
+        "sys_us": d["system"] * per_pkt,
+        "sirq_us": (d["irq"] + d["softirq"]) * per_pkt,
+        "steal": 100 * d["steal"] / total,
+    }
 
 
 def scenarios(rate: int) -> list[tuple[str, int, list[str]]]:
@@ -68,23 +94,22 @@ def measure(
     flows = tuple(Flow(pair=i + 1, cc=cc, duration_s=duration) for i, cc in enumerate(ccs))
     spec = RunSpec(topology=topo, flows=flows, interval_s=1.0, ss_interval_s=0.1,
                    scenario="bench", variant="+".join(ccs))  # fmt: skip
-    t0, i0 = cpu_times()
+    c0 = cpu_times()
     s = execute(tb, spec, out, attempts=1)
-    t1, i1 = cpu_times()
+    c1 = cpu_times()
     rtts = [f["rtt_mean_us"] for f in s["flows"] if f["rtt_mean_us"]]
     d = s.get("delay_element") or {}
-    busy_s = ((t1 - t0) - (i1 - i0)) / USER_HZ
     pkts = ((s.get("bottleneck") or {}).get("queue") or {}).get("sent_pkts") or 0
     return {
+        # Whole-machine CPU (every host, hop, the shaper, the element, the tools) per
+        # data packet through the bottleneck, over the run (set-up and parse included),
+        # and its split by kind (cpu_split).
+        **cpu_split(c0, c1, pkts),
         "util": s["utilization_pct"],
         "jain": s["jain"],
         "rtt": sum(rtts) / len(rtts) / 1000 if rtts else math.nan,
         "late": (d.get("late_share") or 0.0) * 100 if d else math.nan,
         "elem_cpu": d.get("cpu_s", math.nan) / duration * 100 if d else math.nan,
-        "cpu": 100 * (1 - (i1 - i0) / (t1 - t0)),
-        # Whole-machine CPU (every host, hop, the shaper, the element, the tools) per
-        # data packet through the bottleneck, over the run (set-up and parse included).
-        "us_per_pkt": busy_s * 1e6 / pkts if pkts else math.nan,
         "valid": s["valid"],
         "reasons": s["reasons"],
         "method": (s.get("calibration") or {}).get("delay_method"),
@@ -107,8 +132,8 @@ def failed(reason: str) -> dict[str, Any]:
     """The row of a case that could not be measured: no numbers, the reason."""
     nan = math.nan
     return {"util": nan, "jain": nan, "rtt": nan, "late": nan, "elem_cpu": nan, "cpu": nan,
-            "us_per_pkt": nan, "valid": False, "reasons": [f"not measured: {reason}"],
-            "method": None}  # fmt: skip
+            "us_per_pkt": nan, "usr_us": nan, "sys_us": nan, "sirq_us": nan, "steal": nan,
+            "valid": False, "reasons": [f"not measured: {reason}"], "method": None}  # fmt: skip
 
 
 def why(e: Exception) -> str:
@@ -147,7 +172,19 @@ def table(a: argparse.Namespace, work: Path) -> int:
               f"{cell(r['late'], 2)} | {cell(r['elem_cpu'], 0)} | {cell(r['cpu'], 0)} | "
               f"{cell(r['us_per_pkt'], 1)} | "
               f"{'yes' if r['valid'] else 'no: ' + '; '.join(r['reasons'])} |")  # fmt: skip
+    print_cpu_split(rows)
     return 0
+
+
+def print_cpu_split(rows: list[tuple[int, str, dict[str, Any]]]) -> None:
+    """Where each case's CPU per packet went (cpu_split)."""
+    print("\nWhere the CPU went, µs per packet through the bottleneck (/proc/stat over the run)\n")
+    print("| rate | scenario | user | kernel (process) | irq + softirq | total | steal % |")
+    print("|---|---|---|---|---|---|---|")
+    for rate, label, r in rows:
+        print(f"| {rate} Mbit/s | {label} | {cell(r['usr_us'], 1)} | {cell(r['sys_us'], 1)} | "
+              f"{cell(r['sirq_us'], 1)} | {cell(r['us_per_pkt'], 1)} | "
+              f"{cell(r['steal'], 1)} |")  # fmt: skip
 
 
 def envelope(a: argparse.Namespace, work: Path) -> int:

@@ -642,6 +642,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     losses = _ledger(rd)
     if losses is not None:
         reasons += _ledger_reasons(losses, flows, bneck, delay)
+    reasons = validity.name_hidden_queue_cause(reasons, losses, delay)
     probe = probe_record(rd)
     if meta.get("probe_argv") and not (probe and probe.get("tool") == "unreadable"):
         reasons += validity.check_probe(probe, spec.probe_tool)

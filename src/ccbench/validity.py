@@ -69,8 +69,32 @@ def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result) -> list[str]:
         return []
     return [
         f"flow {k}: mean RTT {mean_ms:.1f} ms above the {bound:.1f} ms the path can give "
-        f"(RTT + a full queue): packets were held outside the bottleneck"
+        f"(RTT + a full queue): {HELD_OUTSIDE}"
     ]
+
+
+HELD_OUTSIDE = "packets were held outside the bottleneck"
+
+
+def name_hidden_queue_cause(
+    reasons: list[str], led: dict[str, Any] | None, delay: dict[str, Any] | None
+) -> list[str]:
+    """`reasons` with each hidden-queue reason followed by what the counters saw while
+    the run lasted: receive processing that ran out of budget (softnet time squeezes),
+    backlog drops, a delay element releasing late. Runs without a ledger are unchanged."""
+    if led is None:
+        return reasons
+    seen = []
+    if led.get("softnet_time_squeeze"):
+        seen.append(f"{led['softnet_time_squeeze']} softnet time squeezes (the kernel's "
+                    "receive processing ran out of budget)")  # fmt: skip
+    if led.get("softnet_backlog_pkts"):
+        seen.append(f"{led['softnet_backlog_pkts']} softnet backlog drops")
+    late = (delay or {}).get("late_share")
+    if late:
+        seen.append(f"the delay element released {late:.2%} of packets > 5 ms late")
+    cause = "; ".join(seen) if seen else "no softnet squeeze, backlog drop or late release counted"
+    return [f"{r} (seen: {cause})" if r.endswith(HELD_OUTSIDE) else r for r in reasons]
 
 
 def check_calibration(cal: dict[str, Any]) -> list[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ccbench import validity
 from ccbench.summary import summarize
 from ccbench.timeseries import build
 
@@ -167,3 +168,28 @@ def test_a_run_on_another_testbeds_queue_or_rate_is_invalid(tmp_path: Path) -> N
     assert "rt1's queue was pfifo 331, the run asked for pfifo 83" in s["reasons"]
     assert "rt1's shaper ran at 1000 Mbit/s, the run asked for 50" in s["reasons"]
     assert not s["valid"]
+
+
+def test_a_hidden_queue_reason_names_what_the_counters_saw(tmp_path: Path) -> None:
+    """A real run with a ledger, told its queue held 4 packets: its flows' RTT says
+    packets were held elsewhere, and the reason says what the host's counters saw."""
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW.parent / "run-local-2cubic-ledger", raw)
+    spec = json.loads((raw / "spec.json").read_text())
+    spec["topology"]["queue_limit_pkts"] = 4
+    (raw / "spec.json").write_text(json.dumps(spec))
+    first = summarize(raw)["reasons"][0]
+    assert first == (
+        "flow 1: mean RTT 27.2 ms above the 21.0 ms the path can give (RTT + a full queue): "
+        "packets were held outside the bottleneck (seen: no softnet squeeze, backlog drop "
+        "or late release counted)"
+    )
+    held = ["flow 1: mean RTT 50.0 ms above ...: packets were held outside the bottleneck", "x"]
+    led = {"softnet_time_squeeze": 31, "softnet_backlog_pkts": 2}
+    assert validity.name_hidden_queue_cause(held, led, {"late_share": 0.012}) == [
+        held[0] + " (seen: 31 softnet time squeezes (the kernel's receive processing ran out "
+        "of budget); 2 softnet backlog drops; the delay element released 1.20% of packets "
+        "> 5 ms late)",
+        "x",
+    ]
+    assert validity.name_hidden_queue_cause(held, None, None) == held  # no ledger: as it was
