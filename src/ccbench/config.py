@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -39,6 +40,8 @@ MAX_CONFIG_BYTES = 1_000_000
 # Expanded size (nodes, counting every alias as a copy) above which a YAML document is
 # refused: anchors are fine, a "billion laughs" is not.
 MAX_YAML_NODES = 200_000
+# No config nests deeper than a handful of levels; a deeper document is not a config.
+MAX_YAML_DEPTH = 64
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -64,24 +67,34 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _expanded_size(node: yaml.Node) -> int:
-    """Nodes the document would have with every alias expanded (memoized: linear)."""
+def _expanded_size(node: yaml.Node, source: str) -> int:
+    """Nodes the document would have with every alias expanded (memoized: linear).
+    A value that contains itself (`a: &a [*a]`) or nesting deeper than any config
+    needs is refused: either would recurse without end in what reads it next."""
     memo: dict[int, int] = {}
+    open_: set[int] = set()
 
-    def size(n: yaml.Node) -> int:
+    def size(n: yaml.Node, depth: int) -> int:
+        if id(n) in open_:
+            raise CcbenchError(f"{source}: line {n.start_mark.line + 1}: a value that "
+                               "contains itself (a recursive YAML alias)")  # fmt: skip
         if id(n) in memo:
             return memo[id(n)]
-        memo[id(n)] = 1  # a recursive alias counts once
+        if depth > MAX_YAML_DEPTH:
+            raise CcbenchError(f"{source}: line {n.start_mark.line + 1}: nested more than "
+                               f"{MAX_YAML_DEPTH} levels deep")  # fmt: skip
+        open_.add(id(n))
         if isinstance(n, yaml.MappingNode):
-            total = 1 + sum(size(k) + size(v) for k, v in n.value)
+            total = 1 + sum(size(k, depth + 1) + size(v, depth + 1) for k, v in n.value)
         elif isinstance(n, yaml.SequenceNode):
-            total = 1 + sum(size(v) for v in n.value)
+            total = 1 + sum(size(v, depth + 1) for v in n.value)
         else:
             total = 1
+        open_.discard(id(n))
         memo[id(n)] = total
         return total
 
-    return size(node)
+    return size(node, 0)
 
 
 def parse_yaml(raw: bytes, source: str) -> Any:
@@ -97,8 +110,11 @@ def parse_yaml(raw: bytes, source: str) -> Any:
     if "\x00" in text:
         raise CcbenchError(f"{source}: a binary file, not YAML")
     try:
-        node = yaml.compose(text, Loader=_StrictLoader)
-        if node is not None and _expanded_size(node) > MAX_YAML_NODES:
+        try:
+            node = yaml.compose(text, Loader=_StrictLoader)
+        except RecursionError:  # PyYAML's composer recurses once per nesting level
+            raise CcbenchError(f"{source}: nested more than {MAX_YAML_DEPTH} levels deep") from None
+        if node is not None and _expanded_size(node, source) > MAX_YAML_NODES:
             raise CcbenchError(f"{source}: its aliases expand to more than {MAX_YAML_NODES} "
                                "values (a YAML alias bomb?)")  # fmt: skip
         loader = _StrictLoader(text)
@@ -298,8 +314,25 @@ def load_run_config(path: str | Path) -> tuple[TestbedConfig, RunSpec, int]:
         for f in run["flows"]
     )
     check_flows(topo, flows)
+    if data["testbed"]["kind"] == "local":
+        check_kernel_ccs((f"{path}: run.flows[{i}]", f.cc) for i, f in enumerate(flows))
     spec = RunSpec(topology=topo, flows=flows, **sampling_from(run))
     return TestbedConfig.from_dict(data["testbed"]), spec, int(run["attempts"])
+
+
+def check_kernel_ccs(uses: Iterable[tuple[str, str]]) -> None:
+    """Every (where, cc) of a local testbed names a CC this kernel has or can load (a
+    check of this machine, made before anything is built)."""
+    from ccbench.hosts.linux import loadable_ccs
+
+    have: set[str] | None = None
+    for where, cc in uses:
+        have = loadable_ccs() if have is None else have
+        if cc not in have:
+            raise CcbenchError(
+                f"{where}: this kernel has no TCP congestion control '{cc}' and cannot "
+                f"load it (it has: {', '.join(sorted(have))})"
+            )
 
 
 def sampling_from(d: dict[str, Any]) -> dict[str, Any]:

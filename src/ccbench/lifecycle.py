@@ -30,17 +30,18 @@ FAILURES_LOG = "calibration-failures.jsonl"
 
 
 def ids_to_remove(all_: bool, config: str | None, tb_id: str | None) -> list[str]:
-    """The testbeds `testbed down` removes: every one here, the config's, or `tb_id`."""
+    """The testbeds `testbed down` removes: every one here, `tb_id` (which overrides a
+    config's id, as for every testbed command), or the config's."""
     from ccbench import safe
     from ccbench.config import load_testbed_config
     from ccbench.testbed import local
 
     if all_:
         return local.all_ids()
-    if config:
-        return [load_testbed_config(config)[0].id]
     if tb_id:
         return [safe.testbed_id(tb_id, "--id")]
+    if config:
+        return [load_testbed_config(config)[0].id]
     raise CcbenchError("down: say which testbed: --id ID, --config FILE or --all")
 
 

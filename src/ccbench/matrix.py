@@ -16,7 +16,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccbench import kernel, probe
-from ccbench.config import check_delay_direction, sampling_from, topology_from, validate
+from ccbench.config import (
+    check_delay_direction,
+    check_kernel_ccs,
+    sampling_from,
+    topology_from,
+    validate,
+)
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario, Variant
 from ccbench.spec import Flow, RunSpec, Topology, check_flows
@@ -76,17 +82,11 @@ def _check_local_netperf(cfg: dict[str, Any], source: str) -> None:
 
 
 def _check_local_ccs(m: Matrix, source: str) -> None:
-    from ccbench.hosts.linux import loadable_ccs
-
-    have = loadable_ccs()
-    for r in m.runs.values():
-        for f in r.flows:
-            if f["cc"] not in have:
-                raise CcbenchError(
-                    f"{source}: scenarios.{r.scenario} (variant {r.variant}): this "
-                    f"kernel has no TCP congestion control '{f['cc']}' and cannot load it "
-                    f"(it has: {', '.join(sorted(have))})"
-                )
+    check_kernel_ccs(
+        (f"{source}: scenarios.{r.scenario} (variant {r.variant})", f["cc"])
+        for r in m.runs.values()
+        for f in r.flows
+    )
 
 
 def _check_variant(source: str, v: dict[str, Any]) -> None:

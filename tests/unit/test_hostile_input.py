@@ -3,6 +3,7 @@ deleted, nothing reaches ssh as an option, each problem is one line before any s
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -46,22 +47,30 @@ def test_remove_tree_only_inside(tmp_path: Path) -> None:
 @pytest.mark.parametrize("tb_id", ["..", "../../..", "../", "/", "-rf"])
 def test_testbed_down_with_hostile_id_deletes_nothing(tb_id: str, tmp_path: Path) -> None:
     """The real CLI with CCBENCH_STATE in a sandbox: `--id ..` once removed the state
-    root's parent, `--id ../../..` resolved to /."""
+    root's parent, `--id ../../..` resolved to /. The config is valid, so the id is
+    what is refused (and a valid id with the same config does reach `down`)."""
     state = tmp_path / "run" / "ccbench" / "testbeds"
     state.mkdir(parents=True)
     sentinel = tmp_path / "run" / "sentinel"
     sentinel.write_text("keep me")
     (state / "keep").mkdir()
-    for action in ("down", "up", "status"):
-        cp = subprocess.run(
-            [sys.executable, "-m", "ccbench.cli", "testbed", action, f"--id={tb_id}",
-             "--config", str(REPO / "tests" / "missing.yaml")],
-            capture_output=True, text=True, cwd=REPO,
-            env={**os.environ, "CCBENCH_STATE": str(state)},
-        )  # fmt: skip
+    cfg = tmp_path / "tb.yaml"
+    cfg.write_text("testbed: {id: keep}\ntopology: {pairs: 1}\n")
+    env = {**os.environ, "CCBENCH_STATE": str(state)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ccbench.cli", "testbed", *args],
+                              capture_output=True, text=True, cwd=REPO, env=env)  # fmt: skip
+
+    for args in (("down",), ("down", "--config", str(cfg)), ("up", "--config", str(cfg)),
+                 ("status", "--config", str(cfg))):  # fmt: skip
+        cp = cli(*args, f"--id={tb_id}")
         err = cp.stderr.strip().splitlines()
-        assert cp.returncode == 2 and len(err) == 1, (action, cp.stderr)
-        assert "Traceback" not in cp.stderr
+        assert cp.returncode == 2 and len(err) == 1, (args, cp.stderr)
+        assert "--id" in err[0] and "Traceback" not in cp.stderr, (args, err)
+    assert sentinel.read_text() == "keep me" and (state / "keep").is_dir()
+    # A valid id (none such here) gets through the same command and removes nothing else.
+    assert cli("down", "--config", str(cfg), "--id=abc1").returncode == 0
     assert sentinel.read_text() == "keep me" and (state / "keep").is_dir()
 
 
@@ -250,3 +259,34 @@ def test_manifest_hostile_hostname_and_entities_refused() -> None:
            b"</services></node></rspec>")  # fmt: skip
     with pytest.raises(CcbenchError):  # the entity is not resolved: no file is read
         inventory.from_manifest(xxe)
+
+
+@pytest.mark.parametrize("port", ["22; id", "-1", "0", "70000", "２２"])
+def test_manifest_login_port_that_is_not_a_port_is_refused(port: str) -> None:
+    nodes = _node("s1", _login("zoe", "pc1.emulab.net").replace('port="22"', f'port="{port}"'))
+    nodes += "".join(_node(n, _login("zoe", f"{n}.emulab.net")) for n in ("rt1", "rt2", "r1"))
+    with pytest.raises(CcbenchError, match="node s1.*is not a number in 1..65535"):
+        inventory.from_manifest(MANIFEST.format(nodes=nodes).encode())
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"kind": "ssh"},
+        {"kind": "ssh", "testbed": {"id": "ab1", "bogus": 1}, "topology": {}},
+        {"kind": "ssh", "testbed": {"id": "ab1"}, "topology": {"pairs": 1, "nope": 2}},
+    ],
+)
+def test_down_of_a_damaged_ssh_state_removes_it_and_says_so(
+    state: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ccbench import testbed
+    from ccbench.testbed import local
+
+    monkeypatch.setattr(local, "STATE_ROOT", tmp_path)
+    (tmp_path / "ab1").mkdir()
+    (tmp_path / "ab1" / "state.json").write_text(json.dumps(state))
+    (tmp_path / "keep").write_text("keep me")
+    said = testbed.down("ab1")
+    assert said.startswith("state.json was damaged") and "SSH hosts" in said
+    assert not (tmp_path / "ab1").exists() and (tmp_path / "keep").read_text() == "keep me"

@@ -30,7 +30,16 @@ def down(tb_id: str) -> str:
     if st.get("kind") == "ssh":
         from ccbench.testbed.remote import RemoteTestbed
 
-        RemoteTestbed(TestbedConfig(**st["testbed"]), Topology(**st["topology"])).down()
+        try:
+            remote = RemoteTestbed(TestbedConfig(**st["testbed"]), Topology(**st["topology"]))
+        except (TypeError, KeyError, ValueError) as e:
+            # Which hosts it used is not readable: its state goes, the hosts are not
+            # touched (`up` then `down` with its config removes what it left there).
+            safe.remove_tree(local.STATE_ROOT / tb_id, local.STATE_ROOT)
+            return (f"state.json was damaged ({type(e).__name__}: {e}): removed it; loss "
+                    "rules it left on its SSH hosts, if any, stay until `testbed up` and "
+                    "`down` with its config")  # fmt: skip
+        remote.down()
         return "remote loss rules removed"
     removed = local.down(tb_id)
     return f"removed {len(removed)} namespace(s)"
