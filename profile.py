@@ -32,7 +32,10 @@ Then, on your control machine (where ccbench is installed):
 1. Save the experiment's manifest (the "Manifest" tab) as `manifest.xml`.
 2. `ccbench testbed inventory --manifest manifest.xml --user YOUR_EMULAB_NAME --out hosts.yaml`
 3. `snakemake --cores 4 all --configfile config/examples/emulab-seed001.yaml`
-   (a config names its inventory: `testbed.inventory: hosts.yaml`)
+   (a config names its inventory: `testbed.inventory: hosts.yaml`). The config must
+   fit this experiment: emulab-seed001.yaml needs 3 dumbbells of 2 pairs with one
+   sender image per dumbbell (its header names them); for one dumbbell of 2 FreeBSD
+   pairs use emulab-seed001-reboot.yaml. A dumbbell the inventory lacks is refused.
 
 The report lands in `reports/`. The setup scripts are in `emulab/` of this
 repository (cloned to `/local/repository` on every node); rerunning one by hand

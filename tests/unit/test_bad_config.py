@@ -96,6 +96,7 @@ REFUSED: list[tuple[str, Mutation | str | bytes, str]] = [
     ),
     ("queue kind cake", setp("scenarios.two-flows-48.topology.queue", {"kind": "cake"}), "kind"),
     ("pair beyond pairs", flows({"pair": 3, "cc": "cubic"}), "pair: 3 is not in 1..2"),
+    ("scenario duration 1e9", setp("scenarios.two-flows-48.duration_s", 1e9), "duration_s"),
     # CC names
     ("flow cc pattern", flows({"cc": "cubic; reboot"}), "flows"),
     ("variant cc empty", setp("variants.0.cc", ""), "variants.0.cc"),
@@ -156,6 +157,9 @@ REFUSED: list[tuple[str, Mutation | str | bytes, str]] = [
     ("not utf-8", b"title: caf\xe9\n", "not UTF-8"),
     ("binary", b"\x00\x01\x02scenarios", "binary"),
     ("alias bomb", BOMB, "alias bomb"),
+    ("recursive alias", "a: &a [*a]\n", "a value that contains itself"),
+    ("nested 70 deep", "x: " + "[" * 70 + "]" * 70 + "\n", "nested more than 64 levels"),
+    ("nested 5000 deep", "x: " + "[" * 5000 + "]" * 5000 + "\n", "nested more than 64 levels"),
     ("too large", "title: " + "x" * 1_000_001 + "\n", "a config may have at most"),
     ("a list", "- 1\n- 2\n", "top level must be a mapping"),
     ("empty file", "", "'scenarios' is a required property"),
