@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -315,24 +314,11 @@ def load_run_config(path: str | Path) -> tuple[TestbedConfig, RunSpec, int]:
     )
     check_flows(topo, flows)
     if data["testbed"]["kind"] == "local":
+        from ccbench.hosts.linux import check_kernel_ccs
+
         check_kernel_ccs((f"{path}: run.flows[{i}]", f.cc) for i, f in enumerate(flows))
     spec = RunSpec(topology=topo, flows=flows, **sampling_from(run))
     return TestbedConfig.from_dict(data["testbed"]), spec, int(run["attempts"])
-
-
-def check_kernel_ccs(uses: Iterable[tuple[str, str]]) -> None:
-    """Every (where, cc) of a local testbed names a CC this kernel has or can load (a
-    check of this machine, made before anything is built)."""
-    from ccbench.hosts.linux import loadable_ccs
-
-    have: set[str] | None = None
-    for where, cc in uses:
-        have = loadable_ccs() if have is None else have
-        if cc not in have:
-            raise CcbenchError(
-                f"{where}: this kernel has no TCP congestion control '{cc}' and cannot "
-                f"load it (it has: {', '.join(sorted(have))})"
-            )
 
 
 def sampling_from(d: dict[str, Any]) -> dict[str, Any]:

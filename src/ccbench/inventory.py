@@ -181,11 +181,9 @@ def _ssh_endpoint(node: Any, user: str | None) -> tuple[str, int] | None:
     mine = [g for g in logins if user is not None and g.get("username") == user]
     for g in mine or logins:
         if g.get("hostname"):
-            port = g.get("port") or "22"
-            if not re.fullmatch(r"[0-9]{1,5}", port):
-                raise CcbenchError(f"manifest: node {node.get('client_id')}: login port "
-                                   f"{port!r} is not a number in 1..65535")  # fmt: skip
-            return g.get("hostname"), _port(int(port), f"manifest: node {node.get('client_id')}")
+            port = g.get("port") or "22"  # text: _port refuses what is not digits
+            number = int(port) if re.fullmatch(r"[0-9]{1,5}", port) else port
+            return g.get("hostname"), _port(number, f"manifest: node {node.get('client_id')}")
     host = next((h.get("name") for h in node.iter("{*}host") if h.get("name")), None)
     return (host, 22) if host else None
 

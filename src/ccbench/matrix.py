@@ -16,13 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ccbench import kernel, probe
-from ccbench.config import (
-    check_delay_direction,
-    check_kernel_ccs,
-    sampling_from,
-    topology_from,
-    validate,
-)
+from ccbench.config import check_delay_direction, sampling_from, topology_from, validate
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario, Variant
 from ccbench.spec import Flow, RunSpec, Topology, check_flows
@@ -61,32 +55,30 @@ def load(config: dict[str, Any], source: str = "config") -> Matrix:
     cfg = validate(config, "matrix", source)
     m = expand(cfg, source)
     if cfg["testbed"]["kind"] == "local":
-        _check_local_ccs(m, source)
-        _check_local_netperf(cfg, source)
+        _check_local_machine(m, cfg["testbed"]["tools"], source)
     return m
 
 
-def _check_local_netperf(cfg: dict[str, Any], source: str) -> None:
-    """flent's netperf tests need netperf on this machine when the local testbed runs
-    tools from the host (a check of this machine, so not part of `expand`)."""
-    if cfg["testbed"]["tools"] != "host" or shutil.which("netperf") is not None:
-        return
-    for sname, sc in cfg["scenarios"].items():
-        tool = sc.get("probe_tool", cfg["probe_tool"])
-        flent_test = sc.get("probe_flent_test", cfg["probe_flent_test"])
-        if probe.needs_netperf(tool, flent_test):
-            raise CcbenchError(
-                f"{source}: scenarios.{sname}: probe_flent_test {flent_test} needs netperf "
-                "with demo mode, which this host lacks: set testbed.tools: container"
-            )
+def _check_local_machine(m: Matrix, tools: str, source: str) -> None:
+    """What the local testbed's runs ask of this machine (not part of `expand`, which
+    does not depend on the machine): the flows' CCs, and netperf for flent's netperf
+    tests when the tools run from the host."""
+    from ccbench.hosts.linux import check_kernel_ccs
 
-
-def _check_local_ccs(m: Matrix, source: str) -> None:
     check_kernel_ccs(
         (f"{source}: scenarios.{r.scenario} (variant {r.variant})", f["cc"])
         for r in m.runs.values()
         for f in r.flows
     )
+    if tools != "host" or shutil.which("netperf") is not None:
+        return
+    for r in m.runs.values():
+        test = r.run_spec["probe_flent_test"]
+        if probe.needs_netperf(r.run_spec["probe_tool"], test):
+            raise CcbenchError(
+                f"{source}: scenarios.{r.scenario}: probe_flent_test {test} needs netperf "
+                "with demo mode, which this host lacks: set testbed.tools: container"
+            )
 
 
 def _check_variant(source: str, v: dict[str, Any]) -> None:

@@ -629,20 +629,20 @@ def summarize(raw: Path) -> dict[str, Any]:
     meta, rcs = _meta(rd, len(spec.flows))
     cal = _calibration(rd)
     reasons = _run_failed(rd)
-    flows, results, flow_reasons = _flows(rd, spec, rcs)
-    reasons += flow_reasons
-    total = _throughput_sum(spec, flows)
     delay_method = cal.get("delay_method") if cal else None
     delay = _delay(rd, needed=delay_method == "ccdelay")
+    losses = _ledger(rd)
+    held_cause = validity.hidden_queue_cause(losses, delay)
+    flows, results, flow_reasons = _flows(rd, spec, rcs, held_cause)
+    reasons += flow_reasons
+    total = _throughput_sum(spec, flows)
     reasons += _sender_setup(rd)
     reasons += _calibration_reasons(rd, cal, delay, delay_method)
     bneck = _bottleneck(rd)
     reasons += validity.check_bottleneck_config(spec, bneck.get("configured"))
     queue = _queue(rd, spec, meta)
-    losses = _ledger(rd)
     if losses is not None:
         reasons += _ledger_reasons(losses, flows, bneck, delay)
-    reasons = validity.name_hidden_queue_cause(reasons, losses, delay)
     probe = probe_record(rd)
     if meta.get("probe_argv") and not (probe and probe.get("tool") == "unreadable"):
         reasons += validity.check_probe(probe, spec.probe_tool)
@@ -701,7 +701,7 @@ def _run_failed(rd: RawDir) -> list[str]:
 
 
 def _flows(
-    rd: RawDir, spec: RunSpec, rcs: list[int | None]
+    rd: RawDir, spec: RunSpec, rcs: list[int | None], held_cause: str | None
 ) -> tuple[list[dict[str, Any]], list[Iperf3Result | None], list[str]]:
     """Each flow's summary record and iperf3 result (None: no usable output), and the
     reasons its checks give (validity.check_flow)."""
@@ -712,7 +712,8 @@ def _flows(
         res, unreadable = _iperf3(rd, k)
         results.append(res)
         if not unreadable:  # else the file's own reason says it
-            reasons += validity.check_flow(k, spec, res, rcs[k - 1], _stack_cc(spec, f.cc))
+            reasons += validity.check_flow(k, spec, res, rcs[k - 1], _stack_cc(spec, f.cc),
+                                           held_cause)  # fmt: skip
         flows.append(_flow_record(k, f, res))
     return flows, results, reasons
 

@@ -25,9 +25,12 @@ def _os_cc_name(cc: str, os_name: str | None) -> str:
 
 
 def check_flow(
-    k: int, spec: RunSpec, res: Iperf3Result | None, rc: int | None, stack_cc: bool = False
-) -> list[str]:
-    """`stack_cc`: the CC is the TCP stack's own (FreeBSD tcp_bbr), not a socket option."""
+    k: int, spec: RunSpec, res: Iperf3Result | None, rc: int | None, stack_cc: bool = False,
+    held_cause: str | None = None,
+) -> list[str]:  # fmt: skip
+    """`stack_cc`: the CC is the TCP stack's own (FreeBSD tcp_bbr), not a socket option.
+    `held_cause`: what the host's counters saw (hidden_queue_cause), named in a
+    hidden-queue reason."""
     f = spec.flows[k - 1]
     if res is None:
         return [f"flow {k}: no iperf3 output (exit {rc})"]
@@ -52,11 +55,11 @@ def check_flow(
         )
     if not res.throughput_bps:
         reasons.append(f"flow {k}: no bytes received")
-    reasons += _hidden_queue(k, spec, res)
+    reasons += _hidden_queue(k, spec, res, held_cause)
     return reasons
 
 
-def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result) -> list[str]:
+def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result, held_cause: str | None) -> list[str]:
     """Packets held anywhere but the bottleneck queue (an emulator that fell behind, a
     backlog on a busy CPU, a NIC ring) give the flow a bigger buffer than asked for:
     its throughput and RTT are then not the configured path's."""
@@ -69,21 +72,17 @@ def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result) -> list[str]:
         return []
     return [
         f"flow {k}: mean RTT {mean_ms:.1f} ms above the {bound:.1f} ms the path can give "
-        f"(RTT + a full queue): {HELD_OUTSIDE}"
+        f"(RTT + a full queue): packets were held outside the bottleneck"
+        + (f" (seen: {held_cause})" if held_cause else "")
     ]
 
 
-HELD_OUTSIDE = "packets were held outside the bottleneck"
-
-
-def name_hidden_queue_cause(
-    reasons: list[str], led: dict[str, Any] | None, delay: dict[str, Any] | None
-) -> list[str]:
-    """`reasons` with each hidden-queue reason followed by what the counters saw while
-    the run lasted: receive processing that ran out of budget (softnet time squeezes),
-    backlog drops, a delay element releasing late. Runs without a ledger are unchanged."""
+def hidden_queue_cause(led: dict[str, Any] | None, delay: dict[str, Any] | None) -> str | None:
+    """What the counters saw while the run lasted, for a hidden-queue reason: receive
+    processing that ran out of budget (softnet time squeezes), backlog drops, a delay
+    element releasing late. None for runs recorded without a ledger."""
     if led is None:
-        return reasons
+        return None
     seen = []
     if led.get("softnet_time_squeeze"):
         seen.append(f"{led['softnet_time_squeeze']} softnet time squeezes (the kernel's "
@@ -93,8 +92,7 @@ def name_hidden_queue_cause(
     late = (delay or {}).get("late_share")
     if late:
         seen.append(f"the delay element released {late:.2%} of packets > 5 ms late")
-    cause = "; ".join(seen) if seen else "no softnet squeeze, backlog drop or late release counted"
-    return [f"{r} (seen: {cause})" if r.endswith(HELD_OUTSIDE) else r for r in reasons]
+    return "; ".join(seen) if seen else "no softnet squeeze, backlog drop or late release counted"
 
 
 def check_calibration(cal: dict[str, Any]) -> list[str]:

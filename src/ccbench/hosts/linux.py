@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from ccbench.errors import CcbenchError
@@ -223,6 +224,19 @@ class LinuxHost:
 
     def ss_sample(self) -> Argv:
         return ["ss", "-tinH", "state", "established"]
+
+
+def check_kernel_ccs(uses: Iterable[tuple[str, str]]) -> None:
+    """Every (where, cc) of a local testbed names a CC this kernel has or can load (a
+    check of this machine, made before anything is built)."""
+    have: set[str] | None = None
+    for where, cc in uses:
+        have = loadable_ccs() if have is None else have
+        if cc not in have:
+            raise CcbenchError(
+                f"{where}: this kernel has no TCP congestion control '{cc}' and cannot "
+                f"load it (it has: {', '.join(sorted(have))})"
+            )
 
 
 def loadable_ccs(proc: Path = Path("/proc/sys/net/ipv4"), modules: Path | None = None) -> set[str]:
