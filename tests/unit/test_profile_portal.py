@@ -194,3 +194,26 @@ def test_bad_values_from_the_portal_are_parameter_errors(lib, tmp_path):
     assert res.returncode == 102, res.stderr
     assert not (tmp_path / "request.xml").exists()
     assert "Sender/receiver pairs must be 1 to 4" in res.stderr and "RTT must be even" in res.stderr
+
+
+@needs_upstream
+@pytest.mark.parametrize("lib", LIBS)
+def test_four_pairs_on_1g_d430s_is_a_parameter_error_in_the_portal(lib, tmp_path):
+    """The portal binds every parameter of the form (its defaults, then the user's
+    values): 4 pairs need 5 router ports, and a d430 has four 1 GbE ports."""
+    form, _ = portal_passes(lib, {}, tmp_path)
+    bindings = {name: {"value": p["defaultValue"]} for name, p in form.items()}
+    bindings["pairs"] = {"value": 4}
+    params = tmp_path / "four.json"
+    params.write_text(json.dumps({"bindings": bindings}))
+    res = run(
+        lib,
+        cwd=tmp_path,
+        GENILIB_PORTAL_MODE="1",
+        GENILIB_PORTAL_PARAMS_PATH=str(params),
+        GENILIB_PORTAL_REQUEST_PATH=str(tmp_path / "request.xml"),
+    )
+    assert res.returncode == 101, res.stderr
+    assert not (tmp_path / "request.xml").exists()
+    assert "at most 3 pairs at 1000 Mbit/s links" in res.stderr
+    assert "Double fault" not in res.stderr  # both parameters it names were bound
