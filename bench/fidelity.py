@@ -38,10 +38,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ccbench.config import TestbedConfig
+from ccbench.attempts import execute
 from ccbench.errors import CcbenchError
-from ccbench.run import execute
-from ccbench.spec import Flow, RunSpec, Topology, bdp_packets
+from ccbench.spec import Flow, RunSpec, TestbedConfig, Topology, bdp_packets
 from ccbench.testbed import local
 
 USER_HZ = os.sysconf("SC_CLK_TCK")

@@ -31,11 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ccbench.config import TestbedConfig
+from ccbench.attempts import execute
 from ccbench.hosts.linux import LinuxHost
 from ccbench.parse.qdisc import parse_qdisc_samples
-from ccbench.run import execute
-from ccbench.spec import Flow, RunSpec, Topology, bdp_packets
+from ccbench.spec import Flow, RunSpec, TestbedConfig, Topology, bdp_packets
 from ccbench.testbed import local
 
 HZ = os.sysconf("SC_CLK_TCK")

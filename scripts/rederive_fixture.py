@@ -22,7 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ccbench.summary import RawDir, probe_record, recorded, run_metrics
+from ccbench.layout import RawDir
+from ccbench.summarize.probe import probe_record
+from ccbench.summarize.run_metrics import run_metrics
+from ccbench.summarize.runfiles import recorded
 
 
 def main(fixture: Path) -> int:

@@ -13,16 +13,16 @@ Tables (CSV and Parquet, units in column names):
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ccbench import metrics
+from ccbench import metrics, record
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
-from ccbench.summary import run_metrics
+from ccbench.record import RunRecord
+from ccbench.spec import Topology
 
 METRICS = {
     # column in runs table -> label used in the summary table
@@ -49,157 +49,141 @@ def _num(x: Any) -> float:
 
 def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One run's row in the runs table and its flows' rows in the flows table."""
-    s = _load_summary(run_dir)
-    tb = s["spec"]["topology"]
+    s = record.load(run_dir)
+    t = s.run_spec.topology
     run = {
         **_identity_columns(s),
-        **_path_columns(tb),
+        **_path_columns(t),
         **_throughput_columns(s),
         **_queue_columns(s),
         **_probe_columns(s),
-        **_convergence_loss_columns(s, tb),
+        **_convergence_loss_columns(s, t),
         **_status_columns(s),
         **_kernel_columns(s),
     }
     return run, _flow_rows(s)
 
 
-def _load_summary(run_dir: Path) -> dict[str, Any]:
-    s: dict[str, Any] = json.loads((run_dir / "summary.json").read_text())
-    if not all(k in s for k in ("srtt", "convergence_s", "mathis")):
-        # A summary.json from before `ccbench parse` stored them: the same computation.
-        ts_path = run_dir / "timeseries.parquet"
-        s.update(run_metrics(s, pd.read_parquet(ts_path) if ts_path.exists() else None))
-    return s
-
-
-def _identity_columns(s: dict[str, Any]) -> dict[str, Any]:
+def _identity_columns(s: RunRecord) -> dict[str, Any]:
     return {
-        "run_id": s["run_id"],
-        "scenario": s["scenario"],
-        "variant": s["variant"],
-        "repetition": s["repetition"],
-        "valid": bool(s["valid"]),
-        "reasons": "; ".join(s["reasons"]),
-        "attempt": s.get("attempt", 1),
-        "started_unix": s.get("started_unix"),
-        "n_flows": len(s["flows"]),
+        "run_id": s.run_id,
+        "scenario": s.scenario,
+        "variant": s.variant,
+        "repetition": s.repetition,
+        "valid": s.valid,
+        "reasons": "; ".join(s.reasons),
+        "attempt": s.attempt if s.attempt is not None else 1,
+        "started_unix": s.started_unix,
+        "n_flows": len(s.flows),
     }
 
 
-def _path_columns(tb: dict[str, Any]) -> dict[str, Any]:
+def _path_columns(t: Topology) -> dict[str, Any]:
     return {
-        "rate_mbit": tb["rate_mbit"],
-        "rtt_ms": tb["rtt_ms"],
-        "queue": f"{tb['queue_kind']} {tb['queue_limit_pkts']}",
-        "loss": f"{tb['loss_mode']} {tb['loss_rate']:g}" if tb["loss_mode"] != "none" else "",
+        "rate_mbit": t.rate_mbit,
+        "rtt_ms": t.rtt_ms,
+        "queue": f"{t.queue_kind} {t.queue_limit_pkts}",
+        "loss": f"{t.loss_mode} {t.loss_rate:g}" if t.loss_mode != "none" else "",
     }
 
 
-def _throughput_columns(s: dict[str, Any]) -> dict[str, Any]:
+def _throughput_columns(s: RunRecord) -> dict[str, Any]:
     """Throughput, fairness, the senders' RTT and the losses."""
-    retrans = [f["retransmits"] for f in s["flows"]]
-    srtt = s["srtt"] or {}
+    retrans = [f.retransmits for f in s.flows]
     return {
-        "throughput_sum_mbps": _num(s["throughput_sum_bps"]) / 1e6,
-        "utilization_pct": _num(s["utilization_pct"]),
-        "jain": _num(s["jain"]),
-        "srtt_mean_ms": _num(srtt.get("mean_us")) / 1e3,
-        "srtt_p95_ms": _num(srtt.get("p95_us")) / 1e3,
-        "srtt_max_ms": _num(srtt.get("max_us")) / 1e3,
-        "retransmits": math.nan if None in retrans else float(sum(retrans)),
-        "drops_pkts": _num((s.get("bottleneck") or {}).get("drops")),
+        "throughput_sum_mbps": _num(s.throughput_sum_bps) / 1e6,
+        "utilization_pct": _num(s.utilization_pct),
+        "jain": _num(s.jain),
+        "srtt_mean_ms": _num(s.srtt.mean_us if s.srtt else None) / 1e3,
+        "srtt_p95_ms": _num(s.srtt.p95_us if s.srtt else None) / 1e3,
+        "srtt_max_ms": _num(s.srtt.max_us if s.srtt else None) / 1e3,
+        "retransmits": math.nan if None in retrans else float(sum(r or 0 for r in retrans)),
+        "drops_pkts": _num(s.bottleneck.drops),
     }
 
 
-def _queue_columns(s: dict[str, Any]) -> dict[str, Any]:
-    """The bottleneck queue, the delay element and the router's CPU while the flows ran."""
-    queue = s.get("queue") or {}
+def _queue_columns(s: RunRecord) -> dict[str, Any]:
+    """The bottleneck queue, the delay element and the router's CPU while the flows ran
+    (NaN for runs made without sampling)."""
+    q, cpu = s.queue, s.router_cpu
     return {
-        # The bottleneck queue sampled while the flows ran (summary `queue`; NaN for
-        # runs made without sampling).
-        "queue_backlog_mean_pkts": _num(queue.get("backlog_mean_pkts")),
-        "queue_backlog_p95_pkts": _num(queue.get("backlog_p95_pkts")),
-        "queue_full_pct": _num(queue.get("full_share")) * 100,
-        "queue_drop_intervals": _num(queue.get("drop_intervals")),
-        "queue_drop_burst_max": _num(queue.get("drop_burst_max")),
-        "queue_interval_achieved_ms": _num(queue.get("interval_achieved_s")) * 1e3,
-        "delay_late_share": _num((s.get("delay_element") or {}).get("late_share")),
-        "router_busy_pct": _num((s.get("router_cpu") or {}).get("busy_pct")),
-        "router_steal_pct": _num((s.get("router_cpu") or {}).get("steal_pct")),
+        "queue_backlog_mean_pkts": _num(q.backlog_mean_pkts if q else None),
+        "queue_backlog_p95_pkts": _num(q.backlog_p95_pkts if q else None),
+        "queue_full_pct": _num(q.full_share if q else None) * 100,
+        "queue_drop_intervals": _num(q.drop_intervals if q else None),
+        "queue_drop_burst_max": _num(q.drop_burst_max if q else None),
+        "queue_interval_achieved_ms": _num(q.interval_achieved_s if q else None) * 1e3,
+        "delay_late_share": _num(s.delay_element.late_share if s.delay_element else None),
+        "router_busy_pct": _num(cpu.busy_pct if cpu else None),
+        "router_steal_pct": _num(cpu.steal_pct if cpu else None),
     }
 
 
-def _probe_columns(s: dict[str, Any]) -> dict[str, Any]:
-    probe = s.get("probe") or {}
+def _probe_columns(s: RunRecord) -> dict[str, Any]:
+    p = s.probe
     return {
-        "probe_rtt_p50_ms": _num(probe.get("rtt_p50_us")) / 1e3,
-        "probe_rtt_p95_ms": _num(probe.get("rtt_p95_us")) / 1e3,
-        "probe_rtt_p99_ms": _num(probe.get("rtt_p99_us")) / 1e3,
+        "probe_rtt_p50_ms": _num(p.rtt_p50_us if p else None) / 1e3,
+        "probe_rtt_p95_ms": _num(p.rtt_p95_us if p else None) / 1e3,
+        "probe_rtt_p99_ms": _num(p.rtt_p99_us if p else None) / 1e3,
     }
 
 
-def _convergence_loss_columns(s: dict[str, Any], tb: dict[str, Any]) -> dict[str, Any]:
+def _convergence_loss_columns(s: RunRecord, t: Topology) -> dict[str, Any]:
     """Convergence time, and the configured loss with the Mathis prediction for it."""
-    mathis = s["mathis"] or {}
     return {
-        "convergence_s": _num(s["convergence_s"]),
-        "loss_rate": tb["loss_rate"] if tb["loss_mode"] != "none" else 0.0,
-        "mathis_mbps_per_flow": _num(mathis.get("mbps_per_flow")),
-        "mathis_ratio": _num(mathis.get("ratio")),
+        "convergence_s": _num(s.convergence_s),
+        "loss_rate": t.loss_rate if t.loss_mode != "none" else 0.0,
+        "mathis_mbps_per_flow": _num(s.mathis.mbps_per_flow if s.mathis else None),
+        "mathis_ratio": _num(s.mathis.ratio if s.mathis else None),
     }
 
 
-def _status_columns(s: dict[str, Any]) -> dict[str, Any]:
+def _status_columns(s: RunRecord) -> dict[str, Any]:
     return {
-        "skipped": bool(s.get("skipped", False)),
+        "skipped": s.skipped,
         # valid / invalid (ran, failed a check) / not run (the testbed lacks what it
         # asks, or could not be calibrated: see not_run_reason) / waiting (for the
         # kernel its variant needs: not run yet, and run once the senders boot it)
-        "status": "waiting" if s.get("waiting") else _status(s),
-        "not_run_reason": "; ".join(r.removeprefix("skipped: ") for r in s["reasons"])
-        if s.get("skipped")
+        "status": s.status,
+        "not_run_reason": "; ".join(r.removeprefix("skipped: ") for r in s.reasons)
+        if s.skipped
         else "",
     }
 
 
-def _kernel_columns(s: dict[str, Any]) -> dict[str, Any]:
-    ksenders = sorted(((s.get("kernel") or {}).get("senders") or {}).items())
+def _kernel_columns(s: RunRecord) -> dict[str, Any]:
+    ksenders = sorted(s.kernel.senders.items()) if s.kernel else []
     return {
         # The kernel the variant waits for (runs recorded as waiting), and every sender's
         # kernel identity as the run read it ("s1: 6.1.0-18-amd64 #1 SMP ...").
-        "waiting_kernel": (s.get("waiting") or {}).get("label", ""),
-        "kernel": "; ".join(f"{n}: {k['identity']}" for n, k in ksenders),
-        "kernel_short": " / ".join(dict.fromkeys(k["short"] for _, k in ksenders)),
+        "waiting_kernel": s.waiting.label if s.waiting else "",
+        "kernel": "; ".join(f"{n}: {k.identity}" for n, k in ksenders),
+        "kernel_short": " / ".join(dict.fromkeys(k.short for _, k in ksenders)),
         # the regex this run's sender kernels were judged on (the config's may change
         # between reboots; a finished run keeps the one it was measured under)
-        "kernel_match": str((s.get("kernel") or {}).get("match") or ""),
+        "kernel_match": (s.kernel.match if s.kernel else None) or "",
     }
 
 
-def _flow_rows(s: dict[str, Any]) -> list[dict[str, Any]]:
+def _flow_rows(s: RunRecord) -> list[dict[str, Any]]:
     return [
         {
-            "run_id": s["run_id"],
-            "scenario": s["scenario"],
-            "variant": s["variant"],
-            "repetition": s["repetition"],
-            "valid": bool(s["valid"]),
-            "flow": f["flow"],
-            "pair": f["pair"],
-            "cc_requested": f["cc_requested"],
-            "cc_used": f["cc_used"],
-            "throughput_mbps": _num(f["throughput_bps"]) / 1e6,
-            "retransmits": _num(f["retransmits"]),
-            "rtt_mean_ms": _num(f["rtt_mean_us"]) / 1e3,
-            "rtt_max_ms": _num(f["rtt_max_us"]) / 1e3,
+            "run_id": s.run_id,
+            "scenario": s.scenario,
+            "variant": s.variant,
+            "repetition": s.repetition,
+            "valid": s.valid,
+            "flow": f.flow,
+            "pair": f.pair,
+            "cc_requested": f.cc_requested,
+            "cc_used": f.cc_used,
+            "throughput_mbps": _num(f.throughput_bps) / 1e6,
+            "retransmits": _num(f.retransmits),
+            "rtt_mean_ms": _num(f.rtt_mean_us) / 1e3,
+            "rtt_max_ms": _num(f.rtt_max_us) / 1e3,
         }
-        for f in s["flows"]
+        for f in s.flows
     ]
-
-
-def _status(s: dict[str, Any]) -> str:
-    return "not run" if s.get("skipped") else "valid" if s["valid"] else "invalid"
 
 
 def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,

@@ -33,12 +33,6 @@ RETRY_PAUSES_S: tuple[float, ...] = (5.0, 20.0)
 PAUSES_ENV = "CCBENCH_CALIBRATION_PAUSES"
 
 
-def ping_argv(os_name: str, dst: str) -> list[str]:
-    if os_name == "freebsd":
-        return ["ping", "-n", "-c", "50", "-i", "0.02", "-W", "2000", dst]
-    return ["ping", "-n", "-c", "50", "-i", "0.01", "-W", "2", dst]
-
-
 def rtt_stats(rtts_us: Sequence[float]) -> dict[str, Any]:
     """The judged RTT (RTT_PERCENTILE) of one ping series, with its median and spread."""
     ms = [x / 1000 for x in rtts_us]
@@ -73,7 +67,7 @@ def idle_rtt(tb: Testbed, problems: list[str]) -> dict[str, Any]:
     rtts: dict[str, Any] = {}
     for i in range(1, tb.topo.pairs + 1):
         out = tb.ex(f"s{i}").run(
-            ping_argv(tb.driver(f"s{i}").os, tb.address(f"r{i}")), check=False, timeout=30
+            tb.driver(f"s{i}").idle_ping(tb.address(f"r{i}")), check=False, timeout=30
         )
         p = parse_ping(out.stdout)
         if not p.received or not p.rtts_us:
@@ -169,15 +163,19 @@ def calibrate(
 
 def readback_queue(tb: Testbed, problems: list[str]) -> dict[str, Any]:
     node, dev = tb.bottleneck
-    raw = tb.ex(node).run(["tc", "-s", "-j", "qdisc", "show", "dev", dev]).stdout
+    raw = tb.ex(node).run(tb.driver(node).qdisc_stats(dev)).stdout
     qdiscs = json.loads(raw)
     child = next((q for q in qdiscs if q.get("handle") == "10:"), None)
     shaper = next((q for q in qdiscs if q.get("root")), None)
-    kind = tb.topo.queue_kind
-    if child is None or child.get("kind") != kind:
-        problems.append(f"bottleneck queue is not {kind}: {raw.strip()}")
-    elif kind == "pfifo" and child.get("options", {}).get("limit") != tb.topo.queue_limit_pkts:
-        problems.append(f"pfifo limit read back as {child['options'].get('limit')}")
+    want = tb.topo.queue_kind
+    if child is None or child.get("kind") != want:
+        problems.append(f"bottleneck queue is not {want}: {raw.strip()}")
+    else:
+        t = tb.topo
+        problem = t.queue.readback_problem(child.get("options", {}), t.queue_limit_pkts,
+                                           t.frame_bytes)  # fmt: skip
+        if problem:
+            problems.append(problem)
     return {"node": node, "dev": dev, "shaper": shaper, "queue": child}
 
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ccbench import __version__
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix  # standard library only: read before the root check
 
@@ -21,43 +22,42 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def _testbed_kind(a: argparse.Namespace) -> str:
     """The testbed kind a command is about, read cheaply (stdlib JSON, YAML if it can be
-    imported) so that a user who is not root hears that first. "local" when unsure:
-    the local testbed is the default."""
+    imported) so that a user who is not root hears that first. The default kind when
+    unsure: the real loading below says what is wrong."""
+    from ccbench.testbed.kinds import DEFAULT
+
     try:
         if getattr(a, "matrix", None):
             m = Matrix.load(a.matrix)
             if getattr(a, "run_id", None):
                 return m.runs[a.run_id].testbed_kind
             return m.testbeds[a.testbed].kind
-        if getattr(a, "spec_json", None):
-            text = a.spec_json
-            d = json.loads(text if text.lstrip().startswith("{") else Path(text).read_text())
-            return str(d["testbed"]["kind"])
         if getattr(a, "id", None) and not getattr(a, "config", None):
             from ccbench.safe import TESTBED_ID
-            from ccbench.testbed.base import STATE_ROOT  # a testbed's state says its kind
+            from ccbench.testbed import base  # a testbed's state says its kind
 
             if not TESTBED_ID.fullmatch(a.id):
-                return "local"  # refused below, before anything is touched
-
-            st = STATE_ROOT / a.id / "state.json"
-            return str(json.loads(st.read_text()).get("kind", "local")) if st.is_file() else "local"
+                return DEFAULT  # refused below, before anything is touched
+            st = base.STATE_ROOT / a.id / "state.json"
+            return str(json.loads(st.read_text()).get("kind", DEFAULT)) if st.is_file() else DEFAULT
         if getattr(a, "config", None):
             import yaml
 
             return str((yaml.safe_load(Path(a.config).read_text()).get("testbed") or {})
-                       .get("kind", "local"))  # fmt: skip
+                       .get("kind", DEFAULT))  # fmt: skip
     except Exception:  # unreadable here: the real loading below says what is wrong
-        return "local"
-    return "local"
+        return DEFAULT
+    return DEFAULT
 
 
 def _root_for_local(a: argparse.Namespace) -> None:
     # Root only where namespaces are touched; inventories and SSH testbeds are a lab
     # user's business (a laptop driving Emulab).
     from ccbench.privileges import require_root
+    from ccbench.testbed.kinds import REGISTRY
 
-    if os.geteuid() != 0 and _testbed_kind(a) == "local":
+    known = REGISTRY.get(_testbed_kind(a))
+    if os.geteuid() != 0 and (known is None or known.caps.needs_root):
         require_root()
 
 
@@ -71,12 +71,12 @@ def cmd_testbed(a: argparse.Namespace) -> int:
         for tb_id in lifecycle.ids_to_remove(a.all, a.config, a.id):
             print(f"testbed {tb_id}: {testbed.down(tb_id)}")
         return 0
-    if a.action == "status" and not (a.config or a.spec_json or a.matrix):
+    if a.action == "status" and not (a.config or a.matrix):
         for each in testbed.found():
             state = "up" if each.complete else "incomplete/stale"
-            print(f"{each.id}: {state}, {each.namespaces} namespace(s)")
+            print(f"{each.id}: {each.kind}, {state}, {each.namespaces} namespace(s)")
         return 0
-    tb = lifecycle.named_testbed(a.config, a.spec_json, a.matrix, a.testbed, a.id)
+    tb = lifecycle.named_testbed(a.config, a.matrix, a.testbed, a.id)
     if a.action == "up":
         cal = lifecycle.bring_up(tb, a.replace, a.calibration_out, a.skip_unavailable)
         if "skipped" in cal:
@@ -121,7 +121,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     _root_for_local(a)
     from ccbench import lifecycle
 
-    req = lifecycle.run_request(a.config, a.spec_json, a.matrix, a.run_id, a.attempts)
+    req = lifecycle.run_request(a.config, a.matrix, a.run_id, a.attempts)
     done = lifecycle.run_on_testbed(
         req, Path(a.out), a.calibration, a.keep_testbed, write_summary=not a.raw_only
     )
@@ -134,20 +134,20 @@ def cmd_run(a: argparse.Namespace) -> int:
         return 0
     s = done
     flows = ", ".join(
-        f"{f['cc_used'] or f['cc_requested']} {f['throughput_bps'] / 1e6:.1f} Mbit/s"
-        if f["throughput_bps"] is not None
-        else f"flow {f['flow']} failed"
-        for f in s["flows"]
+        f"{f.cc_used or f.cc_requested} {f.throughput_bps / 1e6:.1f} Mbit/s"
+        if f.throughput_bps is not None
+        else f"flow {f.flow} failed"
+        for f in s.flows
     )
-    verdict = "valid" if s["valid"] else "INVALID: " + "; ".join(s["reasons"])
-    util = s.get("utilization_pct")
+    verdict = "valid" if s.valid else "INVALID: " + "; ".join(s.reasons)
+    util = s.utilization_pct
     print(f"{a.out}: {flows}; utilization {util:.1f}%; {verdict}" if util is not None
           else f"{a.out}: {verdict}")  # fmt: skip
-    return 0 if s["valid"] or not a.fail_invalid else 3
+    return 0 if s.valid or not a.fail_invalid else 3
 
 
 def cmd_parse(a: argparse.Namespace) -> int:
-    from ccbench.summary import parse_run_dir
+    from ccbench.summarize.judge import parse_run_dir
 
     if a.nice:
         os.nice(19)
@@ -160,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="ccbench", description="Congestion-control comparisons on a dumbbell."
     )
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     t = sub.add_parser("testbed", help="build, inspect or remove a dumbbell; make an inventory")
@@ -171,7 +172,6 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--config", help="YAML config (testbed + topology sections)")
     t.add_argument("--id", help="testbed id (overrides the config's)")
     t.add_argument("--all", action="store_true", help="with down: every ccbench testbed")
-    t.add_argument("--spec-json", help="testbed + topology as JSON")
     t.add_argument("--matrix", help="the workflow's matrix.json (with --testbed ID)")
     t.add_argument("--testbed", help="with --matrix: which testbed")
     t.add_argument("--replace", action="store_true",
@@ -185,7 +185,6 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="one run of N concurrent flows")
     src = r.add_mutually_exclusive_group(required=True)
     src.add_argument("--config", help="YAML config (testbed, topology, run)")
-    src.add_argument("--spec-json", help="run spec as JSON (a file, or inline)")
     src.add_argument("--matrix", help="the workflow's matrix.json (with --run-id)")
     r.add_argument("--run-id", help="with --matrix: which run")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import math
 import re
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -13,17 +12,9 @@ from typing import Any
 import jsonschema
 import yaml
 
-from ccbench import safe
 from ccbench.errors import CcbenchError
-from ccbench.spec import (
-    QUEUE_LIMIT_DEFAULT_PKTS,
-    Flow,
-    RunSpec,
-    Topology,
-    bdp_packets,
-    check_flows,
-    check_topology,
-)
+from ccbench.spec import RunSpec, TestbedConfig, Topology, check_flows, flows_from_config
+from ccbench.testbed.kinds import kind
 
 
 def schema(name: str) -> dict[str, Any]:
@@ -236,65 +227,8 @@ def validate(data: dict[str, Any], schema_name: str, source: str) -> dict[str, A
     return data
 
 
-def check_delay_direction(kind: str, direction: str) -> None:
-    """`reverse` moves the RTT inside the local delay element; elsewhere (ssh) the delay
-    node's own dummynet pipes set it. One check for the config, the matrix and state."""
-    if direction != "both" and kind != "local":
-        raise CcbenchError(
-            f"testbed.delay_direction: {direction} is for the local testbed; "
-            "on Emulab the delay node's dummynet pipes set the delay (profile.py)"
-        )
-
-
-@dataclass(frozen=True)
-class TestbedConfig:
-    kind: str = "local"
-    id: str = "ccb"
-    delay: str = "auto"
-    delay_direction: str = "both"
-    shaper: str = "tbf"
-    tools: str = "host"
-    inventory: str | None = None
-    dumbbell: int = 1
-
-    def __post_init__(self) -> None:
-        # Whatever the source (config, matrix, state file, --id), the id names
-        # namespaces and a state directory: check it before anything uses it.
-        safe.testbed_id(self.id, "testbed.id")
-        check_delay_direction(self.kind, self.delay_direction)
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> TestbedConfig:
-        if not isinstance(d, dict):
-            raise CcbenchError("testbed: not a mapping")
-        unknown = set(d) - set(TestbedConfig.__dataclass_fields__)
-        if unknown:
-            raise CcbenchError(f"testbed: unknown keys {', '.join(sorted(unknown))}")
-        return TestbedConfig(**d)
-
-
 def topology_from(d: dict[str, Any]) -> Topology:
-    q = d.get("queue", {})
-    kind = q.get("kind", "pfifo")
-    if "limit_pkts" in q:
-        limit = int(q["limit_pkts"])
-    elif "limit_bdp" in q:
-        limit = max(2, round(q["limit_bdp"] * bdp_packets(d["rate_mbit"], d["rtt_ms"], d["mtu"])))
-    else:
-        limit = QUEUE_LIMIT_DEFAULT_PKTS
-    loss = d.get("loss", {})
-    t = Topology(
-        pairs=d["pairs"],
-        rate_mbit=float(d["rate_mbit"]),
-        rtt_ms=float(d["rtt_ms"]),
-        queue_kind=kind,
-        queue_limit_pkts=limit,
-        loss_mode=loss.get("mode", "none"),
-        loss_rate=float(loss.get("rate", 0.0)),
-        mtu=d["mtu"],
-    )
-    check_topology(t)
-    return t
+    return Topology.from_config(d)
 
 
 def load_run_config(path: str | Path) -> tuple[TestbedConfig, RunSpec, int]:
@@ -302,18 +236,9 @@ def load_run_config(path: str | Path) -> tuple[TestbedConfig, RunSpec, int]:
     data = validate(load_yaml(path), "run", str(path))
     topo = topology_from(data["topology"])
     run = data["run"]
-    flows = tuple(
-        Flow(
-            pair=f.get("pair", 1),
-            cc=f["cc"],
-            start_s=float(f.get("start_s", 0)),
-            duration_s=float(f.get("duration_s", run["duration_s"])),
-            streams=f.get("streams", 1),
-        )
-        for f in run["flows"]
-    )
+    flows = flows_from_config(run["flows"], "", float(run["duration_s"]))
     check_flows(topo, flows)
-    if data["testbed"]["kind"] == "local":
+    if kind(data["testbed"]["kind"]).caps.senders_here:
         from ccbench.hosts.linux import check_kernel_ccs
 
         check_kernel_ccs((f"{path}: run.flows[{i}]", f.cc) for i, f in enumerate(flows))

@@ -44,6 +44,7 @@ from typing import Any
 
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor
+from ccbench.hosts import node_driver
 from ccbench.parse import drops as parse_drops
 
 SCHEMA = "ccbench-drops/1"
@@ -54,22 +55,6 @@ RETX_SLACK_PKTS = 10
 RETX_SLACK_SHARE = 0.05
 # Read once per kernel, not per namespace, when the nodes share one (softnet_host_wide).
 _HOST_WIDE = ("softnet", "boot_id")
-
-
-def snapshot_plan(os_name: str) -> dict[str, list[str]]:
-    """What to read on a node of `os_name` (linux, freebsd, dummynet: the delay node)."""
-    if os_name == "linux":
-        return {
-            "links": ["ip", "-s", "-s", "-j", "link", "show"],  # -s -s: missed too
-            "iptables": ["iptables-save", "-c"],
-            "softnet": ["cat", "/proc/net/softnet_stat"],
-            # Which kernel: softnet_stat is the kernel's, the same in all its namespaces.
-            "boot_id": ["cat", "/proc/sys/kernel/random/boot_id"],
-            "default_route": ["ip", "-j", "route", "show", "default"],
-        }
-    if os_name == "dummynet":  # Emulab's FreeBSD delay node: its pipes, nothing else
-        return {"dummynet": ["ipfw", "pipe", "show"]}
-    return {}  # FreeBSD senders: their losses show as retransmits (rule 2)
 
 
 def collect(
@@ -86,7 +71,7 @@ def collect(
     nodes: dict[str, dict[str, str]] = {}
     errors: dict[str, str] = {}
     for node, ex in executors.items():
-        for key, argv in snapshot_plan(oses[node]).items():
+        for key, argv in node_driver(oses[node]).drop_counters().items():
             if key == "default_route" and not control_route:
                 continue
             owner = "host" if key in _HOST_WIDE and softnet_host_wide else node

@@ -17,8 +17,8 @@ from ccbench.errors import CcbenchError, Unavailable
 from ccbench.model import Matrix
 
 if TYPE_CHECKING:
-    from ccbench.config import TestbedConfig
-    from ccbench.spec import RunSpec, Topology
+    from ccbench.record import RunRecord
+    from ccbench.spec import RunSpec, TestbedConfig, Topology
     from ccbench.testbed.base import Testbed
 
 # Beside `testbed up --calibration-out FILE`: one line per calibration that failed every
@@ -47,7 +47,6 @@ def ids_to_remove(all_: bool, config: str | None, tb_id: str | None) -> list[str
 
 def named_testbed(
     config: str | None,
-    spec_json: str | None,
     matrix: str | None,
     matrix_testbed: str | None,
     tb_id: str | None,
@@ -61,9 +60,7 @@ def named_testbed(
         tbs = Matrix.load(matrix).testbeds
         if matrix_testbed is None or matrix_testbed not in tbs:
             raise CcbenchError(f"{matrix}: no testbed '{matrix_testbed}' (--testbed ID)")
-        tbc, topo = _testbed_and_topology(tbs[matrix_testbed].to_dict())
-    elif spec_json:
-        tbc, topo = _testbed_and_topology(json.loads(spec_json))
+        tbc, topo = tbs[matrix_testbed].testbed, tbs[matrix_testbed].topology
     elif config:
         tbc, topo = load_testbed_config(config)
     else:
@@ -71,15 +68,6 @@ def named_testbed(
     if tb_id:
         tbc = replace(tbc, id=safe.testbed_id(tb_id, "--id"))
     return testbed.make(tbc, topo)
-
-
-def _testbed_and_topology(d: dict[str, Any]) -> tuple[TestbedConfig, Topology]:
-    """A testbed as matrix.json holds it: {testbed, topology (validated here)}."""
-    from ccbench.config import TestbedConfig, topology_from, validate
-
-    tbc = TestbedConfig.from_dict(d["testbed"])
-    topo = topology_from(validate({"topology": d["topology"]}, "run", "spec")["topology"])
-    return tbc, topo
 
 
 def bring_up(
@@ -132,7 +120,6 @@ class RunRequest:
 
 def run_request(
     config: str | None,
-    spec_json: str | None,
     matrix: str | None,
     run_id: str | None,
     attempts: int | None = None,
@@ -147,29 +134,14 @@ def run_request(
         runs = Matrix.load(matrix).runs
         if run_id not in runs:
             raise CcbenchError(f"{matrix}: no run '{run_id}'")
-        req = _request(runs[run_id].to_dict()["spec"])
-    elif spec_json:
-        inline = spec_json.lstrip().startswith("{")
-        req = _request(json.loads(spec_json if inline else Path(spec_json).read_text()))
+        r = runs[run_id]
+        req = RunRequest(r.testbed, r.spec, r.attempts, r.kernel)
     elif config:
         tbc, spec, n = load_run_config(config)
         req = RunRequest(tbc, spec, n, None)
     else:
         raise CcbenchError("--config FILE is needed")
     return replace(req, attempts=attempts) if attempts else req
-
-
-def _request(d: dict[str, Any]) -> RunRequest:
-    """A run's spec as matrix.json holds it: {testbed, run, attempts, kernel}."""
-    from ccbench.config import TestbedConfig
-    from ccbench.spec import RunSpec
-
-    return RunRequest(
-        TestbedConfig.from_dict(d["testbed"]),
-        RunSpec.from_dict(d["run"]),
-        int(d.get("attempts", 1)),
-        d.get("kernel"),
-    )
 
 
 @dataclass(frozen=True)
@@ -191,13 +163,14 @@ class Waiting:
 
 def run_on_testbed(
     req: RunRequest, out: Path, calibration: str | None, keep_testbed: bool, write_summary: bool
-) -> Skipped | Waiting | dict[str, Any]:
+) -> Skipped | Waiting | RunRecord:
     """`ccbench run`: `req` into run directory `out`, on a testbed kept up for it or one
     built for it (ccbench.run.execute); returns the run's summary, or why it was not run
     (both recorded in `out`). `calibration`: the testbed's calibration JSON, whose skip
     is honoured."""
     from ccbench import kernel
-    from ccbench.run import execute, kernel_identities, record_skip, record_wait
+    from ccbench.attempts import execute, record_skip, record_wait
+    from ccbench.run_senders import kernel_identities
 
     skipped = _skip_reason(calibration)
     if skipped is not None:
@@ -233,8 +206,9 @@ def testbed_for_run(tbc: TestbedConfig, topo: Topology, keep: bool) -> Iterator[
     from ccbench import testbed
     from ccbench.privileges import require_root
     from ccbench.testbed.base import signals_deferred
+    from ccbench.testbed.kinds import kind
 
-    if tbc.kind == "local":
+    if kind(tbc.kind).caps.needs_root:
         require_root()
     tb = testbed.make(tbc, topo)
     ephemeral = not tb.is_up()

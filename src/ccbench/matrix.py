@@ -8,32 +8,43 @@ Runs that share a bottleneck configuration share a testbed (id = topology key).
 from __future__ import annotations
 
 import copy
-import json
 import random
 import re
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ccbench import kernel, probe
-from ccbench.config import check_delay_direction, sampling_from, topology_from, validate
+from ccbench import probes
+from ccbench.config import sampling_from, validate
 from ccbench.errors import CcbenchError
-from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario, Variant
-from ccbench.spec import Flow, RunSpec, Topology, check_flows
+from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario
+from ccbench.spec import (
+    Flow,
+    RunSpec,
+    TestbedConfig,
+    Topology,
+    Variant,
+    check_flows,
+    flows_from_config,
+    os_titles,
+)
+from ccbench.testbed.kinds import REGISTRY, kind
 
 # The sampling settings a scenario may set for itself (the rest are the config's).
 SCENARIO_SAMPLING = ("probe_tool", "probe_flent_test", "qdisc_interval_s")
 
 
-def _check_probe(source: str, sname: str, tool: str, variants: list[dict[str, Any]]) -> None:
+def _check_probe(source: str, sname: str, tool: str, variants: list[Variant]) -> None:
     """A probe tool the variants' senders cannot run fails before any run, naming the
     field (what this machine lacks is checked by `load`)."""
-    if tool in ("ping", "fping"):  # on Linux and FreeBSD senders alike
-        return
+    oses = probes.tool(tool).oses
     for v in variants:
-        if v.get("os", "linux") != "linux":
-            raise CcbenchError(f"{source}: scenarios.{sname}: probe_tool {tool} needs Linux "
-                               f"senders (variant {v['label']} runs {v['os']})")  # fmt: skip
+        if v.os not in oses:
+            raise CcbenchError(
+                f"{source}: scenarios.{sname}: probe_tool {tool} needs "
+                f"{os_titles(oses)} senders (variant {v.label} runs {v.os})"
+            )
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -49,13 +60,17 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load(config: dict[str, Any], source: str = "config") -> Matrix:
+def load(config: dict[str, Any], source: str = "config", need_inventory: bool = True) -> Matrix:
     """Validate a comparison config (defaults filled), expand it, and check that what
-    it asks of this machine exists here (the local testbed's CCs)."""
+    it asks of this machine exists here (the local testbed's CCs) and, with
+    `need_inventory`, that the hosts inventory an SSH testbed runs on holds its dumbbells
+    (planning what to book needs no inventory: it exists once the experiment does)."""
     cfg = validate(config, "matrix", source)
     m = expand(cfg, source)
-    if cfg["testbed"]["kind"] == "local":
+    if kind(cfg["testbed"]["kind"]).caps.senders_here:
         _check_local_machine(m, cfg["testbed"]["tools"], source)
+    if need_inventory:
+        check_inventory(source, cfg["testbed"], m.testbeds)
     return m
 
 
@@ -66,40 +81,34 @@ def _check_local_machine(m: Matrix, tools: str, source: str) -> None:
     from ccbench.hosts.linux import check_kernel_ccs
 
     check_kernel_ccs(
-        (f"{source}: scenarios.{r.scenario} (variant {r.variant})", f["cc"])
+        (f"{source}: scenarios.{r.scenario} (variant {r.variant})", f.cc)
         for r in m.runs.values()
         for f in r.flows
     )
     if tools != "host" or shutil.which("netperf") is not None:
         return
     for r in m.runs.values():
-        test = r.run_spec["probe_flent_test"]
-        if probe.needs_netperf(r.run_spec["probe_tool"], test):
+        test = r.spec.probe_flent_test
+        if probes.tool(r.spec.probe_tool).needs_netperf(test):
             raise CcbenchError(
                 f"{source}: scenarios.{r.scenario}: probe_flent_test {test} needs netperf "
                 "with demo mode, which this host lacks: set testbed.tools: container"
             )
 
 
-def _check_variant(source: str, v: dict[str, Any]) -> None:
+def _check_variant(source: str, v: Variant) -> None:
     """A variant that names what its OS does not have is refused, not ignored."""
-    where = f"{source}: variant {v['label']}"
-    req = kernel.requirement(v)
-    if req is not None:
+    where = f"{source}: variant {v.label}"
+    if v.kernel_match is not None:
         try:
-            re.compile(req["match"])
+            re.compile(v.kernel_match)
         except re.error as e:
             raise CcbenchError(f"{where}: kernel.match: not a regular expression "
                                f"({e})") from None  # fmt: skip
-    if v.get("os", "linux") == "linux":
-        if v.get("stack", "default") != "default":
-            raise CcbenchError(f"{where}: stack '{v['stack']}' is a FreeBSD setting; a Linux "
-                               "variant has one TCP stack (leave stack out)")  # fmt: skip
-        return
-    from ccbench.hosts.freebsd import resolve_variant
+    from ccbench.hosts import driver_for
 
     try:
-        resolve_variant(v["cc"], v.get("stack", "default"))
+        driver_for(v.os).check_variant(v.cc, v.stack)
     except CcbenchError as e:
         raise CcbenchError(f"{where}: {e}") from None
 
@@ -109,26 +118,28 @@ def _check_results_dir(source: str, path: str) -> None:
         raise CcbenchError(f"{source}: results_dir: '{path}' may not contain '..'")
 
 
-def _check_inventory(
-    source: str, tb_cfg: dict[str, Any], testbeds: dict[str, PlannedTestbed]
+def check_inventory(
+    source: str, tb_cfg: dict[str, Any], testbeds: Mapping[str, PlannedTestbed]
 ) -> None:
-    """kind ssh: the inventory must exist, parse, and hold every dumbbell with the pairs
-    its testbeds need, now, not after testbeds come up."""
-    if tb_cfg["kind"] != "ssh":
+    """A kind that takes its hosts from an inventory: it must exist, parse, and hold
+    every dumbbell with the pairs its testbeds need, now, not after testbeds come up."""
+    if not kind(tb_cfg["kind"]).caps.needs_inventory:
         return
     if not tb_cfg.get("inventory"):
-        raise CcbenchError(f"{source}: testbed.inventory: kind ssh needs a hosts inventory "
-                           "(make one: ccbench testbed inventory --manifest FILE)")  # fmt: skip
+        raise CcbenchError(
+            f"{source}: testbed.inventory: kind {tb_cfg['kind']} needs a hosts inventory "
+            "(make one: ccbench testbed inventory --manifest FILE)"
+        )
     from ccbench import inventory
 
     try:
         inv = inventory.load(tb_cfg["inventory"])
         for tb in testbeds.values():
             have = inventory.pairs(inv.dumbbell(tb.dumbbell))
-            if tb.topology["pairs"] > have:
+            if tb.topology.pairs > have:
                 raise CcbenchError(
                     f"dumbbell {tb.dumbbell} has {have} sender/receiver "
-                    f"pairs, a scenario asks for {tb.topology['pairs']}"
+                    f"pairs, a scenario asks for {tb.topology.pairs}"
                 )
     except CcbenchError as e:
         raise CcbenchError(f"{source}: testbed.inventory: {e}") from None
@@ -154,35 +165,20 @@ def _check_references(
                                    f"flow(s), no flow {k}")  # fmt: skip
 
 
-def _kernel_label(v: dict[str, Any]) -> dict[str, Any]:
-    """The variant as its runs' specs hold it: `kernel` is the label alone, so a
-    variant's `kernel: {label, match}` has the run ids of `kernel: label`, and a
-    changed regex reruns nothing that is done (the regex goes beside the spec)."""
-    k = v.get("kernel", "")
-    return {**v, "kernel": k["label"]} if isinstance(k, dict) else v
-
-
-def _matrix_variant(v: dict[str, Any]) -> dict[str, Any]:
-    """The variant as matrix.json lists it: the label in `kernel`, the regex (if any)
-    in `kernel_match`."""
-    req = kernel.requirement(v)
-    return {**_kernel_label(v), **({"kernel_match": req["match"]} if req else {})}
-
-
 def expand(cfg: dict[str, Any], source: str = "config") -> Matrix:
     """A validated comparison config (defaults filled) as a Matrix: every scenario ×
     variant × repetition with its run id and testbed, in the seeded order. What cannot
     work is refused before any run, naming the field."""
     baseline = _baseline(source, cfg["variants"])
-    _check_config(source, cfg)
-    runs: list[PlannedRun] = []
+    variants = [Variant.from_config(v) for v in cfg["variants"]]
+    _check_config(source, cfg, variants)
+    runs: list[_Run] = []
     testbeds: dict[str, _Testbed] = {}
     for sname, sc in cfg["scenarios"].items():
-        runs += _scenario_runs(source, cfg, sname, sc, testbeds)
+        runs += _scenario_runs(source, cfg, variants, sname, sc, testbeds)
     order = _seeded_order(cfg["seed"], testbeds, runs)
     planned = _assign_dumbbells(source, cfg["testbed"], testbeds)
-    _check_inventory(source, cfg["testbed"], planned)
-    return _matrix(source, cfg, baseline, planned, runs, order)
+    return _matrix(cfg, baseline, variants, planned, runs, order)
 
 
 def _baseline(source: str, variants: list[dict[str, Any]]) -> str:
@@ -197,7 +193,7 @@ def _baseline(source: str, variants: list[dict[str, Any]]) -> str:
     return baselines[0] if baselines else labels[0]
 
 
-def _check_config(source: str, cfg: dict[str, Any]) -> None:
+def _check_config(source: str, cfg: dict[str, Any], variants: list[Variant]) -> None:
     """What holds for the whole config: expectations and references name what it has,
     results_dir stays inside, the delay direction suits the testbed kind, and every
     variant is possible on its OS."""
@@ -208,10 +204,10 @@ def _check_config(source: str, cfg: dict[str, Any]) -> None:
     tb_cfg = cfg["testbed"]
     _check_results_dir(source, cfg["results_dir"])
     try:
-        check_delay_direction(tb_cfg["kind"], tb_cfg["delay_direction"])
+        kind(tb_cfg["kind"]).check_delay_direction(tb_cfg["delay_direction"])
     except CcbenchError as e:
         raise CcbenchError(f"{source}: {e}") from None
-    for v in cfg["variants"]:
+    for v in variants:
         _check_variant(source, v)
 
 
@@ -231,19 +227,27 @@ def _check_expectations(
 
 @dataclass
 class _Testbed:
-    """A testbed while the matrix is built. `spec` is the one dict every run on it holds
-    as its spec's `testbed`, so the dumbbell assigned last reaches all of them (it once
-    reached only the last variant's)."""
+    """A testbed while the matrix is built; the dumbbell is assigned last."""
 
-    spec: dict[str, Any]
-    topology: dict[str, Any]
+    topology: Topology
+    topology_config: dict[str, Any]
     pinned: int | None  # the dumbbell its variant is pinned to
 
 
+@dataclass(frozen=True)
+class _Run:
+    """A run while the matrix is built (its testbed's dumbbell is not known yet)."""
+
+    spec: RunSpec
+    testbed_id: str
+    attempts: int
+    kernel: dict[str, str] | None
+
+
 def _scenario_runs(
-    source: str, cfg: dict[str, Any], sname: str, sc: dict[str, Any],
+    source: str, cfg: dict[str, Any], variants: list[Variant], sname: str, sc: dict[str, Any],
     testbeds: dict[str, _Testbed],
-) -> list[PlannedRun]:  # fmt: skip
+) -> list[_Run]:  # fmt: skip
     """One scenario's runs, every variant × repetition; adds the testbeds they need to
     `testbeds` (runs with the same topology and dumbbell pin share one)."""
     tb_cfg = cfg["testbed"]
@@ -251,43 +255,45 @@ def _scenario_runs(
     # Validate the merged topology with the run schema (same rules as `ccbench run`);
     # its defaults are the one place topology defaults live.
     tdict = validate({"topology": tdict}, "run", f"{source}: scenarios.{sname}")["topology"]
-    topo = topology_from(tdict)
+    topo = Topology.from_config(tdict)
     duration = float(sc.get("duration_s", cfg["duration_s"]))
     settings = {**cfg, **{k: sc[k] for k in SCENARIO_SAMPLING if k in sc}}
-    _check_probe(source, sname, settings["probe_tool"], cfg["variants"])
+    _check_probe(source, sname, settings["probe_tool"], variants)
     # What every run of the scenario shares; each variant adds its flows and label.
     common = RunSpec(topology=topo, flows=(), scenario=sname, **sampling_from(settings))
-    runs: list[PlannedRun] = []
-    for v in cfg["variants"]:
+    runs: list[_Run] = []
+    for v in variants:
         flows = _variant_flows(source, sname, sc.get("flows", 1), v, topo, duration, tb_cfg)
-        tb_id = _testbed_id(topo, v.get("dumbbell"))
-        tb = testbeds.setdefault(
-            tb_id, _Testbed(_testbed_spec(tb_cfg, tb_id), tdict, v.get("dumbbell"))
-        )
-        spec = replace(common, flows=flows, variant=v["label"],
-                       extra={"variant": _kernel_label(v)})  # fmt: skip
+        tb_id = _testbed_id(topo, v.dumbbell)
+        testbeds.setdefault(tb_id, _Testbed(topo, tdict, v.dumbbell))
+        # The spec's variant has no regex: it goes beside the spec (`kernel`), so a
+        # changed regex changes no run id and reruns nothing that is done.
+        spec = replace(common, flows=flows, variant=v.label,
+                       variant_def=replace(v, kernel_match=None))  # fmt: skip
         for rep in range(1, cfg["repetitions"] + 1):
-            runs.append(
-                _planned_run(replace(spec, repetition=rep), v, tb_id, tb.spec, cfg["attempts"])
-            )
+            runs.append(_Run(replace(spec, repetition=rep), tb_id, cfg["attempts"],
+                             v.kernel_requirement))  # fmt: skip
     return runs
 
 
 def _variant_flows(
-    source: str, sname: str, flows_cfg: int | list[dict[str, Any]], v: dict[str, Any],
+    source: str, sname: str, flows_cfg: int | list[dict[str, Any]], v: Variant,
     topo: Topology, duration: float, tb_cfg: dict[str, Any],
 ) -> tuple[Flow, ...]:  # fmt: skip
     """A scenario's flows for variant `v`, refused if its testbed cannot run the variant
     or the topology cannot carry the flows."""
-    if v.get("os", "linux") != "linux" and tb_cfg["kind"] == "local":
+    tb_kind = kind(tb_cfg["kind"])
+    if v.os not in tb_kind.caps.oses:
+        hosts = [k.name for k in REGISTRY.values() if v.os in k.caps.oses]
         raise CcbenchError(
-            f"{source}: variant {v['label']}: os {v['os']} needs testbed.kind ssh "
-            "(the local testbed is Linux namespaces)"
+            f"{source}: variant {v.label}: os {v.os} needs testbed.kind {' or '.join(hosts)} "
+            f"(the {tb_kind.name} testbed is {tb_kind.description}: "
+            f"{os_titles(tb_kind.caps.oses)} only)"
         )
-    flows = _flows(flows_cfg, v["cc"], duration)
+    flows = flows_from_config(flows_cfg, v.cc, duration)
     for f in flows:
-        if f.cc != v["cc"]:
-            _check_variant(f"{source}: scenarios.{sname}", {**v, "cc": f.cc})
+        if f.cc != v.cc:
+            _check_variant(f"{source}: scenarios.{sname}", replace(v, cc=f.cc))
     try:
         check_flows(topo, flows)
     except CcbenchError as e:
@@ -301,49 +307,22 @@ def _testbed_id(topo: Topology, pinned: int | None) -> str:
     return topo.key()[:8] if pinned is None else f"{topo.key()[:6]}d{pinned}"
 
 
-def _testbed_spec(tb_cfg: dict[str, Any], tb_id: str) -> dict[str, Any]:
-    """What `ccbench testbed up` reads (config.TestbedConfig), but for the dumbbell
-    (_assign_dumbbells adds it)."""
-    return {
-        "kind": tb_cfg["kind"],
-        "id": tb_id,
-        "delay": tb_cfg["delay"],
-        **({"delay_direction": tb_cfg["delay_direction"]}
-           if tb_cfg["delay_direction"] != "both" else {}),
-        "shaper": tb_cfg["shaper"],
-        "tools": tb_cfg["tools"],
-        **({"inventory": tb_cfg["inventory"]} if "inventory" in tb_cfg else {}),
-    }  # fmt: skip
+def _testbed_config(tb_cfg: dict[str, Any], tb_id: str, dumbbell: int) -> TestbedConfig:
+    """What `ccbench testbed up` reads for testbed `tb_id` on `dumbbell`."""
+    return TestbedConfig(
+        kind=tb_cfg["kind"], id=tb_id, delay=tb_cfg["delay"],
+        delay_direction=tb_cfg["delay_direction"], shaper=tb_cfg["shaper"],
+        tools=tb_cfg["tools"], inventory=tb_cfg.get("inventory"), dumbbell=dumbbell,
+    )  # fmt: skip
 
 
-def _planned_run(
-    spec: RunSpec, v: dict[str, Any], tb_id: str, tb_spec: dict[str, Any], attempts: int
-) -> PlannedRun:
-    return PlannedRun(
-        id=spec.run_id,
-        scenario=spec.scenario,
-        variant=spec.variant,
-        repetition=spec.repetition,
-        testbed_id=tb_id,
-        traffic_s=spec.traffic_s,
-        spec={
-            "testbed": tb_spec,
-            # JSON types (lists, not RunSpec's tuples): the model equals one read back
-            # from matrix.json.
-            "run": json.loads(json.dumps(spec.to_dict())),
-            "attempts": attempts,
-            **({"kernel": req} if (req := kernel.requirement(v)) else {}),
-        },
-    )
-
-
-def _seeded_order(seed: int, testbeds: dict[str, _Testbed], runs: list[PlannedRun]) -> list[str]:
+def _seeded_order(seed: int, testbeds: dict[str, _Testbed], runs: list[_Run]) -> list[str]:
     """Run ids in execution order: testbed after testbed, each one's runs in a seeded
     shuffle, so order effects (warm-up, drift) hit all variants alike."""
     rng = random.Random(seed)
     order: list[str] = []
     for tb_id in testbeds:
-        ids = [r.id for r in runs if r.testbed_id == tb_id]
+        ids = [r.spec.run_id for r in runs if r.testbed_id == tb_id]
         rng.shuffle(ids)
         order += ids
     return order
@@ -352,70 +331,51 @@ def _seeded_order(seed: int, testbeds: dict[str, _Testbed], runs: list[PlannedRu
 def _assign_dumbbells(
     source: str, tb_cfg: dict[str, Any], testbeds: dict[str, _Testbed]
 ) -> dict[str, PlannedTestbed]:
-    """Each testbed's dumbbell, written into the testbed spec its runs share: a pinned
-    variant's, else spread over the dumbbells (ssh); locally everything shares the one
-    machine."""
-    n_db = tb_cfg["dumbbells"] if tb_cfg["kind"] == "ssh" else 1
+    """Each testbed's dumbbell: a pinned variant's, else spread over the dumbbells the
+    testbed kind has (a local testbed has one: the machine's CPU)."""
+    n_db = min(tb_cfg["dumbbells"], kind(tb_cfg["kind"]).caps.dumbbells)
     free = [t for t in testbeds if testbeds[t].pinned is None]
     planned = {}
     for tb_id, tb in testbeds.items():
         pinned = tb.pinned
-        if pinned is not None and tb_cfg["kind"] == "ssh" and pinned > n_db:
+        if pinned is not None and pinned > n_db:
             raise CcbenchError(f"{source}: a variant is pinned to dumbbell {pinned}, but "
-                               f"testbed.dumbbells is {n_db}")  # fmt: skip
-        if tb_cfg["kind"] != "ssh":
-            d = 1  # one machine: every local testbed shares its CPU
-        elif pinned is not None:
-            d = pinned
-        else:
-            d = free.index(tb_id) % n_db + 1
-        tb.spec["dumbbell"] = d
-        planned[tb_id] = PlannedTestbed(tb_id, d, tb.spec, tb.topology)
+                               f"the testbed has {n_db}")  # fmt: skip
+        d = pinned if pinned is not None else free.index(tb_id) % n_db + 1
+        planned[tb_id] = PlannedTestbed(tb_id, d, _testbed_config(tb_cfg, tb_id, d),
+                                        tb.topology, tb.topology_config)  # fmt: skip
     return planned
 
 
 def _matrix(
-    source: str, cfg: dict[str, Any], baseline: str, testbeds: dict[str, PlannedTestbed],
-    runs: list[PlannedRun], order: list[str],
+    cfg: dict[str, Any], baseline: str, variants: list[Variant],
+    testbeds: dict[str, PlannedTestbed], runs: list[_Run], order: list[str],
 ) -> Matrix:  # fmt: skip
+    planned = {}
+    for r in runs:
+        s = r.spec
+        planned[s.run_id] = PlannedRun(
+            id=s.run_id, scenario=s.scenario, variant=s.variant, repetition=s.repetition,
+            testbed_id=r.testbed_id, traffic_s=s.traffic_s, spec=s,
+            testbed=testbeds[r.testbed_id].testbed, attempts=r.attempts, kernel=r.kernel,
+        )  # fmt: skip
     return Matrix(
         title=cfg["title"],
         question=cfg["question"],
         report_name=cfg["report_name"],
         results_dir=cfg["results_dir"],
         baseline=baseline,
-        variants=tuple(
-            Variant.from_dict(_matrix_variant(v), source, f"variants[{i}]")
-            for i, v in enumerate(cfg["variants"])
-        ),
+        variants=tuple(variants),
         scenarios={k: Scenario(k, v.get("description", "")) for k, v in cfg["scenarios"].items()},
         repetitions=cfg["repetitions"],
         seed=cfg["seed"],
         resolve_target_pct=cfg["resolve_target_pct"],
         expectations=tuple(cfg.get("expectations", [])),
         references=tuple(
-            Reference.from_dict(r, source, f"references[{i}]")
+            Reference.from_dict(r, "config", f"references[{i}]")
             for i, r in enumerate(cfg.get("references", []))
         ),
         testbeds=testbeds,
-        runs={r.id: r for r in runs},
+        runs=planned,
         order=tuple(order),
     )
-
-
-def _flows(spec: int | list[dict[str, Any]], variant_cc: str, duration: float) -> tuple[Flow, ...]:
-    if isinstance(spec, int):
-        return tuple(Flow(pair=i, cc=variant_cc, duration_s=duration) for i in range(1, spec + 1))
-    out = []
-    for i, f in enumerate(spec, start=1):
-        cc = f.get("cc", "variant")
-        out.append(
-            Flow(
-                pair=f.get("pair", i),
-                cc=variant_cc if cc == "variant" else cc,
-                start_s=float(f.get("start_s", 0)),
-                duration_s=float(f.get("duration_s", duration)),
-                streams=int(f.get("streams", 1)),
-            )
-        )
-    return tuple(out)

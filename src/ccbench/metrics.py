@@ -15,6 +15,9 @@ from typing import Any, NamedTuple
 
 NAN = math.nan
 
+JAIN_CONVERGED = 0.95  # fairness threshold for convergence_s
+JAIN_WINDOW_S = 2.0  # ... held for this long
+
 
 class MeanCI(NamedTuple):
     mean: float

@@ -3,8 +3,9 @@ into and results/matrix.json holds.
 
 `ccbench run` and `ccbench testbed up` take their specs from it by id; aggregate,
 figures and the report read the rest. Snakemake (rules/common.smk) reads the same
-JSON itself, so `to_dict()` is exactly the file's layout, and a file read with
-`from_dict`/`load` writes back unchanged (the report prints its sha256).
+JSON itself, so `to_dict()` is exactly the file's layout, and a file this version wrote
+reads back unchanged (the report prints its sha256); an older file is brought forward
+by ccbench.upgrade.matrix first.
 
 Standard library only: the CLI reads a matrix to decide whether it needs root before
 anything else is imported (ccbench.cli._testbed_kind).
@@ -19,16 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ccbench import upgrade
 from ccbench.errors import CcbenchError
+from ccbench.spec import Flow, RunSpec, TestbedConfig, Topology, Variant, spec_dict_problem
 
-# The resolution (%) asked of a delta when the config names none: the schema's default
-# of resolve_target_pct, and what a matrix written before the key means.
-RESOLVE_TARGET_PCT = 2.0
-
-# Top-level keys a matrix.json written before they existed lacks (read as the default,
-# none, none). `Matrix.absent` remembers which were missing, so to_dict() leaves them
-# out again and the file's hash stays the same.
-OPTIONAL_KEYS = frozenset({"resolve_target_pct", "expectations", "references"})
+RESOLVE_TARGET_PCT = upgrade.RESOLVE_TARGET_PCT
 
 _MISSING = object()
 _STR, _INT, _NUM, _BOOL = (str,), (int,), (int, float), (bool,)
@@ -74,42 +70,16 @@ class _Reader:
         return _Reader(self.get(key, _MAP), self.source, self.at(key))
 
 
-@dataclass(frozen=True)
-class Variant:
-    """One compared variant, as matrix.json lists it: `kernel` is the label alone, the
-    regex (if the config gave one) is `kernel_match`. `raw` is the variant's mapping as
-    the file has it, keys this class does not name included; to_dict() returns it."""
-
-    label: str
-    cc: str
-    os: str
-    stack: str
-    kernel: str
-    kernel_match: str | None
-    baseline: bool
-    dumbbell: int | None  # ssh: pinned to this dumbbell
-    raw: Mapping[str, Any] = field(repr=False)
-
-    @classmethod
-    def from_dict(
-        cls, d: Mapping[str, Any], source: str = "matrix", path: str = "variant"
-    ) -> Variant:
-        r = _Reader(d, source, path)
-        return cls(
-            label=r.get("label", _STR),
-            cc=r.get("cc", _STR),
-            # The schema's defaults: a variant written before a key existed had them.
-            os=r.get("os", _STR, "linux"),
-            stack=r.get("stack", _STR, "default"),
-            kernel=r.get("kernel", _STR, ""),
-            kernel_match=r.get("kernel_match", _STR, None),
-            baseline=r.get("baseline", _BOOL, False),
-            dumbbell=r.get("dumbbell", _INT, None),
-            raw=copy.deepcopy(r.d),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(dict(self.raw))
+def _variant(r: _Reader) -> Variant:
+    """A variant as matrix.json lists it, each key's type checked."""
+    for key, kinds in (("label", _STR), ("cc", _STR), ("os", _STR), ("stack", _STR),
+                       ("kernel", _STR), ("kernel_match", _STR), ("baseline", _BOOL),
+                       ("dumbbell", _INT)):  # fmt: skip
+        r.get(key, kinds, None)
+    r.get("label", _STR)
+    r.get("cc", _STR)
+    v: Variant = _typed(r.source, r.path, Variant.from_dict, r.d)
+    return v
 
 
 @dataclass(frozen=True)
@@ -153,47 +123,66 @@ class Reference:
         return d if self.note is None else {**d, "note": self.note}
 
 
+def _typed(source: str, path: str, build: Any, *args: Any) -> Any:
+    """build(*args), a problem with the values it reads as one line naming the key."""
+    try:
+        return build(*args)
+    except CcbenchError as e:
+        raise CcbenchError(f"{source}: {path}: {e}") from None
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise CcbenchError(f"{source}: {path}: {type(e).__name__}: {e}") from None
+
+
 @dataclass(frozen=True)
 class PlannedTestbed:
-    """A dumbbell configuration runs share. `testbed` is what `ccbench testbed up`
-    reads (config.TestbedConfig), `topology` the validated topology section."""
+    """A dumbbell configuration runs share: the testbed `ccbench testbed up` builds and
+    the topology it is built for. `topology_config` is the validated config section
+    the topology came from, as matrix.json keeps it."""
 
     id: str
     dumbbell: int
-    testbed: Mapping[str, Any]
-    topology: Mapping[str, Any]
+    testbed: TestbedConfig
+    topology: Topology
+    topology_config: Mapping[str, Any] = field(repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, tb_id: str, d: Mapping[str, Any], source: str = "matrix") -> PlannedTestbed:
-        r = _Reader(d, source, f"testbeds.{tb_id}")
+        path = f"testbeds.{tb_id}"
+        r = _Reader(d, source, path)
         tb = r.sub("testbed")
-        tb.get("kind", _STR)  # the CLI reads it before anything else (root or not)
+        tb.get("kind", _STR)
+        topo = r.sub("topology")
         return cls(
             id=tb_id,
             dumbbell=r.get("dumbbell", _INT),
-            testbed=copy.deepcopy(tb.d),
-            topology=copy.deepcopy(r.sub("topology").d),
+            testbed=_typed(source, f"{path}.testbed", TestbedConfig.from_dict, dict(tb.d)),
+            topology=_typed(source, f"{path}.topology", Topology.from_config, topo.d),
+            topology_config=copy.deepcopy(topo.d),
         )
 
     @property
     def kind(self) -> str:
-        return str(self.testbed["kind"])
+        return self.testbed.kind
 
     def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy(
-            {
-                "testbed": dict(self.testbed),
-                "topology": dict(self.topology),
-                "dumbbell": self.dumbbell,
-            }
-        )
+        return {
+            "testbed": self.testbed.to_dict(),
+            "topology": copy.deepcopy(dict(self.topology_config)),
+            "dumbbell": self.dumbbell,
+        }
+
+
+def _run_spec(d: dict[str, Any]) -> RunSpec:
+    problem = spec_dict_problem(d)
+    if problem:
+        raise ValueError(problem)
+    return RunSpec.from_dict(d)
 
 
 @dataclass(frozen=True)
 class PlannedRun:
-    """One run. `spec` is what `ccbench run --matrix` executes: {testbed, run (a
-    spec.RunSpec as a dict), attempts, and kernel {label, match} when the variant
-    needs one (beside the RunSpec, so the regex is not part of the run id)}."""
+    """One run: what `ccbench run --matrix` executes. `kernel` ({label, match}, when
+    the variant needs one) is beside the spec, so the regex is not part of the run id."""
 
     id: str
     scenario: str
@@ -201,7 +190,10 @@ class PlannedRun:
     repetition: int
     testbed_id: str
     traffic_s: float
-    spec: Mapping[str, Any]
+    spec: RunSpec
+    testbed: TestbedConfig
+    attempts: int
+    kernel: dict[str, str] | None = None
 
     @classmethod
     def from_dict(
@@ -213,11 +205,10 @@ class PlannedRun:
         run = spec.sub("run")
         run.get("flows", _LIST)
         run.sub("topology")
-        spec.get("attempts", _INT)
+        kernel = None
         if "kernel" in spec.d:
-            kernel = spec.sub("kernel")
-            kernel.get("label", _STR)
-            kernel.get("match", _STR)
+            k = spec.sub("kernel")
+            kernel = {"label": k.get("label", _STR), "match": k.get("match", _STR)}
         return cls(
             id=r.get("id", _STR),
             scenario=r.get("scenario", _STR),
@@ -225,29 +216,35 @@ class PlannedRun:
             repetition=r.get("repetition", _INT),
             testbed_id=r.get("testbed_id", _STR),
             traffic_s=r.get("traffic_s", _NUM),
-            spec=copy.deepcopy(spec.d),
+            spec=_typed(source, f"{path}.spec.run", _run_spec, run.d),
+            testbed=_typed(
+                source, f"{path}.spec.testbed", TestbedConfig.from_dict, dict(spec.d["testbed"])
+            ),  # fmt: skip
+            attempts=spec.get("attempts", _INT),
+            kernel=kernel,
         )
 
     @property
-    def run_spec(self) -> Mapping[str, Any]:
-        """The RunSpec part of the spec (topology, flows, intervals, ...)."""
-        run: Mapping[str, Any] = self.spec["run"]
-        return run
-
-    @property
-    def flows(self) -> list[dict[str, Any]]:
-        return list(self.run_spec["flows"])
+    def flows(self) -> tuple[Flow, ...]:
+        return self.spec.flows
 
     @property
     def testbed_kind(self) -> str:
-        return str(self.spec["testbed"]["kind"])
+        return self.testbed.kind
 
     def to_dict(self) -> dict[str, Any]:
-        return copy.deepcopy({
+        return {
             "id": self.id, "scenario": self.scenario, "variant": self.variant,
             "repetition": self.repetition, "testbed_id": self.testbed_id,
-            "traffic_s": self.traffic_s, "spec": dict(self.spec),
-        })  # fmt: skip
+            "traffic_s": self.traffic_s,
+            "spec": {
+                "testbed": self.testbed.to_dict(),
+                # JSON types (lists, not the RunSpec's tuples)
+                "run": json.loads(json.dumps(self.spec.to_dict())),
+                "attempts": self.attempts,
+                **({"kernel": dict(self.kernel)} if self.kernel else {}),
+            },
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -272,16 +269,14 @@ class Matrix:
     testbeds: Mapping[str, PlannedTestbed]  # by id
     runs: Mapping[str, PlannedRun]  # by id
     order: tuple[str, ...]  # run ids, the seeded execution order
-    absent: frozenset[str] = frozenset()  # OPTIONAL_KEYS an older file lacked
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], source: str = "matrix") -> Matrix:
         """The model of a matrix.json's content; CcbenchError (one line naming `source`
         and the key) if it is not one."""
-        r = _Reader(d, source)
-        absent = frozenset(k for k in OPTIONAL_KEYS if k not in r.d)
+        r = _Reader(upgrade.matrix(d), source)
         variants = tuple(
-            Variant.from_dict(v, source, f"variants[{i}]")
+            _variant(_Reader(v, source, f"variants[{i}]"))
             for i, v in enumerate(r.get("variants", _LIST))
         )
         scenarios = r.sub("scenarios")
@@ -312,14 +307,14 @@ class Matrix:
             },
             repetitions=r.get("repetitions", _INT),
             seed=r.get("seed", _INT),
-            resolve_target_pct=r.get("resolve_target_pct", _NUM, RESOLVE_TARGET_PCT),
+            resolve_target_pct=r.get("resolve_target_pct", _NUM),
             expectations=tuple(
                 copy.deepcopy(_Reader(e, source, f"expectations[{i}]").d)
-                for i, e in enumerate(r.get("expectations", _LIST, []))
+                for i, e in enumerate(r.get("expectations", _LIST))
             ),
             references=tuple(
                 Reference.from_dict(x, source, f"references[{i}]")
-                for i, x in enumerate(r.get("references", _LIST, []))
+                for i, x in enumerate(r.get("references", _LIST))
             ),
             testbeds={
                 tb_id: PlannedTestbed.from_dict(tb_id, tb, source)
@@ -327,7 +322,6 @@ class Matrix:
             },
             runs=runs,
             order=tuple(order),
-            absent=absent,
         )
 
     @classmethod
@@ -368,7 +362,7 @@ class Matrix:
             "runs": {k: r.to_dict() for k, r in self.runs.items()},
             "order": list(self.order),
         }
-        return {k: v for k, v in d.items() if k not in self.absent}
+        return d
 
     @property
     def variant_labels(self) -> list[str]:

@@ -12,11 +12,11 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from ccbench import queues, safe
 from ccbench.errors import CcbenchError
 
 ETH_OVERHEAD_BYTES = 14  # what a tbf/pfifo on a veth counts beyond the IP packet
 TCP_IP_HEADER_BYTES = 52  # IPv4 (20) + TCP (20) + timestamps option (12): MSS = MTU - 52
-QUEUE_KINDS = ("pfifo", "bfifo", "fq_codel", "codel", "pie", "red")
 LOSS_MODES = ("none", "nth", "random")
 # How far an emulated path's RTT may be from the configured one: calibration's idle
 # RTT check and a flow's minimum RTT (validity) both use it.
@@ -58,12 +58,53 @@ class Topology:
         return bdp_packets(self.rate_mbit, self.rtt_ms, self.mtu)
 
     @property
+    def has_loss(self) -> bool:
+        return self.loss_mode != "none" and self.loss_rate > 0
+
+    @property
+    def queue(self) -> queues.QueueKind:
+        return queues.queue_kind(self.queue_kind)
+
+    @property
     def full_queue_ms(self) -> float | None:
         """Queueing delay of a full drop-tail bottleneck queue (frames at the shaper's
         rate); None for AQMs, whose standing queue is theirs to decide."""
-        if self.queue_kind not in ("pfifo", "bfifo"):
+        if not self.queue.drop_tail:
             return None
         return self.queue_limit_pkts * self.frame_bytes * 8 / self.rate_bps * 1e3
+
+    @property
+    def rtt_bound_ms(self) -> float | None:
+        """The most RTT the path can give: the configured RTT and a full drop-tail queue
+        (None for AQMs). Validity, the RTT-excess share and the plots all use it."""
+        full = self.full_queue_ms
+        return None if full is None else self.rtt_ms + full
+
+    @classmethod
+    def from_config(cls, d: dict[str, Any]) -> Topology:
+        """A validated config's `topology` section (queue {kind, limit_pkts |
+        limit_bdp}, loss {mode, rate}, pairs, rate_mbit, rtt_ms, mtu) as a Topology."""
+        q = d.get("queue", {})
+        if "limit_pkts" in q:
+            limit = int(q["limit_pkts"])
+        elif "limit_bdp" in q:
+            bdp = bdp_packets(d["rate_mbit"], d["rtt_ms"], d["mtu"])
+            limit = max(2, round(q["limit_bdp"] * bdp))
+        else:
+            limit = QUEUE_LIMIT_DEFAULT_PKTS
+        loss = d.get("loss", {})
+        t = cls(
+            pairs=d["pairs"],
+            rate_mbit=float(d["rate_mbit"]),
+            rtt_ms=float(d["rtt_ms"]),
+            queue_kind=q.get("kind", "pfifo"),
+            queue_limit_pkts=limit,
+            loss_mode=loss.get("mode", "none"),
+            loss_rate=float(loss.get("rate", 0.0)),
+            mtu=d["mtu"],
+        )
+        check_topology(t)
+        return t
 
     def key(self) -> str:
         """Short stable id of the bottleneck configuration (testbeds are shared by key)."""
@@ -83,16 +124,124 @@ class Flow:
     streams: int = 1
 
 
+# How the OSes ccbench drives are written in messages.
+OS_TITLES = {"linux": "Linux", "freebsd": "FreeBSD"}
+
+
+def os_titles(oses: tuple[str, ...] | list[str]) -> str:
+    return " or ".join(OS_TITLES.get(o, o) for o in oses)
+
+
+# The keys a variant has (the config schema's `variant`); `kernel` is the label here,
+# the regex the config may give beside it is `kernel_match`.
+VARIANT_KEYS = ("label", "cc", "os", "stack", "kernel", "baseline", "dumbbell")
+
+
 @dataclass(frozen=True)
 class Variant:
-    """What is compared: a CC, and on testbeds an OS, a TCP stack and a kernel label."""
+    """What is compared: a CC, and on testbeds an OS, a TCP stack, a kernel (a label, and
+    a regex the senders' kernel identity must match) and a dumbbell it is pinned to.
+
+    The one variant class: the matrix lists them (to_dict: with `kernel_match`) and each
+    run's spec carries its own (spec_dict: without the regex, so a changed regex changes
+    no run id). `absent`: keys a spec written before they existed lacks (left out again,
+    so that spec hashes to its id)."""
 
     label: str
     cc: str
     os: str = "linux"
     stack: str = "default"
     kernel: str = ""
+    kernel_match: str | None = None
     baseline: bool = False
+    dumbbell: int | None = None
+    absent: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    @classmethod
+    def from_config(cls, v: dict[str, Any]) -> Variant:
+        """A validated config's variant (kernel a label or {label, match})."""
+        k = v.get("kernel", "")
+        label, match = (k["label"], k["match"]) if isinstance(k, dict) else (k, None)
+        return cls(label=v["label"], cc=v["cc"], os=v.get("os", "linux"),
+                   stack=v.get("stack", "default"), kernel=label, kernel_match=match,
+                   baseline=bool(v.get("baseline", False)), dumbbell=v.get("dumbbell"))  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Variant:
+        """As matrix.json or a spec holds it (types checked by the reader)."""
+        unknown = set(d) - {*VARIANT_KEYS, "kernel_match"}
+        if unknown:
+            raise ValueError(f"unknown variant keys {', '.join(sorted(unknown))}")
+        return cls(label=d["label"], cc=d["cc"], os=d.get("os", "linux"),
+                   stack=d.get("stack", "default"), kernel=d.get("kernel", ""),
+                   kernel_match=d.get("kernel_match"), baseline=d.get("baseline", False),
+                   dumbbell=d.get("dumbbell"),
+                   absent=frozenset(k for k in VARIANT_KEYS if k not in d))  # fmt: skip
+
+    def spec_dict(self) -> dict[str, Any]:
+        """The variant as a run's spec holds it (hashed into the run id)."""
+        d = {"label": self.label, "cc": self.cc, "os": self.os, "stack": self.stack,
+             "kernel": self.kernel, "baseline": self.baseline,
+             **({"dumbbell": self.dumbbell} if self.dumbbell is not None else {})}  # fmt: skip
+        return {k: v for k, v in d.items() if k not in self.absent}
+
+    def to_dict(self) -> dict[str, Any]:
+        """The variant as matrix.json lists it."""
+        match = {"kernel_match": self.kernel_match} if self.kernel_match is not None else {}
+        return {**self.spec_dict(), **match}
+
+    @property
+    def kernel_requirement(self) -> dict[str, str] | None:
+        """{label, match} when the variant needs a kernel the senders must run."""
+        if self.kernel_match is None:
+            return None
+        return {"label": self.kernel, "match": self.kernel_match}
+
+    @property
+    def stack_cc(self) -> bool:
+        """Its CC is the TCP stack's own (FreeBSD tcp_bbr), not a socket option."""
+        return self.os == "freebsd" and (self.cc == "bbr" or self.stack == "bbr")
+
+
+@dataclass(frozen=True)
+class TestbedConfig:
+    """Where runs happen: what `ccbench testbed up` builds (or, on SSH hosts, readies)."""
+
+    kind: str = "local"
+    id: str = "ccb"
+    delay: str = "auto"
+    delay_direction: str = "both"
+    shaper: str = "tbf"
+    tools: str = "host"
+    inventory: str | None = None
+    dumbbell: int = 1
+
+    def __post_init__(self) -> None:
+        from ccbench.testbed.kinds import kind
+
+        # Whatever the source (config, matrix, state file, --id), the id names
+        # namespaces and a state directory: check it before anything uses it.
+        safe.testbed_id(self.id, "testbed.id")
+        kind(self.kind).check_delay_direction(self.delay_direction)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> TestbedConfig:
+        if not isinstance(d, dict):
+            raise CcbenchError("testbed: not a mapping")
+        unknown = set(d) - set(TestbedConfig.__dataclass_fields__)
+        if unknown:
+            raise CcbenchError(f"testbed: unknown keys {', '.join(sorted(unknown))}")
+        return TestbedConfig(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As matrix.json and state files hold it: the defaults of later keys
+        (delay_direction, inventory) left out, so older files read back the same."""
+        d = asdict(self)
+        if self.delay_direction == "both":
+            del d["delay_direction"]
+        if self.inventory is None:
+            del d["inventory"]
+        return d
 
 
 @dataclass(frozen=True)
@@ -108,9 +257,42 @@ class RunSpec:
     # read as the default (their runs have no qdisc file, and their summaries say so).
     qdisc_interval_s: float = QDISC_INTERVAL_DEFAULT_S
     scenario: str = "adhoc"
-    variant: str = "adhoc"
+    variant: str = "adhoc"  # the variant's label
     repetition: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
+    # The compared variant in full (None: a single run from a run config, a Linux
+    # variant of its flows' CC); on disk under "extra", where the id hashes it.
+    variant_def: Variant | None = None
+
+    @property
+    def os(self) -> str:
+        return self.variant_def.os if self.variant_def else "linux"
+
+    @property
+    def stack(self) -> str:
+        return self.variant_def.stack if self.variant_def else "default"
+
+    @property
+    def kernel_label(self) -> str:
+        return self.variant_def.kernel if self.variant_def else ""
+
+    @property
+    def stack_cc(self) -> bool:
+        """The flows' CC is the TCP stack's own (FreeBSD tcp_bbr), not a socket option."""
+        return self.variant_def.stack_cc if self.variant_def else False
+
+    @property
+    def senders(self) -> list[str]:
+        """The sender nodes the flows use, sorted."""
+        return sorted({f"s{f.pair}" for f in self.flows})
+
+    @property
+    def first_start_s(self) -> float:
+        return min((f.start_s for f in self.flows), default=0.0)
+
+    @property
+    def window_s(self) -> float:
+        """The traffic window: from the first flow's start to the last flow's end."""
+        return self.traffic_s - self.first_start_s
 
     @property
     def run_id(self) -> str:
@@ -127,17 +309,61 @@ class RunSpec:
         return max((f.start_s + f.duration_s for f in self.flows), default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        del d["variant_def"]
+        d["flows"] = [asdict(f) for f in self.flows]
+        d["extra"] = {"variant": self.variant_def.spec_dict()} if self.variant_def else {}
+        return d
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> RunSpec:
         # A field a spec written before it existed lacks takes the dataclass default.
-        rest = {f.name for f in fields(RunSpec)} - {"topology", "flows"}
+        rest = {f.name for f in fields(RunSpec)} - {"topology", "flows", "variant_def"}
+        v = (d.get("extra") or {}).get("variant")
         return RunSpec(
             topology=Topology(**d["topology"]),
             flows=tuple(Flow(**f) for f in d["flows"]),
+            variant_def=Variant.from_dict(v) if v else None,
             **{k: v for k, v in d.items() if k in rest},
         )
+
+
+def spec_dict_problem(d: dict[str, Any]) -> str | None:
+    """What makes `d` unusable as a run spec (the numbers summaries divide by), or None."""
+    from ccbench.jsonio import is_number as num
+
+    topo = d.get("topology")
+    if not isinstance(topo, dict):
+        return "no 'topology' object"
+    for key in ("rate_mbit", "rtt_ms", "queue_limit_pkts", "mtu", "pairs", "loss_rate"):
+        if key in topo and not (num(topo[key]) and topo[key] >= 0):
+            return f"topology.{key}: {topo[key]!r} is not a non-negative number"
+    if "rate_mbit" in topo and not topo["rate_mbit"] > 0:
+        return "topology.rate_mbit: must be above 0"
+    flows = d.get("flows")
+    if not isinstance(flows, list) or not flows:
+        return "no 'flows' list"
+    for i, f in enumerate(flows):
+        if not isinstance(f, dict):
+            from ccbench.jsonio import jtype
+
+            return f"flows[{i}]: a JSON {jtype(f)} where an object belongs"
+        for key in ("start_s", "duration_s", "pair", "streams"):
+            if key in f and not (num(f[key]) and f[key] >= 0):
+                return f"flows[{i}].{key}: {f[key]!r} is not a non-negative number"
+        if not (num(f.get("duration_s", 10.0)) and f.get("duration_s", 10.0) > 0):
+            return f"flows[{i}].duration_s: must be above 0"
+        if not isinstance(f.get("cc"), str):
+            return f"flows[{i}].cc: not a string"
+    extra = d.get("extra", {})
+    if not isinstance(extra, dict):
+        return "extra: not an object"
+    if extra.get("variant") is not None and not isinstance(extra["variant"], dict):
+        return "extra.variant: not an object"
+    for key in ("interval_s", "ss_interval_s", "probe_interval_s"):
+        if key in d and not (num(d[key]) and d[key] >= 0):
+            return f"{key}: {d[key]!r} is not a non-negative number"
+    return None
 
 
 def stable_hash(obj: Any) -> str:
@@ -146,8 +372,7 @@ def stable_hash(obj: Any) -> str:
 
 def check_topology(t: Topology) -> None:
     """Semantic checks the schema cannot express; one clear line per problem."""
-    if t.queue_kind not in QUEUE_KINDS:
-        raise CcbenchError(f"topology.queue.kind: unknown queue '{t.queue_kind}'")
+    queues.queue_kind(t.queue_kind)
     if t.loss_mode not in LOSS_MODES:
         raise CcbenchError(f"topology.loss.mode: must be one of {', '.join(LOSS_MODES)}")
     if t.loss_mode != "none" and not 0 < t.loss_rate < 1:
@@ -156,6 +381,29 @@ def check_topology(t: Topology) -> None:
         raise CcbenchError("topology.loss.rate: nth mode drops 1 in N packets, so at most 0.5")
     if not 1 <= t.pairs <= 60:
         raise CcbenchError("topology.pairs: must be 1..60")
+
+
+def flows_from_config(
+    spec: int | list[dict[str, Any]], variant_cc: str, duration_s: float
+) -> tuple[Flow, ...]:
+    """A config's flows: N (pairs 1..N, the variant's CC, the whole duration) or a list
+    of {pair (default: its position), cc ("variant" = the variant's), start_s,
+    duration_s, streams}. The one place config flows become Flow objects."""
+    if isinstance(spec, int):
+        return tuple(Flow(pair=i, cc=variant_cc, duration_s=duration_s) for i in range(1, spec + 1))
+    out = []
+    for i, f in enumerate(spec, start=1):
+        cc = f.get("cc", "variant")
+        out.append(
+            Flow(
+                pair=f.get("pair", i),
+                cc=variant_cc if cc == "variant" else cc,
+                start_s=float(f.get("start_s", 0)),
+                duration_s=float(f.get("duration_s", duration_s)),
+                streams=int(f.get("streams", 1)),
+            )
+        )
+    return tuple(out)
 
 
 def check_flows(t: Topology, flows: tuple[Flow, ...]) -> None:

@@ -12,20 +12,19 @@ are empty on the other sources' rows.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-from ccbench import metrics
+from ccbench import layout, metrics
+from ccbench.layout import RawDir, load_spec
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
 from ccbench.parse.qdisc import parse_qdisc_samples, queue_points
 from ccbench.parse.siftr import parse_siftr
 from ccbench.parse.ss import SsRecord, parse_ss_samples
-from ccbench.spec import RunSpec
-
-if TYPE_CHECKING:  # summary imports this module: build_checked imports it when it runs
-    from ccbench.summary import RawDir
+from ccbench.spec import Flow, RunSpec
 
 COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "rtt_us",
            "retransmits", "backlog_pkts", "backlog_bytes", "drops", "sent_pkts",
@@ -53,19 +52,16 @@ SS_MIN_COVERAGE = 0.9
 def build(raw: Path) -> pd.DataFrame:
     """The time series; rows from files that do not parse are left out (build_checked
     says which)."""
-    return build_checked(raw)[0]
+    return build_checked(raw, load_spec(raw))[0]
 
 
-def build_checked(raw: Path) -> tuple[pd.DataFrame, list[str]]:
+def build_checked(raw: Path, spec: RunSpec) -> tuple[pd.DataFrame, list[str]]:
     """The time series and one problem (naming the file) per sampler file (ss, siftr)
     that is not text, does not parse, or was cut short: its rows are left out, and
-    summary.parse_run_dir makes the run invalid. iperf3 and meta.json problems are
-    the summary's (they are its files too); here such a file just gives no rows.
-    Raises CcbenchError only for an unusable spec.json (summary.load_spec)."""
-    from ccbench.summary import RawDir, load_spec
-
-    spec = load_spec(raw)
-    if (raw / "skipped.json").exists():
+    the verdict (summarize.judge) makes the run invalid. iperf3 and meta.json problems
+    are the summary's (they are its files too); here such a file just gives no rows.
+    `spec` is the run's (layout.load_spec)."""
+    if (raw / layout.SKIPPED).exists():
         return pd.DataFrame(columns=COLUMNS), []
     rd = RawDir(raw)
     meta = _meta(raw)
@@ -275,7 +271,7 @@ def _mean(xs: list[Any]) -> float | None:
 
 
 def jain_series(
-    ts: pd.DataFrame, flows: list[dict[str, Any]], interval_s: float
+    ts: pd.DataFrame, flows: Sequence[Flow], interval_s: float
 ) -> tuple[list[float], list[float]]:
     """Jain's index per iperf3 interval, the one series behind convergence_s (summary)
     and the Jain-over-time figure: intervals after the last flow start until the first
@@ -284,8 +280,8 @@ def jain_series(
     ts = ts[ts["source"] == "iperf3"]
     if ts.empty or len(flows) < 2 or not interval_s > 0:
         return [], []
-    last_start = max(float(f.get("start_s", 0)) for f in flows)
-    end = min(float(f.get("start_s", 0)) + float(f.get("duration_s", 0)) for f in flows)
+    last_start = max(f.start_s for f in flows)
+    end = min(f.start_s + f.duration_s for f in flows)
     ts = ts[(ts["t_s"] > last_start) & (ts["t_s"] <= end + 1e-6)]
     ts = ts.assign(bin=((ts["t_s"] - last_start) / interval_s).round().astype(int))
     wide = ts.pivot_table(index="bin", columns="flow", values="throughput_bps", aggfunc="mean")

@@ -286,18 +286,12 @@ def check_bottleneck_config(spec: RunSpec, have: dict[str, Any] | None) -> list[
     if not have or have.get("queue_kind") is None:
         return []
     t = spec.topology
-    asked = f"{t.queue_kind} {t.queue_limit_pkts}"
-    kind, pkts, nbytes = have["queue_kind"], have["queue_limit_pkts"], have["queue_limit_bytes"]
-    got = f"{kind} {pkts if pkts is not None else nbytes}"
-    wrong = kind != t.queue_kind
-    if t.queue_kind == "pfifo":
-        wrong = wrong or pkts != t.queue_limit_pkts
-    elif t.queue_kind == "bfifo":
-        wrong = wrong or nbytes != t.queue_limit_pkts * t.frame_bytes
-        got = f"{kind} {nbytes} B"
-        asked = f"bfifo {t.queue_limit_pkts * t.frame_bytes} B"
+    had = have["queue_kind"]
+    wrong_limit, got, asked = t.queue.as_configured(
+        had, have["queue_limit_pkts"], have["queue_limit_bytes"], t.queue_limit_pkts, t.frame_bytes
+    )
     reasons = []
-    if wrong:
+    if wrong_limit or had != t.queue_kind:
         reasons.append(f"rt1's queue was {got}, the run asked for {asked}")
     rate = have.get("shaper_rate_bps")
     if rate and abs(rate / t.rate_bps - 1) > SHAPER_RATE_TOLERANCE:

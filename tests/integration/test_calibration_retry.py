@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ccbench.testbed import local
+from ccbench.testbed import base
 from tests.conftest import REPO, ccbench
 from tests.integration.conftest import job_counts, namespaces, run_snakemake, write_config
 
@@ -42,7 +42,7 @@ def _up_with_a_stall(cfg: Path, tb_id: str, out: Path, stall_s: float) -> dict:
          "--calibration-out", str(out)],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    state = local.STATE_ROOT / tb_id / "state.json"
+    state = base.STATE_ROOT / tb_id / "state.json"
     pid = None
     deadline = time.monotonic() + 30
     while pid is None and proc.poll() is None and time.monotonic() < deadline:

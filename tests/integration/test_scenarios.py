@@ -73,12 +73,14 @@ def test_parallel_streams_run_as_one_flow(tmp_path: Path) -> None:
 
 def test_missing_aqm_becomes_a_skipped_run_in_the_workflow(tmp_path: Path) -> None:
     """What the workflow does for an AQM this kernel lacks: a recorded skip, not a crash."""
-    spec = {
+    cfg = {
         "testbed": {"id": "itskip", "kind": "local"},
         "topology": {"pairs": 1, "queue": {"kind": "red", "limit_pkts": 100}},
+        "run": {"duration_s": 3, "flows": [{"pair": 1, "cc": "cubic"}]},
     }
+    (tmp_path / "red.yaml").write_text(yaml.safe_dump(cfg))
     cal = tmp_path / "cal.json"
-    cp = ccbench("testbed", "up", "--skip-unavailable", "--spec-json", json.dumps(spec),
+    cp = ccbench("testbed", "up", "--skip-unavailable", "--config", str(tmp_path / "red.yaml"),
                  "--calibration-out", str(cal), check=False)  # fmt: skip
     if cp.returncode == 0 and "skipped" not in json.loads(cal.read_text()):
         ccbench("testbed", "down", "--id", "itskip")
@@ -87,15 +89,8 @@ def test_missing_aqm_becomes_a_skipped_run_in_the_workflow(tmp_path: Path) -> No
     reason = json.loads(cal.read_text())["skipped"]
     assert "queue kind 'red' is not available in this kernel" in reason
     assert namespaces("ccb-itskip-") == []
-    run = {
-        "testbed": spec["testbed"],
-        "run": {"topology": {"pairs": 1, "rate_mbit": 100.0, "rtt_ms": 40.0,
-                             "queue_kind": "red", "queue_limit_pkts": 100, "loss_mode": "none",
-                             "loss_rate": 0.0, "mtu": 1500},
-                "flows": [{"pair": 1, "cc": "cubic", "duration_s": 3}]},
-    }  # fmt: skip
     out = tmp_path / "run"
-    ccbench("run", "--spec-json", json.dumps(run), "--out", str(out), "--raw-only",
+    ccbench("run", "--config", str(tmp_path / "red.yaml"), "--out", str(out), "--raw-only",
             "--calibration", str(cal))  # fmt: skip
     ccbench("parse", str(out))
     s = json.loads((out / "summary.json").read_text())

@@ -291,7 +291,7 @@ def test_mutated_configs_expand_or_are_refused_in_one_line(
     assert m.runs and len(m.order) == len(m.runs)
     for r in m.runs.values():
         for f in r.flows:
-            assert isinstance(f["streams"], int) and math.isfinite(f["duration_s"])
+            assert isinstance(f.streams, int) and math.isfinite(f.duration_s)
 
 
 MATRIX_SCHEMA = yaml.safe_load(

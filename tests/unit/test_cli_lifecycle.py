@@ -5,13 +5,14 @@ The real testbeds are tests/integration's."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
-from ccbench import cli, lifecycle, testbed
+from ccbench import cli, lifecycle, record, testbed
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.spec import RunSpec
 from ccbench.testbed import base, local
@@ -21,6 +22,7 @@ QDISC_CHECK = REPO / "tests" / "fixtures" / "matrix-qdisc-check.json"
 MATRIX = json.loads(QDISC_CHECK.read_text())
 RUN_ID = MATRIX["order"][0]
 TB_ID = MATRIX["runs"][RUN_ID]["testbed_id"]
+SMALL_RUN = REPO / "tests" / "fixtures" / "results-small" / "runs" / "two-flows-bbr-r1-3c359d7e"
 
 
 class FakeTestbed:
@@ -82,18 +84,16 @@ def test_ids_to_remove(monkeypatch: pytest.MonkeyPatch) -> None:
         lifecycle.ids_to_remove(False, None, None)
 
 
-def test_named_testbed_from_a_matrix_or_json() -> None:
-    tb = lifecycle.named_testbed(None, None, str(QDISC_CHECK), TB_ID, None)
+def test_named_testbed_from_a_matrix() -> None:
+    tb = lifecycle.named_testbed(None, str(QDISC_CHECK), TB_ID, None)
     assert tb.id == TB_ID and tb.kind == "local"
     assert tb.topo.rtt_ms == MATRIX["testbeds"][TB_ID]["topology"]["rtt_ms"]
-    renamed = lifecycle.named_testbed(None, None, str(QDISC_CHECK), TB_ID, "other1")
+    renamed = lifecycle.named_testbed(None, str(QDISC_CHECK), TB_ID, "other1")
     assert renamed.id == "other1" and renamed.topo == tb.topo
-    inline = json.dumps(MATRIX["testbeds"][TB_ID])
-    assert lifecycle.named_testbed(None, inline, None, None, None).topo == tb.topo
     with pytest.raises(CcbenchError, match=r"no testbed 'nope' \(--testbed ID\)$"):
-        lifecycle.named_testbed(None, None, str(QDISC_CHECK), "nope", None)
+        lifecycle.named_testbed(None, str(QDISC_CHECK), "nope", None)
     with pytest.raises(CcbenchError, match="^--config FILE is needed$"):
-        lifecycle.named_testbed(None, None, None, None, None)
+        lifecycle.named_testbed(None, None, None, None)
 
 
 def test_bring_up_writes_the_calibration(tmp_path: Path, downs: list[str]) -> None:
@@ -134,7 +134,7 @@ def test_found_lists_testbeds_and_their_state(
         (tmp_path / tb_id).mkdir()
         if state is not None:
             (tmp_path / tb_id / "state.json").write_text(state)
-    monkeypatch.setattr(local, "STATE_ROOT", tmp_path)
+    monkeypatch.setattr(base, "STATE_ROOT", tmp_path)
     monkeypatch.setattr(local, "list_namespaces", lambda prefix="": [prefix + "s1"] * 3)
     found = {f.id: f for f in testbed.found()}
     assert sorted(found) == ["bad1", "half1", "list1", "none1", "ok1"]
@@ -146,26 +146,26 @@ def test_found_lists_testbeds_and_their_state(
 
 
 def test_run_request_from_a_matrix(tmp_path: Path) -> None:
-    req = lifecycle.run_request(None, None, str(QDISC_CHECK), RUN_ID)
+    req = lifecycle.run_request(None, str(QDISC_CHECK), RUN_ID)
     spec = MATRIX["runs"][RUN_ID]["spec"]
     assert req.spec == RunSpec.from_dict(spec["run"]) and req.spec.run_id == RUN_ID
     assert req.testbed.id == TB_ID and req.attempts == spec["attempts"] and req.kernel is None
-    assert lifecycle.run_request(None, None, str(QDISC_CHECK), RUN_ID, 5).attempts == 5
-    with_kernel = {**spec, "kernel": {"label": "k", "match": "^6"}}
-    (tmp_path / "spec.json").write_text(json.dumps(with_kernel))
-    for text in (str(tmp_path / "spec.json"), json.dumps(with_kernel)):  # file or inline
-        req = lifecycle.run_request(None, text, None, None)
-        assert req.kernel == {"label": "k", "match": "^6"} and req.spec.run_id == RUN_ID
+    assert lifecycle.run_request(None, str(QDISC_CHECK), RUN_ID, 5).attempts == 5
+    with_kernel = json.loads(QDISC_CHECK.read_text())
+    with_kernel["runs"][RUN_ID]["spec"]["kernel"] = {"label": "k", "match": "^6"}
+    (tmp_path / "matrix.json").write_text(json.dumps(with_kernel))
+    req = lifecycle.run_request(None, str(tmp_path / "matrix.json"), RUN_ID)
+    assert req.kernel == {"label": "k", "match": "^6"} and req.spec.run_id == RUN_ID
     with pytest.raises(CcbenchError, match="^--matrix needs --run-id$"):
-        lifecycle.run_request(None, None, str(QDISC_CHECK), None)
+        lifecycle.run_request(None, str(QDISC_CHECK), None)
     with pytest.raises(CcbenchError, match="no run 'x'$"):
-        lifecycle.run_request(None, None, str(QDISC_CHECK), "x")
+        lifecycle.run_request(None, str(QDISC_CHECK), "x")
 
 
 def test_a_kept_testbed_is_reused_and_left_up(
     monkeypatch: pytest.MonkeyPatch, downs: list[str]
 ) -> None:
-    req = lifecycle.run_request(None, None, str(QDISC_CHECK), RUN_ID)
+    req = lifecycle.run_request(None, str(QDISC_CHECK), RUN_ID)
     kept = FakeTestbed(up=True)
     monkeypatch.setattr(testbed, "make", lambda cfg, topo: kept)
     with lifecycle.testbed_for_run(req.testbed, req.spec.topology, keep=False) as tb:
@@ -176,7 +176,7 @@ def test_a_kept_testbed_is_reused_and_left_up(
 def test_a_testbed_built_for_a_run_is_taken_down_after_it(
     monkeypatch: pytest.MonkeyPatch, downs: list[str]
 ) -> None:
-    req = lifecycle.run_request(None, None, str(QDISC_CHECK), RUN_ID)
+    req = lifecycle.run_request(None, str(QDISC_CHECK), RUN_ID)
     built = FakeTestbed(up=False)
     monkeypatch.setattr(testbed, "make", lambda cfg, topo: built)
     interrupted = pytest.raises(KeyboardInterrupt)  # also when the run is interrupted
@@ -211,17 +211,17 @@ def test_a_skipped_testbed_skips_its_run(
 def test_a_run_waits_for_its_kernel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, downs: list[str]
 ) -> None:
-    from ccbench import run
+    from ccbench import attempts, run_senders
 
-    spec = {**MATRIX["runs"][RUN_ID]["spec"], "kernel": {"label": "patched", "match": "^7"}}
-    req = lifecycle.run_request(None, json.dumps(spec), None, None)
+    req = dataclasses.replace(lifecycle.run_request(None, str(QDISC_CHECK), RUN_ID),
+                              kernel={"label": "patched", "match": "^7"})  # fmt: skip
     monkeypatch.setattr(testbed, "make", lambda cfg, topo: FakeTestbed(up=True))
-    monkeypatch.setattr(run, "kernel_identities", lambda tb, spec: {"s1": "6.8.0 #1"})
+    monkeypatch.setattr(run_senders, "kernel_identities", lambda tb, spec: {"s1": "6.8.0 #1"})
 
     def no_run(*args: Any, **kw: Any) -> None:
         raise AssertionError("nothing is measured under the wrong kernel")
 
-    monkeypatch.setattr(run, "execute", no_run)
+    monkeypatch.setattr(attempts, "execute", no_run)
     done = lifecycle.run_on_testbed(req, tmp_path / "run", None, False, write_summary=False)
     assert isinstance(done, lifecycle.Waiting) and done.senders == {"s1": "6.8.0 #1"}
     skipped = json.loads((tmp_path / "run" / "raw" / "skipped.json").read_text())
@@ -234,10 +234,12 @@ def test_the_cli_prints_what_the_run_did(
 ) -> None:
     out = tmp_path / "run"
     argv = ["run", "--matrix", str(QDISC_CHECK), "--run-id", RUN_ID, "--out", str(out)]
-    measured = {"flow": 1, "cc_used": "bbr", "cc_requested": "bbr", "throughput_bps": 94.2e6}
-    failed = {"flow": 2, "cc_used": None, "cc_requested": "cubic", "throughput_bps": None}
-    flows = [measured, failed]
-    done: Any = {"flows": flows, "valid": False, "reasons": ["a", "b"], "utilization_pct": 94.2}
+    real = record.load(SMALL_RUN)
+    f1 = real.flows[0].model_copy(update={"cc_used": "bbr", "throughput_bps": 94.2e6})
+    f2 = real.flows[1].model_copy(update={"flow": 2, "cc_used": None, "cc_requested": "cubic",
+                                          "throughput_bps": None})  # fmt: skip
+    update = {"flows": [f1, f2], "valid": False, "reasons": ["a", "b"], "utilization_pct": 94.2}
+    done: Any = real.model_copy(update=update)
     seen: list[Any] = []
 
     def run_on_testbed(req: lifecycle.RunRequest, *args: Any, **kw: Any) -> Any:
@@ -251,7 +253,8 @@ def test_the_cli_prints_what_the_run_did(
         f"{out}: bbr 94.2 Mbit/s, flow 2 failed; utilization 94.2%; INVALID: a; b\n"
     )
     assert cli.main([*argv, "--fail-invalid"]) == 3
-    done = {"flows": [], "valid": True, "reasons": [], "utilization_pct": None}
+    done = real.model_copy(update={"flows": [], "valid": True, "reasons": [],
+                                   "utilization_pct": None})  # fmt: skip
     assert cli.main(argv) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"{out}: valid"
     done = lifecycle.Waiting("waiting for kernel 'k'", {"s2": "6.8 #2", "s1": "6.8 #1"})

@@ -318,7 +318,7 @@ def test_a_damaged_run_is_refused_or_invalid(
 
 def test_outputs_are_not_left_half_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The time series fails to write: no summary.json appears, no temp file stays."""
-    from ccbench.summary import parse_run_dir
+    from ccbench.summarize.judge import parse_run_dir
 
     run = _run_dir(tmp_path)
 

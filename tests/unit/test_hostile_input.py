@@ -16,6 +16,7 @@ import yaml
 from ccbench import inventory, safe
 from ccbench.errors import CcbenchError
 from ccbench.exec_ssh import SshExecutor, SshTarget, private_dir
+from ccbench.testbed import base  # noqa: E402
 from tests.conftest import REPO
 
 HOSTILE_IDS = ["..", "../../..", "../..", "/", "", "-rf", "a/b", "ABC", "toolongid", "a b",
@@ -80,7 +81,7 @@ def test_all_ids_lists_only_what_ccbench_could_have_made(tmp_path: Path, monkeyp
     (tmp_path / "abc1").mkdir()
     (tmp_path / "Not-An-Id").mkdir()
     (tmp_path / "lnk").symlink_to(tmp_path / "abc1")
-    monkeypatch.setattr(local, "STATE_ROOT", tmp_path)
+    monkeypatch.setattr(base, "STATE_ROOT", tmp_path)
     monkeypatch.setattr(local, "list_namespaces", lambda prefix="": [])
     assert local.all_ids() == ["abc1"]
 
@@ -281,9 +282,8 @@ def test_down_of_a_damaged_ssh_state_removes_it_and_says_so(
     state: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ccbench import testbed
-    from ccbench.testbed import local
 
-    monkeypatch.setattr(local, "STATE_ROOT", tmp_path)
+    monkeypatch.setattr(base, "STATE_ROOT", tmp_path)
     (tmp_path / "ab1").mkdir()
     (tmp_path / "ab1" / "state.json").write_text(json.dumps(state))
     (tmp_path / "keep").write_text("keep me")

@@ -12,9 +12,7 @@ from ccbench.hosts.freebsd import (
     FREEBSD_CCS,
     FreeBSDHost,
     Step,
-    check_cc,
     check_stack,
-    parse_cc_available,
     parse_functions_available,
     resolve_variant,
 )
@@ -80,33 +78,34 @@ def test_tune_is_the_seed_sysctl_conf() -> None:
 @pytest.mark.parametrize("cc", FREEBSD_CCS)
 def test_set_cc_every_module(cc: str) -> None:
     assert H.set_cc_plan(cc) == cc_steps(cc)
-    assert H.set_cc(cc) == [s.argv for s in cc_steps(cc)]
+    assert [s.argv for s in H.set_cc_plan(cc)] == [s.argv for s in cc_steps(cc)]
 
 
 def test_set_cc_cubic_exact() -> None:
-    assert H.set_cc("cubic") == [
+    assert [s.argv for s in H.set_cc_plan("cubic")] == [
         ["kldload", "-n", "cc_cubic"],
         ["sysctl", "net.inet.tcp.cc.algorithm=cubic"],
     ]
 
 
 def test_linux_reno_means_newreno() -> None:
-    assert H.set_cc("reno") == [["sysctl", "net.inet.tcp.cc.algorithm=newreno"]]
+    want = [["sysctl", "net.inet.tcp.cc.algorithm=newreno"]]
+    assert [s.argv for s in H.set_cc_plan("reno")] == want
 
 
 def test_set_cc_unknown_names_it() -> None:
     with pytest.raises(CcbenchError, match="unknown FreeBSD congestion control 'westwood'"):
-        H.set_cc("westwood")
+        [s.argv for s in H.set_cc_plan("westwood")]
 
 
 def test_set_cc_bbr_points_to_the_stack() -> None:
     with pytest.raises(CcbenchError, match="'bbr' is a TCP stack"):
-        H.set_cc("bbr")
+        [s.argv for s in H.set_cc_plan("bbr")]
 
 
 def test_set_cc_rack_is_a_stack() -> None:
     with pytest.raises(CcbenchError, match="'rack' is a FreeBSD TCP stack"):
-        H.set_cc("rack")
+        [s.argv for s in H.set_cc_plan("rack")]
 
 
 @pytest.mark.parametrize(
@@ -115,7 +114,7 @@ def test_set_cc_rack_is_a_stack() -> None:
 )  # fmt: skip
 def test_set_stack_plans(stack: str, name: str) -> None:
     assert H.set_stack_plan(stack) == stack_steps(name)
-    assert H.set_stack(stack) == [s.argv for s in stack_steps(name)]
+    assert [s.argv for s in H.set_stack_plan(stack)] == [s.argv for s in stack_steps(name)]
 
 
 def test_set_stack_rack_exact_and_only_tcphpts_may_fail() -> None:
@@ -129,7 +128,7 @@ def test_set_stack_rack_exact_and_only_tcphpts_may_fail() -> None:
 
 def test_set_stack_unknown_names_it() -> None:
     with pytest.raises(CcbenchError, match="unknown FreeBSD TCP stack 'fastpath'"):
-        H.set_stack("fastpath")
+        [s.argv for s in H.set_stack_plan("fastpath")]
 
 
 # Every CC x stack combination a FreeBSD variant can name.
@@ -271,7 +270,6 @@ def test_offloads_off() -> None:
 
 def test_verify_stack_command() -> None:
     assert H.verify_stack("rack") == ["sysctl", "-n", "net.inet.tcp.functions_available"]
-    assert H.verify_cc() == ["sysctl", "-n", "net.inet.tcp.cc.available"]
 
 
 # --- functions_available ------------------------------------------------------
@@ -330,25 +328,3 @@ def test_parse_functions_available_garbage() -> None:
 
 
 # --- cc.available ---------------------------------------------------------------
-def test_parse_cc_available_table_written_from_source() -> None:
-    text = (CAPTURES / "cc_available-written-from-source.txt").read_text()
-    parsed = parse_cc_available(text)
-    assert parsed == {
-        "newreno": {"default": False, "pcb_count": 0},
-        "cubic": {"default": True, "pcb_count": 4},
-        "htcp": {"default": False, "pcb_count": 0},
-    }
-    assert check_cc(parsed, "cubic") == []
-    assert check_cc(parsed, "reno") == ["default congestion control is 'cubic', not 'newreno'"]
-    assert check_cc(parsed, "dctcp") == [
-        "congestion control 'dctcp' is not loaded (cc.available: newreno, cubic, htcp)"
-    ]
-
-
-def test_parse_cc_available_old_comma_list() -> None:
-    parsed = parse_cc_available("net.inet.tcp.cc.available: newreno, cubic\n")
-    assert parsed == {
-        "newreno": {"default": None, "pcb_count": None},
-        "cubic": {"default": None, "pcb_count": None},
-    }
-    assert check_cc(parsed, "cubic") == []  # default unknown in this format: not judged

@@ -6,7 +6,7 @@ import pytest
 
 from ccbench.errors import CcbenchError
 from ccbench.hosts import HostDriver, driver_for
-from ccbench.hosts.linux import LinuxHost
+from ccbench.hosts.linux import SS_LOOP, LinuxHost
 from ccbench.spec import Topology
 
 H = LinuxHost()
@@ -40,12 +40,10 @@ def test_tune_in_a_namespace_skips_host_only_knobs() -> None:
     ]
 
 
-def test_set_cc_and_stack() -> None:
-    # No modprobe: the kernel loads tcp_<cc> when the sysctl names it (reno is built in).
-    assert H.set_cc("cubic") == [["sysctl", "-w", "net.ipv4.tcp_congestion_control=cubic"]]
-    assert H.set_stack("default") == []
-    with pytest.raises(CcbenchError, match="stack 'rack' is FreeBSD-only"):
-        H.set_stack("rack")
+def test_a_linux_variant_has_one_stack() -> None:
+    H.check_variant("cubic", "default")
+    with pytest.raises(CcbenchError, match="stack 'rack' is a FreeBSD setting"):
+        H.check_variant("cubic", "rack")
 
 
 def test_facts_keys() -> None:
@@ -146,7 +144,7 @@ def test_queue_args_red_small_queue_floors() -> None:
 
 
 def test_queue_args_unknown() -> None:
-    with pytest.raises(CcbenchError, match="unknown queue kind 'sfq'"):
+    with pytest.raises(CcbenchError, match="unknown queue 'sfq'"):
         H.queue_args(Topology(queue_kind="sfq"))
 
 
@@ -199,4 +197,5 @@ def test_nfqueue_forwarding_offloads_ss() -> None:
         "ethtool", "-K", "veth0", "tso", "off", "gso", "off", "gro", "off",
     ]  # fmt: skip
     assert H.offloads_show("veth0") == ["ethtool", "-k", "veth0"]
-    assert H.ss_sample() == ["ss", "-tinH", "state", "established"]
+    assert H.ss_sampler(0.1) == ["bash", "-c", SS_LOOP, "ccbench-ss", "100000"]
+    assert "ss -tinH state established" in SS_LOOP

@@ -20,7 +20,7 @@ from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
 from ccbench.model import Variant
 from ccbench.report import tables
-from ccbench.summary import summarize
+from ccbench.summarize import summarize
 from tests.unit.test_model import fixture_matrix
 
 REPO = Path(__file__).resolve().parents[2]
@@ -60,9 +60,10 @@ def test_object_form_keeps_the_run_ids_of_the_label_and_the_regex_is_beside_the_
     assert obj.variants[2].kernel_match is None and plain.variants[0].kernel_match is None
     assert "kernel_match" not in obj.to_dict()["variants"][2]
     r = next(r for r in obj.runs.values() if r.variant == "reno")
-    assert r.spec["kernel"] == {"label": "after patch", "match": "D49540"}
-    assert r.run_spec["extra"]["variant"]["kernel"] == "after patch"
-    assert "kernel" not in next(iter(plain.runs.values())).spec
+    assert r.kernel == {"label": "after patch", "match": "D49540"}
+    assert r.spec.to_dict()["extra"]["variant"]["kernel"] == "after patch"
+    assert "kernel_match" not in r.spec.to_dict()["extra"]["variant"]
+    assert "kernel" not in next(iter(plain.runs.values())).to_dict()["spec"]
     assert obj.resolve_target_pct == 2
 
 

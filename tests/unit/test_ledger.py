@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ccbench import ledger
+from ccbench.hosts.linux import LinuxHost
 from ccbench.parse import drops
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "drops"
@@ -50,7 +51,7 @@ def test_nic_ring_overflow_is_a_loss_on_real_capture() -> None:
     after = {"schema": ledger.SCHEMA, "nodes": {"rt2": {"links": grown}}}
     assert ledger.account(before, after)["outside"] == {"rt2 to-rt1 rx_missed_errors": 5}
     assert "rx_missed_errors" in drops.LINK_LOSS
-    assert ledger.snapshot_plan("linux")["links"] == ["ip", "-s", "-s", "-j", "link", "show"]
+    assert LinuxHost().drop_counters()["links"] == ["ip", "-s", "-s", "-j", "link", "show"]
 
 
 def test_iptables_drop_rule_counted_on_real_capture() -> None:
@@ -148,13 +149,13 @@ RUN = Path(__file__).resolve().parents[1] / "captures" / "run-local-2cubic-ledge
 def _parse_copy(tmp_path: Path, mutate=None) -> dict:  # type: ignore[no-untyped-def]
     import shutil
 
-    from ccbench.summary import parse_run_dir
+    from ccbench.summarize.judge import parse_run_dir
 
     run = tmp_path / "run"
     shutil.copytree(RUN, run / "raw")
     if mutate:
         mutate(run / "raw")
-    return parse_run_dir(run)
+    return parse_run_dir(run).to_dict()
 
 
 def test_real_run_accounts_for_every_drop(tmp_path: Path) -> None:

@@ -37,11 +37,10 @@ def test_default_config_expands_to_18_runs_on_2_testbeds() -> None:
     assert m.baseline == "cubic"
     assert sorted(m.order) == sorted(m.runs)
     single = m.runs_of_scenario("single-bdp")[0]
-    topo = single.run_spec["topology"]
-    assert topo["queue_limit_pkts"] == 331  # 100 Mbit/s x 40 ms / 1514 B, rounded up
+    assert single.spec.topology.queue_limit_pkts == 331  # 100 Mbit/s x 40 ms / 1514 B, up
     two = m.runs_of_scenario("two-flows-48")[0]
-    assert two.run_spec["topology"]["queue_limit_pkts"] == 48
-    assert [f["pair"] for f in two.flows] == [1, 2]
+    assert two.spec.topology.queue_limit_pkts == 48
+    assert [f.pair for f in two.flows] == [1, 2]
 
 
 def test_ids_are_stable_and_only_the_changed_variant_changes() -> None:
@@ -69,7 +68,7 @@ def test_flow_lists_mix_ccs_and_stagger() -> None:
     m = matrix.load(cfg)
     r = next(r for r in m.runs.values() if r.variant == "reno")
     flows = r.flows
-    assert [(f["pair"], f["cc"], f["start_s"]) for f in flows] == [(1, "reno", 0), (2, "bbr", 5)]
+    assert [(f.pair, f.cc, f.start_s) for f in flows] == [(1, "reno", 0), (2, "bbr", 5)]
 
 
 @pytest.mark.parametrize(
@@ -99,7 +98,7 @@ def test_probe_tool_per_scenario_and_default_ids_unchanged() -> None:
     # only that scenario's runs change id; ping (the default) hashes as before the field
     assert changed and all("two-flows-48" in rid for rid in changed)
     irtt = b.runs_of_scenario("two-flows-48")
-    assert {r.run_spec["probe_tool"] for r in irtt} == {"irtt"}
+    assert {r.spec.probe_tool for r in irtt} == {"irtt"}
 
 
 def test_probe_on_freebsd_senders_is_refused(tmp_path: Path) -> None:
@@ -125,7 +124,7 @@ def test_netperf_flent_test_needs_netperf_or_the_container(monkeypatch) -> None:
 
 def test_qdisc_interval_per_scenario_and_default_ids_unchanged() -> None:
     a = matrix.load(default())
-    assert {r.run_spec["qdisc_interval_s"] for r in a.runs.values()} == {0.05}
+    assert {r.spec.qdisc_interval_s for r in a.runs.values()} == {0.05}
     cfg = default()
     cfg["qdisc_interval_s"] = 0.05  # the default, written out: same ids
     assert matrix.load(cfg).runs.keys() == a.runs.keys()
@@ -134,7 +133,7 @@ def test_qdisc_interval_per_scenario_and_default_ids_unchanged() -> None:
     changed = set(a.runs) ^ set(b.runs)
     assert changed and all("two-flows-48" in rid for rid in changed)
     off = b.runs_of_scenario("two-flows-48")
-    assert {r.run_spec["qdisc_interval_s"] for r in off} == {0.0}
+    assert {r.spec.qdisc_interval_s for r in off} == {0.0}
     # the ids are the ones results measured before the key existed carry
     assert "single-bdp-bbr-r1-2c472fc4" in a.runs
 
@@ -154,19 +153,20 @@ def test_every_run_goes_to_its_testbeds_dumbbell(tmp_path: Path) -> None:
     m = matrix.load(cfg)
     assert sorted(tb.dumbbell for tb in m.testbeds.values()) == [1, 2]
     for r in m.runs.values():
-        assert r.spec["testbed"]["dumbbell"] == m.testbeds[r.testbed_id].dumbbell, r.id
+        assert r.testbed.dumbbell == m.testbeds[r.testbed_id].dumbbell, r.id
 
 
 def test_delay_direction_reverse_is_local_only(tmp_path: Path) -> None:
     cfg = default()
     cfg["testbed"] = {"delay_direction": "reverse"}
     m = matrix.load(cfg)
-    assert {tb.testbed["delay_direction"] for tb in m.testbeds.values()} == {"reverse"}
+    assert {tb.testbed.delay_direction for tb in m.testbeds.values()} == {"reverse"}
     # the default leaves matrix.json as before (no key, so no testbed is due again)
     assert all(
-        "delay_direction" not in tb.testbed for tb in matrix.load(default()).testbeds.values()
+        "delay_direction" not in tb.to_dict()["testbed"]
+        for tb in matrix.load(default()).testbeds.values()
     )
     cfg["testbed"] = {"kind": "ssh", "inventory": str(write_inventory(tmp_path)),
                       "delay_direction": "reverse"}  # fmt: skip
-    with pytest.raises(CcbenchError, match="delay_direction: reverse is for the local testbed"):
+    with pytest.raises(CcbenchError, match="delay_direction: reverse is not for a ssh testbed"):
         matrix.load(cfg)

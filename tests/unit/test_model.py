@@ -18,11 +18,12 @@ from typing import Any
 
 import pytest
 
-from ccbench import cli, matrix
+from ccbench import cli, matrix, upgrade
 from ccbench.config import parse_yaml
 from ccbench.errors import CcbenchError
-from ccbench.model import RESOLVE_TARGET_PCT, Matrix, Variant
+from ccbench.model import RESOLVE_TARGET_PCT, Matrix
 from ccbench.report import provenance
+from ccbench.spec import Variant
 from tests.unit.test_references import write_inventory
 
 REPO = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ def test_every_config_round_trips_through_json(path: Path, tmp_path: Path) -> No
     m = expanded(path, tmp_path)
     text = json.dumps(m.to_dict(), indent=1, sort_keys=True)  # as the workflow writes it
     d = json.loads(text)
-    assert set(d) == TOP_KEYS and m.absent == frozenset()
+    assert set(d) == TOP_KEYS
     back = Matrix.from_dict(d, "matrix.json")
     assert back == m
     assert back.to_dict() == d
@@ -109,21 +110,41 @@ def test_helpers_on_an_expanded_config(tmp_path: Path) -> None:
         assert {r.scenario for r in m.runs_of_scenario(name)} == {name}
     assert sum(len(m.runs_of_testbed(t)) for t in m.testbeds) == len(m.runs)
     r = m.runs[m.order[0]]
-    assert r.flows == r.spec["run"]["flows"] and r.run_spec is r.spec["run"]
+    assert r.flows == r.spec.flows and r.to_dict()["spec"]["run"] == json.loads(
+        json.dumps(r.spec.to_dict())
+    )
+
+
+def _without_defaults(run: dict[str, Any]) -> dict[str, Any]:
+    """A run spec without the sampling keys later versions added at their defaults."""
+    added = {"probe_tool": "ping", "probe_flent_test": "ping", "qdisc_interval_s": 0.05}
+    return {k: v for k, v in run.items() if not (k in added and v == added[k])}
 
 
 @pytest.mark.parametrize("path", RESULTS_MATRICES, ids=lambda p: p.parent.name + "/" + p.name)
-def test_real_results_matrices_load_and_write_back_unchanged(path: Path) -> None:
+def test_real_results_matrices_are_brought_forward_with_their_run_ids(path: Path) -> None:
+    """Matrices of earlier versions (keys added since missing) load through
+    ccbench.upgrade: what they lacked reads as its default, and nothing else changes;
+    every run keeps its id (the hash of its spec)."""
     d = json.loads(path.read_text())
     m = Matrix.load(path)
-    assert m.to_dict() == d
-    assert Matrix.from_dict(m.to_dict()) == m
-    # the report's matrix hash is the file's
-    assert provenance.matrix_sha256(m) == canonical_sha256(d)
-    # keys of matrices written before they existed: read with the defaults, not added
-    assert m.absent == frozenset(TOP_KEYS - set(d))
+    out = m.to_dict()
+    assert Matrix.from_dict(out) == m
+    assert provenance.matrix_sha256(m) == canonical_sha256(out)
+    for key in TOP_KEYS - set(d):
+        assert out[key] == upgrade.MATRIX_DEFAULTS[key]
     if "resolve_target_pct" not in d:
         assert m.resolve_target_pct == RESOLVE_TARGET_PCT
+    assert {k: v for k, v in out.items() if k in d and k != "runs"} == {
+        k: v for k, v in d.items() if k != "runs"
+    }
+    for rid, r in d["runs"].items():
+        assert m.runs[rid].spec.run_id == rid
+        got = out["runs"][rid]
+        assert _without_defaults(got["spec"]["run"]) == _without_defaults(r["spec"]["run"])
+        assert {k: v for k, v in got.items() if k != "spec"} == {
+            k: v for k, v in r.items() if k != "spec"
+        }
     assert m.variant_labels == [v["label"] for v in d["variants"]]
     assert m.baseline == d["baseline"] and m.order == tuple(d["order"])
 
@@ -134,11 +155,10 @@ def test_the_qdisc_check_results(tmp_path: Path) -> None:
     assert m.variant_labels == ["cubic", "bbr"] and m.baseline == "cubic"
     assert m.scenario_names == ["single-bdp", "two-flows-48"]
     assert len(m.runs) == len(m.order) == 8 and m.repetitions == 2
-    assert m.absent == {"resolve_target_pct"} and m.references == () and m.expectations == ()
-    cubic = m.variant("cubic")
-    assert cubic == Variant(label="cubic", cc="cubic", os="linux", stack="default", kernel="",
-                            kernel_match=None, baseline=True, dumbbell=None,
-                            raw=cubic.raw if cubic else {})  # fmt: skip
+    assert m.resolve_target_pct == RESOLVE_TARGET_PCT
+    assert m.references == () and m.expectations == ()
+    assert m.variant("cubic") == Variant(label="cubic", cc="cubic", os="linux", stack="default",
+                                         kernel="", kernel_match=None, baseline=True)  # fmt: skip
     for tb in m.testbeds.values():
         assert tb.kind == "local" and tb.dumbbell == 1
         assert {r.testbed_id for r in m.runs_of_testbed(tb.id)} == {tb.id}

@@ -10,22 +10,25 @@ from pathlib import Path
 
 import pytest
 
-from ccbench import probe
+from ccbench import probes
+from ccbench.errors import CcbenchError
 from ccbench.parse.flent import parse_flent_gz
 from ccbench.parse.irtt import parse_irtt
+from ccbench.probes.base import ProbeSettings
+from ccbench.probes.flent import FLENT_SH, _coverage
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "probe"
 FLENT_PING = "flent-2.3.0-ping-netns-2cubic"
 
 
 def test_ping_plan_is_stopped_after_the_flows() -> None:
-    pl = probe.plan("ping", "198.18.4.2", 0.1, 30)
+    pl = probes.plan("ping", ProbeSettings("198.18.4.2", 0.1, 30), "linux")
     assert pl.client == ["ping", "-n", "-D", "-i", "0.1", "198.18.4.2"]
     assert pl.servers == [] and pl.out == "probe-ping.txt" and not pl.ends_by_itself
 
 
 def test_irtt_plan_runs_as_long_as_the_traffic() -> None:
-    pl = probe.plan("irtt", "198.18.4.2", 0.05, 30)
+    pl = probes.plan("irtt", ProbeSettings("198.18.4.2", 0.05, 30), "linux")
     assert pl.servers == [["irtt", "server", "-b", "198.18.4.2:2112"]]
     assert pl.client == ["irtt", "client", "-Q", "-o", "-", "--fill=rand", "-i", "50ms",
                          "-d", "30s", "198.18.4.2:2112"]  # fmt: skip
@@ -33,18 +36,19 @@ def test_irtt_plan_runs_as_long_as_the_traffic() -> None:
 
 
 def test_flent_ping_plan_prints_its_data_file() -> None:
-    pl = probe.plan("flent", "198.18.4.2", 0.2, 30)
+    pl = probes.plan("flent", ProbeSettings("198.18.4.2", 0.2, 30), "linux")
     assert pl.servers == [["irtt", "server", "-b", "198.18.4.2:2112"]]
-    assert pl.client == ["sh", "-c", probe.FLENT_SH, "ccbench-flent", "flent", "ping",
+    assert pl.client == ["sh", "-c", FLENT_SH, "ccbench-flent", "flent", "ping",
                          "-H", "198.18.4.2", "-l", "33", "-s", "0.2", "-t", "ccbench"]  # fmt: skip
     # released 1.5 s before the flows: flent samples from ~0.4 s before them
     assert pl.out == "probe.flent.gz" and pl.lead_s == 1.5
 
 
 def test_flent_netperf_tests_start_netserver() -> None:
-    pl = probe.plan("flent", "198.18.4.2", 0.1, 10, "tcp_1up")
+    pl = probes.plan("flent", ProbeSettings("198.18.4.2", 0.1, 10, "tcp_1up"), "linux")
     assert pl.servers[1] == ["netserver", "-D", "-p", "12865"]
-    assert probe.needs_netperf("flent", "tcp_1up") and not probe.needs_netperf("flent", "ping")
+    assert probes.tool("flent").needs_netperf("tcp_1up")
+    assert not probes.tool("flent").needs_netperf("ping")
 
 
 @pytest.mark.parametrize(
@@ -56,8 +60,10 @@ def test_flent_netperf_tests_start_netserver() -> None:
     ],
 )
 def test_bad_probe_choices_name_the_problem(args: tuple, needle: str) -> None:
-    with pytest.raises(ValueError, match=needle.replace("(", r"\(").replace(")", r"\)")):
-        probe.plan(*args)
+    name, dst, interval, length, *rest = args
+    test, os_name = [*rest, "ping", "linux"][0], [*rest, "linux", "linux"][1]
+    with pytest.raises(CcbenchError, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        probes.plan(name, ProbeSettings(dst, interval, length, test), os_name)
 
 
 def test_irtt_capture_under_two_cubic_flows() -> None:
@@ -108,7 +114,7 @@ def test_read_probe_keeps_flent_samples_taken_while_the_flows_ran(tmp_path: Path
     shutil.copy(CAP / f"{FLENT_PING}.flent.gz", tmp_path / "probe.flent.gz")
     shutil.copy(CAP / f"{FLENT_PING}.meta.json", tmp_path / "meta.json")
     shutil.copy(CAP / f"{FLENT_PING}.spec.json", tmp_path / "spec.json")
-    p = probe.read_probe(tmp_path)
+    p = probes.read(tmp_path)
     assert p is not None and p.tool == "flent ping"
     # flent ran 7 s from 1.08 s after the flows started: 40 of its 70 ICMP samples fall
     # inside the 5 s of traffic
@@ -131,31 +137,31 @@ def _flent_run(tmp_path: Path, name: str) -> Path:
 
 def test_flent_that_started_after_the_traffic_has_no_samples(tmp_path: Path) -> None:
     """A real stall (captures/README.md): flent's own name lookup held it 5 s."""
-    p = probe.read_probe(_flent_run(tmp_path, "flent-2.3.0-tcp_1up-ssh-dns-stall"))
+    p = probes.read(_flent_run(tmp_path, "flent-2.3.0-tcp_1up-ssh-dns-stall"))
     assert p is not None and p.rtts_us == [] and p.coverage == 0.0
     assert p.series[0]["samples"] == 169  # it measured, only not while the flows ran
 
 
 def test_flent_coverage_counts_one_step_per_sample() -> None:
-    assert probe._coverage([], 0.0, 5.0) == 0.0
-    assert probe._coverage([1.0], 0.0, 5.0) == 0.0
-    assert probe._coverage([0.05 + 0.1 * k for k in range(50)], 0.0, 5.0) == 1.0
-    assert probe._coverage([2.5 + 0.5 * k for k in range(6)], 0.0, 5.0) == 0.6
+    assert _coverage([], 0.0, 5.0) == 0.0
+    assert _coverage([1.0], 0.0, 5.0) == 0.0
+    assert _coverage([0.05 + 0.1 * k for k in range(50)], 0.0, 5.0) == 1.0
+    assert _coverage([2.5 + 0.5 * k for k in range(6)], 0.0, 5.0) == 0.6
 
 
 def test_flent_netperf_test_says_it_ran_its_own_flow(tmp_path: Path) -> None:
     shutil.copy(CAP / "flent-2.3.0-tcp_1up-container.flent.gz", tmp_path / "probe.flent.gz")
-    p = probe.read_probe(tmp_path)  # no meta.json: every sample counts
+    p = probes.read(tmp_path)  # no meta.json: every sample counts
     assert p is not None and p.tool == "flent tcp_1up" and len(p.rtts_us) == 169
     assert p.what.endswith("the test also ran its own 'TCP upload' (netperf))")
 
 
 def test_read_probe_without_probe_is_none(tmp_path: Path) -> None:
-    assert probe.read_probe(tmp_path) is None
+    assert probes.read(tmp_path) is None
 
 
 def test_fping_plan_counts_probes_for_the_traffic() -> None:
-    pl = probe.plan("fping", "198.18.4.2", 0.1, 30, sender_os="freebsd")
+    pl = probes.plan("fping", ProbeSettings("198.18.4.2", 0.1, 30), "freebsd")
     assert pl.client == ["fping", "-D", "-p", "100", "-c", "300", "198.18.4.2"]
     assert pl.out == "probe-fping.txt" and pl.servers == [] and pl.ends_by_itself
 

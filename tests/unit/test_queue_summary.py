@@ -13,7 +13,8 @@ import pytest
 
 from ccbench import timeseries
 from ccbench.spec import QDISC_INTERVAL_DEFAULT_S, RunSpec
-from ccbench.summary import parse_run_dir, summarize
+from ccbench.summarize import summarize
+from ccbench.summarize.judge import parse_run_dir
 
 TESTS = Path(__file__).resolve().parents[1]
 FIX_RUN = TESTS / "fixtures" / "results-small" / "runs" / "two-flows-cubic-r1-71654894"

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ccbench import matrix
+from ccbench import matrix, record
 from ccbench.config import parse_yaml
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix, Reference
@@ -181,7 +181,8 @@ def test_report_rows_put_the_reference_beside_the_mean_and_the_ratio() -> None:
 
 
 def test_report_nics_local_says_veths_and_ssh_shows_the_records(tmp_path: Path) -> None:
-    assert provenance.nics("local", [], tmp_path)["text"].startswith("local veths")
+    local = provenance.nics("local", [], tmp_path)["text"]
+    assert local.startswith("network namespaces on this machine: veths")
     assert provenance.nics("ssh", ["a"], tmp_path) == {
         "text": "not recorded (no run recorded NIC records)",
         "rows": [],
@@ -191,10 +192,12 @@ def test_report_nics_local_says_veths_and_ssh_shows_the_records(tmp_path: Path) 
     rec = {"node": "rt1", "interface": "eth5", "driver": "igb", "driver_version": "5.6.0-k",
            "speed_mbps": 1000, "tx_ring_asked": 48, "tx_ring_set": 80,
            "offloads": {"tso": "off", "gro": "off"}}  # fmt: skip
+    small = REPO / "tests" / "fixtures" / "results-small" / "runs" / "two-flows-bbr-r1-3c359d7e"
+    base = record.load(small).to_dict()
     for rid, notes in (("a", [note]), ("b", [note]), ("c", [])):
         (tmp_path / rid).mkdir()
         (tmp_path / rid / "summary.json").write_text(
-            json.dumps({"nics": [rec], "nic_notes": notes})
+            json.dumps({**base, "nics": [rec], "nic_notes": notes})
         )
     got = provenance.nics("ssh", ["a", "b", "c"], tmp_path)
     assert got["rows"] == [{"node": "rt1", "interface": "eth5", "driver": "igb 5.6.0-k",
@@ -215,7 +218,8 @@ def test_conditions_say_where_the_delay_sat() -> None:
 def test_the_report_reads_run_data_from_summary_json(tmp_path: Path) -> None:
     """Provenance (calibration, facts, qdisc) and the probe samples come from summary.json
     (`recorded`, `probe.samples_us`), a declared output of parse: the report no longer
-    needs raw/. A summary written before those keys existed falls back to raw/."""
+    needs raw/. A summary written before those keys existed is brought forward from raw/
+    by ccbench.upgrade."""
     from ccbench.report import data
 
     fix = REPO / "tests" / "fixtures" / "results-small" / "runs"
@@ -228,9 +232,9 @@ def test_the_report_reads_run_data_from_summary_json(tmp_path: Path) -> None:
                  ["probe"]["samples_us"]]  # fmt: skip
     for name in ("calibration.json", "facts.json", "qdisc-config.txt", "probe-ping.txt"):
         (raw / name).unlink()
-    assert data.recorded(runs, rid, "calibration") == want_cal
-    assert data.recorded(runs, rid, "facts")["host"]
-    assert any("pfifo" in ln for ln in data.recorded(runs, rid, "qdisc_config"))
+    rec = data.recorded(runs, rid)
+    assert rec is not None and rec.calibration == want_cal and rec.facts["host"]
+    assert any("pfifo" in ln for ln in rec.qdisc_config or [])
     assert data.probe_rtts_ms(runs, rid) == want_rtts and len(want_rtts) > 20
     # an older summary (no `recorded`, no samples): the raw files, as before
     shutil.rmtree(raw)
@@ -238,5 +242,6 @@ def test_the_report_reads_run_data_from_summary_json(tmp_path: Path) -> None:
     s = json.loads((runs / rid / "summary.json").read_text())
     del s["recorded"], s["probe"]["samples_us"]
     (runs / rid / "summary.json").write_text(json.dumps(s))
-    assert data.recorded(runs, rid, "calibration") == want_cal
+    old = data.recorded(runs, rid)
+    assert old is not None and old.calibration == want_cal
     assert sorted(data.probe_rtts_ms(runs, rid)) == sorted(want_rtts)

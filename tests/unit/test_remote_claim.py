@@ -32,7 +32,6 @@ def beds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     from ccbench.testbed import base, remote
 
     monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
-    monkeypatch.setattr(remote, "STATE_ROOT", tmp_path / "state")
     nodes = {n: {"host": f"{n}.example.org"} for n in ("s1", "rt1", "rt2", "r1")}
     inv = tmp_path / "hosts.yaml"
     inv.write_text(yaml.safe_dump({"dumbbells": {1: nodes}}))

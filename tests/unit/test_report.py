@@ -369,12 +369,12 @@ def test_mathis_ratio_for_loss_scenarios(built_loss: Built) -> None:
     lossy = runs[runs["loss_rate"] > 0]
     assert len(lossy) >= 2
     for _, r in lossy.iterrows():
-        spec = built_loss.matrix.runs[r["run_id"]].run_spec["topology"]
-        model = metrics.mathis_bps(spec["mtu"] - 52, spec["rtt_ms"] / 1e3, spec["loss_rate"]) / 1e6
+        t = built_loss.matrix.runs[r["run_id"]].spec.topology
+        model = metrics.mathis_bps(t.mtu - 52, t.rtt_ms / 1e3, t.loss_rate) / 1e6
         assert fmt(model, 1) == fmt(r["mathis_mbps_per_flow"], 1)
         s = summ[(summ["scenario"] == r["scenario"]) & (summ["variant"] == r["variant"])].iloc[0]
         ratio = fmt_ci(s["mathis_ratio_mean"], s["mathis_ratio_ci95"], DIGITS["ratio"])
-        loss = f"{spec['loss_mode']} {fmt(spec['loss_rate'], None)}"
+        loss = f"{t.loss_mode} {fmt(t.loss_rate, None)}"
         # The scenario's second table and the loss-resilience table.
         p95 = fmt_ci(s["probe_rtt_p95_ms_mean"], s["probe_rtt_p95_ms_ci95"], DIGITS["ms"])
         assert _in_order(built_loss, r["variant"], "baseline", p95, loss, fmt(model, 1), ratio)
@@ -487,14 +487,15 @@ def test_largest_delta_sentence() -> None:
 
 def test_conditions_name_parallel_streams_and_starts() -> None:
     from ccbench.report.data import Conditions
-    from ccbench.spec import Topology
+    from ccbench.spec import Flow, Topology
 
-    def cond(flows: tuple[dict, ...]) -> Conditions:
+    def cond(flows: tuple[Flow, ...]) -> Conditions:
         return Conditions(scenario="p", description="", topology=Topology(), flows=flows,
                           testbed_id="t", traffic_s=10)  # fmt: skip
 
-    assert cond(({"duration_s": 10, "streams": 4},)).flows_text() == "1 × 10 s, 4 streams each"
-    two = ({"duration_s": 20}, {"duration_s": 20, "start_s": 5})
+    one = (Flow(1, "cubic", duration_s=10, streams=4),)
+    assert cond(one).flows_text() == "1 × 10 s, 4 streams each"
+    two = (Flow(1, "cubic", duration_s=20), Flow(2, "cubic", duration_s=20, start_s=5))
     assert cond(two).flows_text() == "2 × 20 s, starts 0/5 s"
 
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from ccbench.exec import Result
 from ccbench.hosts.freebsd import FreeBSDHost
-from ccbench.run import _prepare_senders
-from ccbench.spec import Flow, RunSpec, Topology
-from ccbench.summary import summarize
+from ccbench.run_senders import prepare_senders as _prepare_senders
+from ccbench.spec import Flow, RunSpec, Topology, Variant
+from ccbench.summarize import summarize
 
 SEED002_AFTER = """Stack                           D Alias                            PCB count
 freebsd                           freebsd                          3
@@ -49,7 +49,7 @@ def spec(stack: str, cc: str = "cubic") -> RunSpec:
     return RunSpec(
         topology=Topology(pairs=1),
         flows=(Flow(pair=1, cc=cc, duration_s=3),),
-        extra={"variant": {"label": "x", "cc": cc, "os": "freebsd", "stack": stack}},
+        variant_def=Variant(label="x", cc=cc, os="freebsd", stack=stack),
     )
 
 
@@ -95,7 +95,9 @@ class NoSiftr2Ex(RecordingEx):
 
 
 def test_siftr_logs_the_run_and_is_fetched_where_there_is_no_siftr2(tmp_path: Path) -> None:
-    from ccbench.run import SIFTR_LOG, _siftr_collect, _siftr_start
+    from ccbench.run_senders import SIFTR_LOG
+    from ccbench.run_senders import siftr_collect as _siftr_collect
+    from ccbench.run_senders import siftr_start as _siftr_start
 
     tb = FakeTestbed()
     tb.exs["s1"] = NoSiftr2Ex()
@@ -120,7 +122,9 @@ def test_siftr_logs_the_run_and_is_fetched_where_there_is_no_siftr2(tmp_path: Pa
 
 
 def test_siftr2_is_chosen_where_the_kernel_has_it(tmp_path: Path) -> None:
-    from ccbench.run import SIFTR_LOG, _siftr_collect, _siftr_start
+    from ccbench.run_senders import SIFTR_LOG
+    from ccbench.run_senders import siftr_collect as _siftr_collect
+    from ccbench.run_senders import siftr_start as _siftr_start
 
     tb = FakeTestbed()  # every command succeeds: `sysctl -N net.inet.siftr2` finds the tree
     tb.exs["s1"].get = lambda remote, local: None  # type: ignore[attr-defined]
@@ -141,7 +145,7 @@ def test_siftr2_is_chosen_where_the_kernel_has_it(tmp_path: Path) -> None:
 
 
 def test_siftr2_module_that_loads_is_chosen(tmp_path: Path) -> None:
-    from ccbench.run import _siftr_start
+    from ccbench.run_senders import siftr_start as _siftr_start
 
     class LoadableSiftr2(RecordingEx):
         def run(self, argv: list[str], *, check: bool = True, **kw: Any) -> Result:

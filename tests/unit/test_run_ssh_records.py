@@ -15,9 +15,12 @@ from ccbench.exec import Result
 from ccbench.hosts import driver_for
 from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
-from ccbench.run import RunProcs, _drive, _nic_records, _sockstat_plan
-from ccbench.spec import Flow, RunSpec, Topology
-from ccbench.summary import nic_records, summarize
+from ccbench.run import RunProcs, _drive
+from ccbench.run_senders import _nic_records
+from ccbench.run_senders import sockstat_plan as _sockstat_plan
+from ccbench.spec import Flow, RunSpec, Topology, Variant
+from ccbench.summarize import summarize
+from ccbench.summarize.hosts import nic_records
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "freebsd"
 SOCKSTAT = (CAP / "sockstat-CS-written-from-docs.txt").read_text()
@@ -105,7 +108,7 @@ def spec(stack: str = "rack", cc: str = "cubic", duration: float = 300.0) -> Run
         topology=Topology(pairs=2),
         flows=(Flow(pair=1, cc=cc, duration_s=duration),
                Flow(pair=2, cc=cc, start_s=10, duration_s=duration)),
-        extra={"variant": {"label": "x", "cc": cc, "os": "freebsd", "stack": stack}},
+        variant_def=Variant(label="x", cc=cc, os="freebsd", stack=stack),
     )  # fmt: skip
 
 
@@ -190,9 +193,9 @@ def test_drive_takes_each_sample_after_its_flow_started_and_before_the_end() -> 
 def _raw(tmp_path: Path, stack: str, at_s: float | None = 5.0) -> Path:
     raw = tmp_path / "raw"
     raw.mkdir()
+    variant = Variant(label="x", cc="cubic", os="freebsd", stack=stack)
     one = RunSpec(topology=Topology(pairs=1), flows=(Flow(pair=1, cc="cubic", duration_s=300),),
-                  extra={"variant": {"label": "x", "cc": "cubic", "os": "freebsd",
-                                     "stack": stack}})  # fmt: skip
+                  variant_def=variant)  # fmt: skip
     (raw / "spec.json").write_text(json.dumps(one.to_dict()))
     (raw / "meta.json").write_text(json.dumps({"flows": [], "sockstat": [
         {"flow": 1, "node": "s1", "peer": "10.1.3.21:5202", "file": "sockstat-1.txt",

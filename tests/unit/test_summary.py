@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ccbench import validity
-from ccbench.summary import summarize
+from ccbench.summarize import summarize
 from ccbench.timeseries import build
 
 RAW = Path(__file__).resolve().parents[1] / "captures" / "run-local-2cubic"

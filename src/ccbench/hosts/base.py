@@ -24,10 +24,6 @@ class Step:
     allow_fail: bool = False
 
 
-def argvs(steps: list[Step]) -> list[Argv]:
-    return [s.argv for s in steps]
-
-
 # The seeds' socket-buffer tuning (seed 001): 10 MB maxima, no cached metrics.
 SOCKBUF_MAX = 10485760
 
@@ -43,19 +39,25 @@ def iperf3_client_argv(
     return argv
 
 
-class HostDriver(Protocol):
+class NodeDriver(Protocol):
+    """What ccbench reads on any node of a dumbbell, the delay node included."""
+
     os: str
+
+    def drop_counters(self) -> dict[str, Argv]:
+        """name -> command: the drop counters the loss ledger reads (ccbench.ledger)."""
+        ...
+
+
+class HostDriver(NodeDriver, Protocol):
+    """An endpoint or router OS: every plan a run needs of it."""
 
     def tune(self, *, netns_local: bool = False) -> list[Argv]:
         """Seed sysctls for a TCP endpoint."""
         ...
 
-    def set_cc(self, cc: str) -> list[Argv]:
-        """Make `cc` the default congestion control (loading what it needs)."""
-        ...
-
-    def set_stack(self, stack: str) -> list[Argv]:
-        """Make `stack` the default TCP stack ('default' = the OS's own)."""
+    def check_variant(self, cc: str, stack: str) -> None:
+        """CcbenchError (one line) if this OS cannot run a variant {cc, stack}."""
         ...
 
     def facts(self) -> dict[str, Argv]:
@@ -68,6 +70,14 @@ class HostDriver(Protocol):
         ...
 
     def iperf3_server(self, port: int) -> Argv: ...
+
+    def idle_ping(self, dst: str) -> Argv:
+        """The calibration's idle-RTT series: 50 pings, fast, numeric."""
+        ...
+
+    def probe_ping(self, dst: str, interval_s: float) -> Argv:
+        """The ping probe: until stopped (SIGINT prints the summary), one line a reply."""
+        ...
 
     def iperf3_client(
         self,
@@ -100,6 +110,11 @@ class HostDriver(Protocol):
         ...
 
     def stack_problems(self, functions_available: str, stack: str) -> list[str]: ...
+
+    def ss_sampler(self, interval_s: float) -> Argv | None:
+        """`TS <unix s>` blocks of `ss -tinH` every interval until stopped (ccbench.parse.ss
+        reads them); None where the OS has no ss (FreeBSD: siftr)."""
+        ...
 
     def siftr2_probe_plan(self) -> list[Step]:
         """Steps deciding the kernel logger (siftr2 if one succeeds, else siftr)."""

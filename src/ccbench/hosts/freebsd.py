@@ -14,8 +14,7 @@ from Linux in two ways that shape this module (FACTS §6, seeds 000-004):
 
 Some steps may fail harmlessly (loading `tcphpts`: kernels built with `options TCPHPTS`
 have no module file for it). Such plans are returned as `Step`s with `allow_fail=True`; run
-them with `executor.run(step.argv, check=not step.allow_fail)`. The HostDriver methods
-(`set_stack`, ...) return plain argv lists for the protocol's sake and lose that flag.
+them with `executor.run(step.argv, check=not step.allow_fail)`.
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ from ccbench.hosts.base import (
     SOCKBUF_MAX,
     Argv,
     Step,
-    argvs,
     iperf3_client_argv,
 )
 
@@ -126,9 +124,6 @@ class FreeBSDHost:
         steps.append(Step(["sysctl", f"net.inet.tcp.cc.algorithm={name}"]))
         return steps
 
-    def set_cc(self, cc: str) -> list[Argv]:
-        return argvs(self.set_cc_plan(cc))
-
     def set_stack_plan(self, stack: str) -> list[Step]:
         name = stack_name(stack)
         steps: list[Step] = []
@@ -142,10 +137,9 @@ class FreeBSDHost:
         steps.append(Step(["sysctl", f"net.inet.tcp.functions_default={name}"]))
         return steps
 
-    def set_stack(self, stack: str) -> list[Argv]:
-        """Plain argv lists of set_stack_plan(); the tcphpts step may fail harmlessly, so
-        runners should prefer set_stack_plan() and honour Step.allow_fail."""
-        return argvs(self.set_stack_plan(stack))
+    def check_variant(self, cc: str, stack: str) -> None:
+        """A variant {cc, stack} this OS can run; CcbenchError naming what it lacks."""
+        resolve_variant(cc, stack)
 
     def variant_plan(self, cc: str, stack: str = "default") -> list[Step]:
         """Everything that makes a variant {cc, stack} the host default: stack first,
@@ -160,10 +154,6 @@ class FreeBSDHost:
         """Command whose stdout parse_functions_available() reads (check_stack() judges)."""
         stack_name(stack)
         return ["sysctl", "-n", "net.inet.tcp.functions_available"]
-
-    def verify_cc(self) -> Argv:
-        """Command whose stdout parse_cc_available() reads."""
-        return ["sysctl", "-n", "net.inet.tcp.cc.available"]
 
     def kernel_identity(self) -> dict[str, Argv]:
         # kern.build_id exists from FreeBSD 13 on; an older kernel prints nothing here.
@@ -191,6 +181,16 @@ class FreeBSDHost:
             "sendbuf_max": sysctl("net.inet.tcp.sendbuf_max"),
             "recvbuf_max": sysctl("net.inet.tcp.recvbuf_max"),
         }
+
+    def idle_ping(self, dst: str) -> Argv:
+        return ["ping", "-n", "-c", "50", "-i", "0.02", "-W", "2000", dst]
+
+    def probe_ping(self, dst: str, interval_s: float) -> Argv:
+        # FreeBSD's -D sets Don't Fragment (no timestamps here): harmless at MTU size
+        return ["ping", "-n", "-D", "-i", f"{interval_s:g}", dst]
+
+    def drop_counters(self) -> dict[str, Argv]:
+        return {}  # FreeBSD senders: their losses show as retransmits (ledger rule 2)
 
     def iperf3_server(self, port: int) -> Argv:
         # -1: serve exactly one test, so the server exits by itself when the flow ends.
@@ -235,6 +235,9 @@ class FreeBSDHost:
     def siftr_stop(self, logger: str = "siftr") -> list[Argv]:
         # Disabling writes the footer (flow list; siftr2: each flow's stack and CC).
         return [["sysctl", f"net.inet.{_logger(logger)}.enabled=0"]]
+
+    def ss_sampler(self, interval_s: float) -> Argv | None:
+        return None  # no ss: siftr logs cwnd and srtt (siftr_start)
 
     def siftr2_probe_plan(self) -> list[Step]:
         """Steps that decide the logger, tried in order: the first that succeeds means
@@ -291,11 +294,6 @@ class StackInfo(TypedDict):
     pcb_count: int  # connections using the stack
 
 
-class CcInfo(TypedDict):
-    default: bool | None  # None: this kernel's list format does not say
-    pcb_count: int | None
-
-
 def parse_functions_available(text: str) -> dict[str, StackInfo]:
     """`sysctl [-n] net.inet.tcp.functions_available` -> stack -> StackInfo.
 
@@ -347,47 +345,6 @@ def check_stack(parsed: dict[str, StackInfo], stack: str) -> list[str]:
     elif actual is not None and defaults[0] != actual:
         problems.append(f"default TCP stack is '{defaults[0]}', not '{name}'")
     return problems
-
-
-def parse_cc_available(text: str) -> dict[str, CcInfo]:
-    """`sysctl [-n] net.inet.tcp.cc.available` -> cc -> CcInfo.
-
-    FreeBSD 13+ prints a table ("CCmod D PCB count", '*' marks the default, cc.c);
-    older kernels print "newreno, cubic" (then default and pcb_count are None).
-    """
-    body = text
-    if body.lstrip().startswith("net.inet.tcp.cc.available"):
-        body = body.split(":", 1)[1]  # `sysctl` without -n prefixes the OID
-    if "CCmod" not in body:
-        names = [n.strip() for n in body.replace("\n", ",").split(",") if n.strip()]
-        return {n: CcInfo(default=None, pcb_count=None) for n in names}
-    out: dict[str, CcInfo] = {}
-    in_table = False
-    for line in body.splitlines():
-        words = line.split()
-        if not words:
-            continue
-        if words[0] == "CCmod":
-            in_table = True
-            continue
-        if not in_table:
-            continue
-        is_default = len(words) == 3 and words[1] == "*"
-        if len(words) != (3 if is_default else 2) or not words[-1].isdigit():
-            raise ValueError(f"unexpected cc.available row: {line!r}")
-        out[words[0]] = CcInfo(default=is_default, pcb_count=int(words[-1]))
-    return out
-
-
-def check_cc(parsed: dict[str, CcInfo], cc: str) -> list[str]:
-    """Problems with `cc` being the loaded default, judged from parse_cc_available()."""
-    name = cc_module_name(cc)
-    if name not in parsed:
-        return [f"congestion control '{name}' is not loaded (cc.available: {', '.join(parsed)})"]
-    if parsed[name]["default"] is False:
-        defaults = [c for c, e in parsed.items() if e["default"]]
-        return [f"default congestion control is '{', '.join(defaults)}', not '{name}'"]
-    return []
 
 
 def _logger(logger: str) -> str:

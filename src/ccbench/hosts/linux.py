@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,6 +34,27 @@ done
 """
 
 
+# ccbench.parse.ss reads what this prints: `TS <unix s>` then `ss -tinH` of the established
+# sockets, every $1 microseconds against a deadline (a late sample is taken at once and
+# the schedule restarts from it: no burst). Bash builtins time it; only ss itself starts
+# per sample. The interval is a positional argument of a constant script.
+SS_LOOP = r"""set -u
+exec {nap}<> <(:)
+trap 'exit 0' INT TERM HUP
+step=$1 next=${EPOCHREALTIME/./}
+while :; do
+  now=${EPOCHREALTIME/./}
+  printf 'TS %s\n' "${now:0:-6}.${now: -6}"
+  ss -tinH state established
+  next=$((next + step)) now=${EPOCHREALTIME/./}
+  if ((next <= now)); then next=$now; continue; fi
+  d=$((next - now))
+  printf -v s '%d.%06d' $((d / 1000000)) $((d % 1000000))
+  read -t "$s" -u "$nap" _ || :
+done
+"""
+
+
 class LinuxHost:
     os = "linux"
 
@@ -53,14 +73,11 @@ class LinuxHost:
             ]
         return plan
 
-    def set_cc(self, cc: str) -> list[Argv]:
-        # The kernel loads tcp_<cc> itself when the sysctl names it (reno is built in).
-        return [["sysctl", "-w", f"net.ipv4.tcp_congestion_control={cc}"]]
-
-    def set_stack(self, stack: str) -> list[Argv]:
+    def check_variant(self, cc: str, stack: str) -> None:
+        """A variant {cc, stack} Linux can run: one TCP stack, iperf3 -C sets the CC."""
         if stack != "default":
-            raise CcbenchError(f"Linux has one TCP stack; stack '{stack}' is FreeBSD-only")
-        return []
+            raise CcbenchError(f"stack '{stack}' is a FreeBSD setting; a Linux variant has one "
+                               "TCP stack (leave stack out)")  # fmt: skip
 
     def kernel_identity(self) -> dict[str, Argv]:
         # The build id is a GNU note in /sys/kernel/notes (binary: read as hex); a kernel
@@ -97,19 +114,40 @@ class LinuxHost:
     def stack_problems(self, functions_available: str, stack: str) -> list[str]:
         return []
 
+    def ss_sampler(self, interval_s: float) -> Argv | None:
+        """Samples the established TCP sockets every `interval_s` until stopped."""
+        return ["bash", "-c", SS_LOOP, "ccbench-ss", str(max(1, round(interval_s * 1e6)))]
+
     def siftr2_probe_plan(self) -> list[Step]:
         return []
 
     def siftr_start(
         self, logfile: str, port: int, logger: str = "siftr", ppl: int = 1
     ) -> list[Argv]:
-        return []  # no kernel logger: the testbed samples `ss` (sampler_argv)
+        return []  # no kernel logger: the run samples `ss` (ss_sampler)
 
     def siftr_stop(self, logger: str = "siftr") -> list[Argv]:
         return []
 
     def sockstat_tcp(self) -> Argv | None:
         return None  # iperf3's JSON names the CC used; one TCP stack
+
+    def idle_ping(self, dst: str) -> Argv:
+        return ["ping", "-n", "-c", "50", "-i", "0.01", "-W", "2", dst]
+
+    def probe_ping(self, dst: str, interval_s: float) -> Argv:
+        # -D: a timestamp per reply
+        return ["ping", "-n", "-D", "-i", f"{interval_s:g}", dst]
+
+    def drop_counters(self) -> dict[str, Argv]:
+        return {
+            "links": ["ip", "-s", "-s", "-j", "link", "show"],  # -s -s: missed too
+            "iptables": ["iptables-save", "-c"],
+            "softnet": ["cat", "/proc/net/softnet_stat"],
+            # Which kernel: softnet_stat is the kernel's, the same in all its namespaces.
+            "boot_id": ["cat", "/proc/sys/kernel/random/boot_id"],
+            "default_route": ["ip", "-j", "route", "show", "default"],
+        }
 
     def iperf3_server(self, port: int) -> Argv:
         # -1: serve exactly one test, so the server exits by itself when the flow ends.
@@ -165,22 +203,7 @@ class LinuxHost:
     def queue_args(self, topo: Topology) -> Argv:
         n = topo.queue_limit_pkts
         frame = topo.frame_bytes
-        k = topo.queue_kind
-        if k == "pfifo":
-            return ["pfifo", "limit", str(n)]
-        if k == "bfifo":
-            return ["bfifo", "limit", str(n * frame)]
-        if k in ("fq_codel", "codel", "pie"):
-            return [k, "limit", str(n)]
-        if k == "red":
-            # RED thresholds in bytes: min at 1/4 of the limit, max at 3/4 (RFC 7567 spirit).
-            limit = n * frame
-            lo, hi = max(frame, limit // 4), max(2 * frame, 3 * limit // 4)
-            burst = max(1, math.ceil((2 * lo + hi) / (3 * frame)))
-            return ["red", "limit", str(limit), "min", str(lo), "max", str(hi),
-                    "avpkt", str(frame), "burst", str(burst),
-                    "bandwidth", f"{int(topo.rate_bps)}bit", "probability", "0.1"]  # fmt: skip
-        raise CcbenchError(f"unknown queue kind '{k}'")
+        return topo.queue.tc_args(n, frame, topo.rate_bps)
 
     def qdisc_stats(self, dev: str) -> Argv:
         return ["tc", "-s", "-j", "qdisc", "show", "dev", dev]
@@ -221,9 +244,6 @@ class LinuxHost:
         only = ["-i", in_dev] if in_dev else []
         return ["iptables", "-w", "-A", "FORWARD", *only, "-j", "NFQUEUE", "--queue-num",
                 str(queue)]  # fmt: skip
-
-    def ss_sample(self) -> Argv:
-        return ["ss", "-tinH", "state", "established"]
 
 
 def check_kernel_ccs(uses: Iterable[tuple[str, str]]) -> None:

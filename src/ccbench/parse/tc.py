@@ -95,6 +95,10 @@ def parse_tc_size_bytes(token: str) -> int:
     return round(float(m.group(1)) * _SIZE_PREFIX[m.group(2)])
 
 
+# Qdiscs whose own options carry rate, burst and latency (htb keeps them in its class).
+_RATE_OPTION_KINDS = frozenset({"tbf"})
+
+
 def _from_json(q: Any, i: int) -> QdiscStats:
     at = f"qdisc [{i}]"
     if not isinstance(q, dict):
@@ -106,7 +110,7 @@ def _from_json(q: Any, i: int) -> QdiscStats:
     if not isinstance(opts, dict):
         raise ValueError(f"{at} ({kind}): options is not an object")
     limit = opts.get("limit")
-    is_tbf = kind == "tbf"
+    is_tbf = kind in _RATE_OPTION_KINDS
     rate = _num(opts.get("rate"), f"{at} ({kind}) rate") if is_tbf else None
     lat = _num(opts.get("lat"), f"{at} ({kind}) lat") if is_tbf else None
 
@@ -149,7 +153,7 @@ def _from_text(block: list[str]) -> QdiscStats:
             limit_bytes = parse_tc_size_bytes(limit)
         else:
             limit_pkts = int(limit)
-    is_tbf = kind == "tbf"
+    is_tbf = kind in _RATE_OPTION_KINDS
     lat = _TIME.match(opts.get("lat", "")) if is_tbf else None
     return QdiscStats(
         kind=kind,

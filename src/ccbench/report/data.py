@@ -3,7 +3,6 @@ conditions of each scenario (from the matrix, i.e. what was asked for)."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,10 +10,13 @@ from typing import Any
 
 import pandas as pd
 
+from ccbench import record
+from ccbench.errors import CcbenchError
 from ccbench.model import Matrix
-from ccbench.probe import read_probe
+from ccbench.record import RunRecord
+from ccbench.record.parts import Recorded
 from ccbench.report.fmt import as_float, fmt
-from ccbench.spec import Topology
+from ccbench.spec import Flow, Topology
 
 # Columns of the runs table a results set made before they existed lacks: read as
 # "not measured" (NaN) or "not skipped", so an older results set still renders.
@@ -55,13 +57,6 @@ VERDICT_COLUMNS = [
     "note",
 ]
 SKIP_PREFIX = "skipped: "
-# What conditions() reads a topology key missing from a run spec as (not measured).
-UNRECORDED_TOPOLOGY: dict[str, Any] = {
-    "rate_mbit": math.nan,
-    "rtt_ms": math.nan,
-    "queue_kind": "",
-    "queue_limit_pkts": 0,
-}
 # Where srtt comes from (the TCP sender's own estimate), for captions and notes.
 SRTT_TOOLS = "ss on Linux, siftr on FreeBSD, iperf3 TCP_INFO"
 
@@ -168,7 +163,7 @@ class Conditions:
     scenario: str
     description: str
     topology: Topology
-    flows: tuple[dict[str, Any], ...]
+    flows: tuple[Flow, ...]
     testbed_id: str
     traffic_s: float
     interval_s: float = math.nan
@@ -196,7 +191,7 @@ class Conditions:
     @property
     def queue_bytes(self) -> float:
         t = self.topology
-        if t.queue_kind != "pfifo" or not t.queue_limit_pkts:
+        if not (t.queue.drop_tail and t.queue.limit_unit == "pkts") or not t.queue_limit_pkts:
             return math.nan
         return float(t.queue_limit_pkts * t.mtu)
 
@@ -212,10 +207,10 @@ class Conditions:
         return "none" if t.loss_mode == "none" else f"{t.loss_mode} {fmt(t.loss_rate, None)}"
 
     def flows_text(self) -> str:
-        durs = sorted({float(f.get("duration_s", 0)) for f in self.flows})
-        starts = [float(f.get("start_s", 0)) for f in self.flows]
+        durs = sorted({f.duration_s for f in self.flows})
+        starts = [f.start_s for f in self.flows]
         s = f"{self.n_flows} × {'/'.join(fmt(d, None) for d in durs)} s"
-        streams = sorted({int(f.get("streams", 1)) for f in self.flows})
+        streams = sorted({f.streams for f in self.flows})
         if streams != [1]:  # iperf3 -P k: k TCP connections per flow
             s += f", {'/'.join(map(str, streams))} streams each"
         if any(starts):
@@ -229,21 +224,15 @@ def conditions(matrix: Matrix, scenario: str) -> Conditions | None:
         return None
     r = runs[0]
     s = matrix.scenario(scenario)
-    # The run spec as `ccbench run` reads it; keys missing from specs written before
-    # they existed read as not measured / the default.
-    spec = r.run_spec
     return Conditions(
         scenario=scenario,
         description=s.description if s else "",
-        # Built as RunSpec.from_dict builds it; a key a spec lacks reads as before
-        # (every spec ccbench wrote has them all: Topology has had these fields since
-        # the first one), not as Topology's defaults, which were never asked for.
-        topology=Topology(**{**UNRECORDED_TOPOLOGY, **spec["topology"]}),
-        flows=tuple(r.flows),
+        topology=r.spec.topology,
+        flows=r.flows,
         testbed_id=r.testbed_id,
         traffic_s=float(r.traffic_s),
-        interval_s=float(spec.get("interval_s", math.nan)),
-        probe_interval_s=float(spec.get("probe_interval_s") or math.nan),
+        interval_s=r.spec.interval_s,
+        probe_interval_s=r.spec.probe_interval_s or math.nan,
     )
 
 
@@ -270,45 +259,34 @@ def group(df: pd.DataFrame, scenario: str, variant: str | None = None) -> pd.Dat
     return df[m]
 
 
-def run_flows(matrix: Matrix, run_id: str) -> list[dict[str, Any]]:
+def run_flows(matrix: Matrix, run_id: str) -> tuple[Flow, ...]:
     r = matrix.runs.get(run_id)
-    return r.flows if r else []
+    return r.flows if r else ()
 
 
-def run_summary(runs_dir: Path, run_id: str) -> dict[str, Any]:
-    """A run's summary.json ({} if missing or unreadable). The report reads per-run data
-    only here: summary.json is a declared output of `parse` and input of the rules that
-    build figures and the report, so Snakemake knows when what they show changed."""
+def run_summary(runs_dir: Path, run_id: str) -> RunRecord | None:
+    """A run's record (summary.json, through ccbench.record), None if missing or not a
+    record. The report reads per-run data only here: summary.json is a declared output
+    of `parse` and input of the rules that build figures and the report, so Snakemake
+    knows when what they show changed."""
     try:
-        s = json.loads((runs_dir / run_id / "summary.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return s if isinstance(s, dict) else {}
+        return record.load(runs_dir / run_id)
+    except CcbenchError:
+        return None
 
 
-def recorded(runs_dir: Path, run_id: str, what: str) -> Any:
-    """summary.json `recorded.<what>` (calibration, facts, qdisc_config). A summary
-    written before it had `recorded` (results from before 2026-11-23 that were not
-    parsed again) has none: then the raw file, read as those versions did."""
-    rec = run_summary(runs_dir, run_id).get("recorded")
-    if isinstance(rec, dict):
-        return rec.get(what)
-    from ccbench.summary import recorded as from_raw  # older results only
-
-    return from_raw(runs_dir / run_id / "raw").get(what)
+def recorded(runs_dir: Path, run_id: str) -> Recorded | None:
+    """summary.json `recorded` (calibration, facts, qdisc_config as the run recorded
+    them)."""
+    s = run_summary(runs_dir, run_id)
+    return s.recorded if s else None
 
 
 def probe_rtts_ms(runs_dir: Path, run_id: str) -> list[float]:
     """Every RTT-under-load sample of a run (summary.json probe.samples_us, in the order
-    measured), ms; older summaries without them: the raw probe file."""
-    probe = run_summary(runs_dir, run_id).get("probe") or {}
-    if isinstance(probe.get("samples_us"), list):
-        return [float(x) / 1e3 for x in probe["samples_us"]]
-    try:
-        p = read_probe(runs_dir / run_id / "raw")
-    except ValueError:
-        return []
-    return [x / 1e3 for x in p.rtts_us] if p else []
+    measured), ms."""
+    s = run_summary(runs_dir, run_id)
+    return [x / 1e3 for x in s.probe.samples_us] if s and s.probe else []
 
 
 def probe_tools(runs_dir: Path, run_ids: list[str]) -> tuple[list[str], list[str]]:
@@ -317,13 +295,15 @@ def probe_tools(runs_dir: Path, run_ids: list[str]) -> tuple[list[str], list[str
     tools: list[str] = []
     raws: list[str] = []
     for rid in run_ids:
-        pr = run_summary(runs_dir, rid).get("probe") or {}
-        tool = pr.get("what") or ("ping (ICMP echo)" if pr.get("tool") == "ping" else None)
-        tool = tool or pr.get("tool")
+        s = run_summary(runs_dir, rid)
+        pr = s.probe if s else None
+        if pr is None:
+            continue
+        tool = pr.what or pr.tool
         if tool and tool not in tools:
-            tools.append(str(tool))
-        if pr.get("raw") and f"raw/{pr['raw']}" not in raws:
-            raws.append(f"raw/{pr['raw']}")
+            tools.append(tool)
+        if pr.raw and f"raw/{pr.raw}" not in raws:
+            raws.append(f"raw/{pr.raw}")
     return tools, raws
 
 
@@ -350,7 +330,7 @@ def loss_groups(matrix: Matrix, runs: pd.DataFrame) -> list[list[Conditions]]:
         c = conditions(matrix, scen)
         if c is None:
             continue
-        starts = tuple(float(f.get("start_s", 0)) for f in c.flows)
+        starts = tuple(f.start_s for f in c.flows)
         t = c.topology
         key = (t.rate_mbit, t.rtt_ms, t.mtu, t.queue_kind, t.queue_limit_pkts, starts)
         groups.setdefault(key, []).append(c)

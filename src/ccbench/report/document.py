@@ -17,10 +17,10 @@ from typing import Any
 import jinja2
 
 from ccbench import verdicts as verdicts_mod
+from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.model import Matrix
 from ccbench.report import data, provenance, style, tables
 from ccbench.report.fmt import fmt
-from ccbench.summary import JAIN_CONVERGED, JAIN_WINDOW_S
 
 
 def _version(pkg: str) -> str:

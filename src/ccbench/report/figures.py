@@ -27,10 +27,10 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from ccbench import timeseries  # noqa: E402
+from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
 from ccbench.model import Matrix  # noqa: E402
 from ccbench.report import behaviour, data, plots, style, tsplot  # noqa: E402
 from ccbench.report.fmt import fmt  # noqa: E402
-from ccbench.summary import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
 
 # Printed sizes (inches) on an A4 landscape page with 14 mm margins (10.5 in wide).
 PAGE_W = 10.4

@@ -126,21 +126,24 @@ def nics(kind: str, rids: list[str], runs_dir: Path) -> dict[str, Any]:
     """A testbed's NICs as its runs' summary.json recorded them (SSH testbeds: the
     start-up scripts' records, read each run): the first run's records, and every note
     where a TX ring asked for and the one set differ, with how many runs said so.
-    Local testbeds have veths, not NICs: `text` says so and nothing is invented."""
-    if kind == "local":
-        return {"text": "local veths (network namespaces): no NICs, nothing to record",
+    A kind without NICs (local namespaces: veths) says so and nothing is invented."""
+    from ccbench.testbed.kinds import kind as testbed_kind
+
+    k = testbed_kind(kind)
+    if not k.caps.nic_records:
+        return {"text": f"{k.description}: veths, no NICs, nothing to record",
                 "rows": [], "notes": []}  # fmt: skip
     rows: list[dict[str, str]] = []
     notes: Counter[str] = Counter()
     n = 0
     for rid in rids:
         s = data.run_summary(runs_dir, rid)
-        if "nics" not in s:
+        if s is None or s.nics is None:
             continue
         n += 1
         if not rows:
-            rows = [_nic_row(r) for r in s.get("nics") or [] if isinstance(r, dict)]
-        notes.update(str(x) for x in s.get("nic_notes") or [])
+            rows = [_nic_row(r) for r in s.nics]
+        notes.update(s.nic_notes or [])
     shown = [t if c == n else f"{t} (in {c} of {n} runs)" for t, c in notes.items()]
     text = "" if n else "not recorded (no run recorded NIC records)"
     return {"text": text, "rows": rows, "notes": shown}
@@ -158,21 +161,23 @@ def testbeds(matrix: Matrix, runs: pd.DataFrame, runs_dir: Path) -> list[dict[st
         rids = by_tb.get(tb_id, [])
         cals: dict[str, tuple[dict[str, Any], int]] = {}
         for rid in rids:
-            cal = data.recorded(runs_dir, rid, "calibration")
+            rec = data.recorded(runs_dir, rid)
+            cal = rec.calibration if rec else None
             if isinstance(cal, dict):
                 key = json.dumps(cal, sort_keys=True)
                 c, n = cals.get(key, (cal, 0))
                 cals[key] = (c, n + 1)
         qdisc = []
         if rids:
-            lines = data.recorded(runs_dir, rids[0], "qdisc_config") or []
+            rec = data.recorded(runs_dir, rids[0])
+            lines = (rec.qdisc_config if rec else None) or []
             qdisc = [ln for ln in lines if ln and "noqueue" not in ln]
-        t = tb.topology
+        t = tb.topology_config
         q = t.get("queue", {})
         qtxt = " ".join(f"{k} {v}" for k, v in q.items())
         loss = t.get("loss", {})
         scen = sorted({r.scenario for r in matrix.runs_of_testbed(tb_id)})
-        cfg = tb.testbed
+        cfg = tb.testbed.to_dict()
         out.append(
             {
                 "id": tb_id,
@@ -204,7 +209,8 @@ def _flatten(role: str, obj: dict[str, Any], out: dict[str, Any]) -> None:
 def _facts_by_run(runs: pd.DataFrame, runs_dir: Path) -> list[tuple[str, str, dict[str, Any]]]:
     out = []
     for _, r in runs.sort_values("order").iterrows():
-        f = data.recorded(runs_dir, str(r["run_id"]), "facts")
+        rec = data.recorded(runs_dir, str(r["run_id"]))
+        f = rec.facts if rec else None
         if isinstance(f, dict):
             f.pop("nics", None)  # NIC records: their own table (testbeds(), nics())
             flat: dict[str, Any] = {}

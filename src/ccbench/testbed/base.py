@@ -11,14 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ccbench import safe
+from ccbench import jsonio, safe
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor
 from ccbench.hosts.base import HostDriver
 from ccbench.spec import Topology
 
 if TYPE_CHECKING:
-    from ccbench.config import TestbedConfig
+    from ccbench.spec import TestbedConfig
 
 # Testbed state: root's under /run (gone at reboot, like the namespaces); a lab user
 # driving SSH testbeds keeps it in their cache.
@@ -26,9 +26,6 @@ STATE_ROOT = Path(
     os.environ.get("CCBENCH_STATE")
     or ("/run/ccbench/testbeds" if os.geteuid() == 0 else Path.home() / ".cache/ccbench/testbeds")
 )
-# ss sampling as a constant script (remote hosts, containers): the interval is its
-# positional argument, never pasted in.
-SS_LOOP = 'while :; do echo "TS $(date +%s.%N)"; ss -tinH state established; sleep "$1"; done'
 
 
 class Testbed(Protocol):
@@ -82,10 +79,6 @@ class Testbed(Protocol):
         """Write every node's drop counters to `dest` (ccbench.ledger.collect)."""
         ...
 
-    def sampler_argv(self, node: str, interval_s: float) -> list[str] | None:
-        """Command printing TS blocks of `ss -tinH` to stdout (None: not on this OS)."""
-        ...
-
     def wait_listening(
         self, node: str, port: int, timeout_s: float | None = None, proto: str = "tcp"
     ) -> None: ...
@@ -99,14 +92,6 @@ def signals_deferred() -> Iterator[None]:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
-def write_state_file(path: Path, st: dict[str, Any]) -> None:
-    """A testbed's state.json, replaced atomically (a reader never sees half of it)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(st, indent=2))
-    tmp.replace(path)
 
 
 class TestbedBase:
@@ -143,7 +128,7 @@ class TestbedBase:
         return st if isinstance(st, dict) else None
 
     def write_state(self, st: dict[str, Any]) -> None:
-        write_state_file(self.state_file, st)
+        jsonio.write_json(self.state_file, st)
 
     def remove_state(self) -> None:
         safe.remove_tree(self.state_dir, STATE_ROOT)

@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -24,15 +23,15 @@ from typing import Any
 
 from ccbench import calibration, ledger, safe
 from ccbench import topology as tp
-from ccbench.config import TestbedConfig
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.exec import CommandFailed, NetnsExecutor
 from ccbench.hosts.linux import OFFLOADS, LinuxHost
 from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
 from ccbench.progress import info
-from ccbench.spec import Topology
-from ccbench.testbed.base import SS_LOOP, STATE_ROOT, TestbedBase, signals_deferred
+from ccbench.spec import TestbedConfig, Topology
+from ccbench.testbed import base
+from ccbench.testbed.base import TestbedBase, signals_deferred
 
 # Testbed state: root's under /run (gone at reboot, like the namespaces); a lab user
 # driving SSH testbeds keeps it in their cache.
@@ -91,11 +90,6 @@ class LocalTestbed(TestbedBase):
     @property
     def bottleneck(self) -> tuple[str, str]:
         return tp.BOTTLENECK
-
-    def sampler_argv(self, node: str, interval_s: float) -> list[str]:
-        if self.cfg.tools == "container":  # no ccbench inside the image: a shell loop
-            return ["sh", "-c", SS_LOOP, "ccbench-ss", f"{interval_s:g}"]
-        return [sys.executable, "-m", "ccbench.sampler", "--interval", f"{interval_s:g}"]
 
     def snapshot_delay(self, dest: Path) -> None:
         """Ask the delay element for fresh stats (SIGUSR1) and copy them."""
@@ -188,7 +182,7 @@ class LocalTestbed(TestbedBase):
         st.update(
             {
                 "id": self.id,
-                "testbed": asdict(self.cfg),
+                "testbed": self.cfg.to_dict(),
                 "topology": asdict(self.topo),
                 "topology_key": self.topo.key(),
                 "namespaces": [self.ns(n) for n in tp.nodes(self.topo.pairs)],
@@ -381,7 +375,7 @@ def down(tb_id: str) -> list[str]:
         NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
     for d in ETC_NETNS.glob(f"{prefix}*"):
         safe.remove_tree(d, ETC_NETNS)
-    safe.remove_tree(STATE_ROOT / tb_id, STATE_ROOT)
+    safe.remove_tree(base.STATE_ROOT / tb_id, base.STATE_ROOT)
     return names
 
 
@@ -415,11 +409,11 @@ def all_ids() -> list[str]:
         m = re.match(r"ccb-([a-z0-9]+)-", n)
         if m:
             ids.add(m.group(1))
-    if STATE_ROOT.is_dir():
+    if base.STATE_ROOT.is_dir():
         # Only what ccbench could have made: anything else there is not ours to remove.
         ids |= {
             p.name
-            for p in STATE_ROOT.iterdir()
+            for p in base.STATE_ROOT.iterdir()
             if p.is_dir() and not p.is_symlink() and safe.TESTBED_ID.fullmatch(p.name)
         }
     return sorted(ids)

@@ -18,8 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, inventory, ledger
-from ccbench.config import TestbedConfig
+from ccbench import calibration, inventory, jsonio, ledger
 from ccbench.container import DEFAULT_IMAGE, host_network_argv
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.exec import Result
@@ -28,8 +27,9 @@ from ccbench.hosts import driver_for
 from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
 from ccbench.progress import info
-from ccbench.spec import Topology, stable_hash
-from ccbench.testbed.base import SS_LOOP, STATE_ROOT, TestbedBase, write_state_file
+from ccbench.spec import TestbedConfig, Topology, stable_hash
+from ccbench.testbed import base
+from ccbench.testbed.base import TestbedBase
 
 
 class SudoSsh(SshExecutor):
@@ -157,11 +157,6 @@ class RemoteTestbed(TestbedBase):
     def snapshot_delay(self, dest: Path) -> None:
         return None  # Emulab's dummynet/netem delay node reports no per-packet lateness
 
-    def sampler_argv(self, node: str, interval_s: float) -> list[str] | None:
-        if self.node(node).os != "linux":
-            return None  # FreeBSD senders: siftr (hosts.freebsd), not ss
-        return ["sh", "-c", SS_LOOP, "ccbench-ss", f"{interval_s:g}"]
-
     def is_up(self) -> bool:
         st = self.read_state()
         return bool(st and st.get("complete") and st.get("topology_key") == self.topo.key())
@@ -201,8 +196,8 @@ class RemoteTestbed(TestbedBase):
         loss_rules = self._configure_path(dev)
         st = {
             "id": self.id,
-            "kind": "ssh",
-            "testbed": asdict(self.cfg),
+            "kind": self.kind,
+            "testbed": self.cfg.to_dict(),
             "topology": asdict(self.topo),
             "topology_key": self.topo.key(),
             "bottleneck_dev": dev,
@@ -233,7 +228,7 @@ class RemoteTestbed(TestbedBase):
     # testbed that configured them; a run of another testbed first puts its own back.
     def _claim_file(self) -> Path:
         key = stable_hash([str(Path(self.inv.source).resolve()), self.cfg.dumbbell])[:12]
-        return STATE_ROOT / f"dumbbell-{key}.json"
+        return base.STATE_ROOT / f"dumbbell-{key}.json"
 
     def _write_claim(self) -> None:
         self._claim_file().write_text(json.dumps({"testbed": self.id}))
@@ -266,14 +261,14 @@ class RemoteTestbed(TestbedBase):
         owner = self._claimed_by()
         if owner is None or owner == self.id:
             return
-        other = STATE_ROOT / owner / "state.json"
+        other = base.STATE_ROOT / owner / "state.json"
         try:
             st = json.loads(other.read_text())
         except (OSError, ValueError):
             return
         self._remove_loss_rules(st.get("loss_rules", []))
         st["loss_rules"] = []
-        write_state_file(other, st)
+        jsonio.write_json(other, st)
 
     def _remove_loss_rules(self, rules: list[list[str]]) -> None:
         for node, *argv in rules:
@@ -307,3 +302,20 @@ class RemoteTestbed(TestbedBase):
 
 
 __all__ = ["RemoteTestbed", "SshProc"]
+
+
+def down_from_state(tb_id: str, st: dict[str, Any]) -> str:
+    """Remove what SSH testbed `tb_id` (its state.json as `st`) left on its hosts."""
+    from ccbench import safe
+
+    try:
+        remote = RemoteTestbed(TestbedConfig.from_dict(st["testbed"]), Topology(**st["topology"]))
+    except (TypeError, KeyError, ValueError, CcbenchError) as e:
+        # Which hosts it used is not readable: its state goes, the hosts are not
+        # touched (`up` then `down` with its config removes what it left there).
+        safe.remove_tree(base.STATE_ROOT / tb_id, base.STATE_ROOT)
+        return (f"state.json was damaged ({type(e).__name__}: {e}): removed it; loss "
+                "rules it left on its SSH hosts, if any, stay until `testbed up` and "
+                "`down` with its config")  # fmt: skip
+    remote.down()
+    return "remote loss rules removed"

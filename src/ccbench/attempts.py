@@ -1,0 +1,98 @@
+"""A run's attempts: run, judge (the verdict `parse` writes), retry an invalid one,
+keep every attempt; and the records of a run not run (skipped, waiting for a kernel)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from ccbench import jsonio, kernel, layout, record, safe
+from ccbench.errors import CcbenchError
+from ccbench.progress import info
+from ccbench.record import RunRecord
+from ccbench.run import run_once
+from ccbench.spec import RunSpec
+from ccbench.testbed.base import Testbed, signals_deferred
+
+
+def execute(
+    tb: Testbed, spec: RunSpec, out: Path, attempts: int = 1, write_summary: bool = True,
+    kernel_req: dict[str, str] | None = None,
+) -> RunRecord:  # fmt: skip
+    """Run, retrying invalid results; writes out/attempts.json (and out/summary.json);
+    returns the last attempt's record."""
+    from ccbench.summarize.judge import judge
+
+    if attempts < 1:
+        raise CcbenchError(f"attempts: {attempts}; a run needs at least one")
+    out.mkdir(parents=True, exist_ok=True)
+    summary: RunRecord | None = None
+    tried: list[dict[str, Any]] = []
+    for attempt in range(1, attempts + 1):
+        tmp = layout.RunDir(out).raw_tmp(os.getpid())
+        safe.remove_tree(tmp, out)
+        tmp.mkdir()
+        try:
+            run_once(tb, spec, tmp, kernel_req)
+        except CcbenchError as e:
+            # The attempt failed (a tool hung, a host vanished): keep what it wrote and
+            # why, so it is reported as an invalid run and retried, not lost.
+            (tmp / layout.ERROR).write_text(f"{e}\n")
+            if not (tmp / layout.SPEC).exists():
+                jsonio.write_json(tmp / layout.SPEC, spec.to_dict())
+        except BaseException:
+            with signals_deferred():
+                safe.remove_tree(tmp, out)
+            raise
+        raw = out / layout.RAW
+        if raw.exists() and not (raw / layout.SPEC).exists():
+            # Only a previous run's raw/ is replaced, never a folder of something else.
+            raise CcbenchError(f"{raw} exists and is not a ccbench run's raw data: "
+                               "choose another --out")  # fmt: skip
+        safe.remove_tree(raw, out)
+        tmp.rename(raw)
+        # The full verdict (time series and RTT excess included), as `parse` will
+        # write it: a run that stalled on the host is retried, not found out later.
+        summary = judge(raw)[0].model_copy(update={"attempt": attempt})
+        tried.append({"attempt": attempt, "valid": summary.valid,
+                      "reasons": summary.reasons})  # fmt: skip
+        if summary.valid or attempt == attempts:
+            break
+        info(f"attempt {attempt} invalid ({'; '.join(summary.reasons)}); retrying")
+        keep = layout.RunDir(out).invalid_attempt(attempt)
+        keep.parent.mkdir(exist_ok=True)
+        safe.remove_tree(keep, out)
+        raw.rename(keep)
+    assert summary is not None
+    if write_summary:
+        record.write(out / layout.SUMMARY, summary)
+    jsonio.write_json(out / layout.ATTEMPTS, {"run_id": spec.run_id, "attempts": tried})
+    return summary
+
+
+def record_skip(spec: RunSpec, out: Path, reason: str) -> None:
+    """A run that cannot happen here (e.g. missing AQM): raw/ says why, nothing is faked."""
+    raw = out / layout.RAW
+    raw.mkdir(parents=True, exist_ok=True)
+    jsonio.write_json(raw / layout.SPEC, spec.to_dict())
+    jsonio.write_json(raw / layout.SKIPPED, {"reason": reason})
+    jsonio.write_json(
+        out / layout.ATTEMPTS, {"run_id": spec.run_id, "skipped": reason, "attempts": []}
+    )
+
+
+def record_wait(spec: RunSpec, out: Path, req: dict[str, str], seen: dict[str, str]) -> str:
+    """A run whose variant needs a kernel no sender runs now: recorded as waiting for
+    it (a run not run, not a failure); the workflow checks it again on every
+    invocation (rules/common.smk), so it runs after a reboot into that kernel."""
+    reason = kernel.waiting_reason(req["label"])
+    waiting = {**req, "senders": seen, "checked_unix": time.time()}
+    raw = out / layout.RAW
+    raw.mkdir(parents=True, exist_ok=True)
+    jsonio.write_json(raw / layout.SPEC, spec.to_dict())
+    jsonio.write_json(raw / layout.SKIPPED, {"reason": reason, "waiting": waiting})
+    jsonio.write_json(out / layout.ATTEMPTS, {"run_id": spec.run_id, "skipped": reason,
+                                       "waiting": waiting, "attempts": []})  # fmt: skip
+    return reason

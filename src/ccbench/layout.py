@@ -1,0 +1,302 @@
+"""The on-disk layout of a run, named once, and the reader of its raw files.
+
+A run directory (results/runs/<run id>/):
+
+    raw/                  what the run recorded (below); renamed into place when complete
+    attempts.json         every attempt's verdict (`ccbench run`)
+    waiting.json          an earlier check found the senders on another kernel
+    invalid-attempts/N/   raw/ of attempt N, kept when it was invalid and retried
+    summary.json          the run record (`ccbench parse`, ccbench.record)
+    timeseries.parquet    the run's time series (`ccbench parse`, ccbench.timeseries)
+
+raw/ holds spec.json (what was asked), meta.json (what happened when), calibration.json,
+facts.json, kernel.json, sender-setup.json, qdisc-config.txt, the before/after snapshots
+(tc-, delay-, drops-, cpu-), one iperf3-K.json (+ .err, server-K.txt) per flow, the
+samplers' ss-NODE.txt, qdisc-NODE.txt and siftr-NODE.log, sockstat-K.txt, the probe's
+file (its name is the probe tool's, ccbench.probes), error.txt (the attempt failed) or
+skipped.json (not run, and why). A large file fetched from a remote node may be stored
+compressed (NAME.gz, NAME.xz or NAME.zst); every reader here opens both forms.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import lzma
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, cast
+
+from ccbench import jsonio
+from ccbench.errors import CcbenchError
+from ccbench.spec import RunSpec, spec_dict_problem
+
+# The iperf3 server of flow k listens on BASE_PORT + k (a port per flow: a sender's
+# sockstat and siftr samples name it).
+BASE_PORT = 5201
+
+# --- raw/ ------------------------------------------------------------------------
+SPEC = "spec.json"
+META = "meta.json"
+CALIBRATION = "calibration.json"
+FACTS = "facts.json"
+KERNEL = "kernel.json"
+SENDER_SETUP = "sender-setup.json"
+QDISC_CONFIG = "qdisc-config.txt"
+ERROR = "error.txt"
+SKIPPED = "skipped.json"
+PROBE_ERR = "probe.err"
+BEFORE, AFTER = "before", "after"
+
+
+def tc(when: str) -> str:
+    return f"tc-{when}.json"
+
+
+def delay(when: str) -> str:
+    return f"delay-{when}.json"
+
+
+def drops(when: str) -> str:
+    return f"drops-{when}.json"
+
+
+def cpu(when: str) -> str:
+    return f"cpu-{when}.txt"
+
+
+def iperf3(k: int) -> str:
+    return f"iperf3-{k}.json"
+
+
+def server(k: int) -> str:
+    return f"server-{k}.txt"
+
+
+def probe_server(k: int) -> str:
+    return f"probe-server-{k}.txt"
+
+
+def ss(node: str) -> str:
+    return f"ss-{node}.txt"
+
+
+def qdisc(node: str) -> str:
+    return f"qdisc-{node}.txt"
+
+
+def siftr(node: str) -> str:
+    return f"siftr-{node}.log"
+
+
+def sockstat(k: int) -> str:
+    return f"sockstat-{k}.txt"
+
+
+def stderr_of(name: str) -> str:
+    """Where a tool writing `name` leaves its stderr (iperf3-1.json -> iperf3-1.err)."""
+    return name.rsplit(".", 1)[0] + ".err"
+
+
+SS_GLOB = "ss-s*.txt"
+SIFTR_GLOB = "siftr-s*.log"
+
+# --- the run directory -----------------------------------------------------------
+RAW = "raw"
+SUMMARY = "summary.json"
+TIMESERIES = "timeseries.parquet"
+ATTEMPTS = "attempts.json"
+WAITING = "waiting.json"
+INVALID_ATTEMPTS = "invalid-attempts"
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @property
+    def raw(self) -> Path:
+        return self.path / RAW
+
+    @property
+    def summary(self) -> Path:
+        return self.path / SUMMARY
+
+    @property
+    def timeseries(self) -> Path:
+        return self.path / TIMESERIES
+
+    @property
+    def attempts(self) -> Path:
+        return self.path / ATTEMPTS
+
+    @property
+    def waiting(self) -> Path:
+        return self.path / WAITING
+
+    def invalid_attempt(self, n: int) -> Path:
+        return self.path / INVALID_ATTEMPTS / str(n)
+
+    def raw_tmp(self, pid: int) -> Path:
+        """Where an attempt writes before its raw/ is complete."""
+        return self.path / f".raw.tmp-{pid}"
+
+
+# --- the results directory ---------------------------------------------------------
+MATRIX = "matrix.json"
+RUNS = "runs"
+TESTBEDS = "testbeds"
+TABLES = "tables"
+CALIBRATION_FAILURES = "calibration-failures.jsonl"
+
+# --- compressed raw files ------------------------------------------------------------
+COMPRESSED = (".gz", ".xz", ".zst")
+
+
+def stored(raw: Path, name: str) -> Path | None:
+    """The file `name` of raw/ as stored: plain, or compressed with one of COMPRESSED;
+    None if it is in neither form."""
+    for p in (raw / name, *(raw / (name + s) for s in COMPRESSED)):
+        if p.exists():
+            return p
+    return None
+
+
+def open_binary(path: Path) -> IO[bytes]:
+    """A stored raw file's bytes, decompressed as its suffix says."""
+    if path.suffix == ".gz":
+        return cast(IO[bytes], gzip.open(path, "rb"))
+    if path.suffix == ".xz":
+        return lzma.open(path, "rb")
+    if path.suffix == ".zst":
+        import zstandard  # only where a node compressed with zstd
+
+        return cast(IO[bytes], zstandard.ZstdDecompressor().stream_reader(path.open("rb")))
+    return path.open("rb")
+
+
+def open_text(path: Path) -> IO[str]:
+    """A stored raw file as UTF-8 text, read as a stream (never whole)."""
+    return io.TextIOWrapper(open_binary(path), encoding="utf-8", newline="")
+
+
+# What reading a damaged compressed file may raise besides OSError.
+_DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (EOFError, lzma.LZMAError, gzip.BadGzipFile)
+
+
+class RawDir:
+    """The files of one run's raw/ directory. Reading one never raises: a file that is
+    missing (where the run needs it), not UTF-8, not JSON or not the JSON type its
+    writer writes adds one reason naming it to `problems`, and the reader gets None."""
+
+    def __init__(self, raw: Path) -> None:
+        self.path = raw
+        self.failed = (raw / ERROR).exists()
+        self.problems: list[str] = []
+
+    def problem(self, name: str, what: str) -> None:
+        self.problems.append(f"{name}: {what}")
+
+    def exists(self, name: str) -> bool:
+        return stored(self.path, name) is not None
+
+    def glob(self, pattern: str) -> list[str]:
+        """Names (without a compression suffix) of the raw files matching `pattern`."""
+        names = {p.name for p in self.path.glob(pattern)}
+        for s in COMPRESSED:
+            names |= {p.name[: -len(s)] for p in self.path.glob(pattern + s)}
+        return sorted(names)
+
+    def text(self, name: str, *, required: bool = False) -> str | None:
+        p = stored(self.path, name)
+        if p is None:
+            if required and not self.failed:  # a failed run's missing files say nothing new
+                self.problem(name, "missing")
+            return None
+        try:
+            with open_binary(p) as fh:
+                data = fh.read()
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            self.problem(name, f"not UTF-8 text (byte {e.start})")
+        except OSError as e:
+            self.problem(name, f"unreadable ({e.strerror or e})")
+        except _DECOMPRESS_ERRORS as e:
+            self.problem(p.name, f"damaged ({type(e).__name__}: {e})")
+        return None
+
+    def lines(self, name: str) -> Iterator[str] | None:
+        """The file's lines as a stream (None, and a problem, when it cannot be opened);
+        a decoding error while reading is the caller's to catch (UnicodeDecodeError,
+        OSError, EOFError)."""
+        p = stored(self.path, name)
+        if p is None:
+            return None
+        try:
+            fh = open_text(p)
+        except OSError as e:
+            self.problem(name, f"unreadable ({e.strerror or e})")
+            return None
+        return _closing_lines(fh)
+
+    def json(self, name: str, *, required: bool = False, kind: type = dict) -> Any:
+        text = self.text(name, required=required)
+        if text is None:
+            return None
+        if not text.strip():
+            self.problem(name, "empty")
+            return None
+        try:
+            doc = jsonio.loads(text)
+        except jsonio.NotANumber as e:
+            self.problem(name, str(e))
+            return None
+        except ValueError as e:
+            self.problem(name, f"not valid JSON ({e})")
+            return None
+        if not isinstance(doc, kind):
+            want = "a list" if kind is list else "an object"
+            self.problem(name, f"a JSON {jsonio.jtype(doc)} where {want} belongs")
+            return None
+        return doc
+
+
+def _closing_lines(fh: IO[str]) -> Iterator[str]:
+    with fh:
+        yield from fh
+
+
+def read_spec_dict(raw: Path) -> dict[str, Any]:
+    """raw/spec.json as a mapping; CcbenchError (one line naming the file) when it is
+    missing, not UTF-8, not JSON or not an object."""
+    path = raw / SPEC
+    try:
+        doc = jsonio.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise CcbenchError(f"{path}: missing (not a run directory?)") from None
+    except UnicodeDecodeError as e:
+        raise CcbenchError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise CcbenchError(f"{path}: unreadable ({e.strerror or e})") from None
+    except jsonio.NotANumber as e:
+        raise CcbenchError(f"{path}: {e}") from None
+    except ValueError as e:
+        raise CcbenchError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise CcbenchError(f"{path}: a JSON {jsonio.jtype(doc)} where an object belongs")
+    return doc
+
+
+def load_spec(raw: Path) -> RunSpec:
+    """raw/spec.json as a RunSpec; CcbenchError (one line naming the file) when it is
+    missing, not JSON, or not a run spec (fields missing, or of the wrong type)."""
+    doc = read_spec_dict(raw)
+    path = raw / SPEC
+    problem = spec_dict_problem(doc)
+    if problem:
+        raise CcbenchError(f"{path}: {problem}")
+    try:
+        return RunSpec.from_dict(doc)
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
+        raise CcbenchError(f"{path}: not a run spec ({e})") from None

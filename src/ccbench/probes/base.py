@@ -1,0 +1,63 @@
+"""What a latency-under-load probe tool is: its plan (argv lists, nothing runs), the raw
+file it writes, the sender OSes it runs on, the servers it needs, and how its raw file
+is read back. One subclass per tool (ccbench.probes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True)
+class ProbePlan:
+    tool: str
+    client: list[str]  # runs on s1, stdout -> raw/<out>
+    out: str
+    servers: list[list[str]] = field(default_factory=list)  # run on r1 for the run
+    listen: list[tuple[int, str]] = field(default_factory=list)  # (port, proto) to wait for
+    ends_by_itself: bool = True  # False: stopped with SIGINT after the flows (ping)
+    lead_s: float = 0.0  # released this long before the first flow
+
+
+@dataclass
+class ProbeResult:
+    tool: str  # as named in summaries, e.g. "ping", "irtt", "flent ping"
+    what: str  # which program measured what, for the report
+    rtts_us: list[float]
+    sent: int | None
+    received: int | None
+    raw: str
+    series: list[dict[str, Any]] = field(default_factory=list)
+    # Share of the traffic window between the first and last sample, where the samples
+    # carry times and the tool starts on its own schedule (flent); None: not known.
+    coverage: float | None = None
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """What a run asks of its probe: s1 -> `dst` every `interval_s` for `length_s`."""
+
+    dst: str
+    interval_s: float
+    length_s: float
+    flent_test: str = "ping"
+
+
+class ProbeTool:
+    name: ClassVar[str]
+    raw_file: ClassVar[str]  # in raw/
+    oses: ClassVar[tuple[str, ...]] = ("linux",)  # sender OSes it runs on
+    description: ClassVar[str]
+
+    def plan(self, s: ProbeSettings, sender_os: str) -> ProbePlan:
+        raise NotImplementedError
+
+    def needs_netperf(self, flent_test: str) -> bool:
+        return False
+
+    def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
+        """raw/<raw_file> as a result; `window`: the traffic's wall-clock start and end
+        (for tools whose samples carry times). Raises on a file that is not the tool's
+        output (ValueError and what reading it may raise)."""
+        raise NotImplementedError

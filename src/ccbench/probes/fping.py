@@ -1,0 +1,28 @@
+"""fping: ICMP echo with a timestamped line per probe, replied or timed out; packaged
+for Linux and FreeBSD alike."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from ccbench.parse.fping import parse_fping
+from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
+
+
+class Fping(ProbeTool):
+    name = "fping"
+    raw_file = "probe-fping.txt"
+    oses = ("linux", "freebsd")
+    description = "ICMP echo, a timestamped line per probe"
+
+    def plan(self, s: ProbeSettings, sender_os: str) -> ProbePlan:
+        ms = max(1, round(s.interval_s * 1000))
+        count = max(1, math.ceil(s.length_s / s.interval_s))
+        return ProbePlan(self.name, ["fping", "-D", "-p", str(ms), "-c", str(count), s.dst],
+                         self.raw_file)  # fmt: skip
+
+    def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
+        fp = parse_fping(path.read_text())
+        return ProbeResult(self.name, "fping (ICMP echo)", fp.rtts_us, fp.sent, fp.received,
+                           self.raw_file)  # fmt: skip

@@ -1,0 +1,131 @@
+"""One run's record: what `ccbench parse` writes as summary.json and every reader
+(aggregate, the report) reads, through this one typed model.
+
+The record is versioned (`schema`); ccbench.upgrade brings a summary.json of an
+earlier version forward before it is read here, so no reader knows older layouts.
+Every key is a described field (parts.py), and a key a writer adds without describing
+it here is refused: the summary.json reference (docs/summary-reference.md) is generated
+from these descriptions and cannot drift from what is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from ccbench import jsonio, layout, upgrade
+from ccbench.errors import CcbenchError
+from ccbench.record.parts import (
+    Bottleneck,
+    CalibrationSummary,
+    DelayElement,
+    FlowResult,
+    KernelRecord,
+    LossLedger,
+    Mathis,
+    Part,
+    ProbeRecord,
+    QueueStats,
+    Recorded,
+    RouterCpu,
+    RttExcess,
+    Sockstat,
+    Srtt,
+    Waiting,
+    d,
+)
+from ccbench.spec import RunSpec
+
+SCHEMA = upgrade.SUMMARY_SCHEMA
+
+
+class RunRecord(Part):
+    version: str = Field(SCHEMA, alias="schema", description=(
+        "the record's version (ccbench.upgrade brings older ones forward)"))  # fmt: skip
+    run_id: str = d("the run's id: scenario-variant-rREP-<hash of spec>")
+    scenario: str = d("scenario name")
+    variant: str = d("variant label")
+    repetition: int = d("repetition, 1..N")
+    spec: dict[str, Any] = d("what was asked: the run spec (hashes to the id)")
+    started_unix: float | None = d("wall-clock start of the traffic (null: not run)")
+    recorded: Recorded | None = d("copies of raw/ the report's appendix shows", None)
+    flows: list[FlowResult] = d("per flow results")
+    throughput_sum_bps: float | None = d(
+        "all bytes received x 8 / the traffic window (staggered flows not double counted)"
+    )
+    utilization_pct: float | None = d(
+        "throughput_sum_bps / bottleneck rate x 100 (goodput over 1514-byte frames tops "
+        "out at 95.6 %)"
+    )
+    jain: float | None = d("Jain's index of the per-flow throughputs")
+    bottleneck: Bottleneck = d("rt1's queue and shaper counters during the run")
+    queue: QueueStats | None = d("rt1's queue sampled every qdisc_interval_s (0: off)", None)
+    delay_element: DelayElement | None = d("the native delay element's statistics", None)
+    loss_ledger: LossLedger | None = d("every lost packet, by where it was lost", None)
+    sockstat: Sockstat | None = d("FreeBSD senders: each flow's connections (CC, stack)", None)
+    nics: list[dict[str, Any]] | None = d(
+        "SSH testbeds: every node's NIC records from its start-up script", None
+    )
+    nic_notes: list[str] | None = d("where a TX ring asked and the one set differ", None)
+    kernel: KernelRecord | None = d("every sender's kernel as the run read it", None)
+    probe: ProbeRecord | None = d("the concurrent latency probe (RTT under load)", None)
+    router_cpu: RouterCpu | None = d("CPU of the bottleneck router over the traffic", None)
+    calibration: CalibrationSummary = d("the testbed's calibration the run used")
+    rtt_excess: RttExcess | None = d("drop-tail queues: RTT samples above the path's bound",
+                                     None)  # fmt: skip
+    srtt: Srtt | None = d("the senders' srtt from the finest source; null without samples",
+                          None)  # fmt: skip
+    convergence_s: float | None = d(
+        "s from the last flow's start until Jain over iperf3 intervals stays >= 0.95 for "
+        "2 s; null with one flow or never", None)  # fmt: skip
+    mathis: Mathis | None = d("with configured loss: the Mathis prediction", None)
+    valid: bool = d("the verdict: every check passed")
+    reasons: list[str] = d("every check that failed (a not-run run: why)")
+    skipped: bool = d("the run was not run (its testbed could not be built, or its "
+                      "kernel is not booted)", False)  # fmt: skip
+    waiting: Waiting | None = d("not run yet: waiting for the kernel its variant needs",
+                                None)  # fmt: skip
+    attempt: int | None = d("which attempt this is", None)
+
+    model_config = {**Part.model_config, "populate_by_name": True}
+
+    @property
+    def run_spec(self) -> RunSpec:
+        return RunSpec.from_dict(self.spec)
+
+    @property
+    def status(self) -> str:
+        """valid / invalid (ran, failed a check) / not run / waiting (for its kernel)."""
+        if self.waiting is not None:
+            return "waiting"
+        return "not run" if self.skipped else "valid" if self.valid else "invalid"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+        return cls.model_validate(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(jsonio.clean(self.model_dump(mode="json", by_alias=True)))
+
+
+def write(path: Path, rec: RunRecord) -> None:
+    jsonio.write_json(path, rec.to_dict())
+
+
+def load(run_dir: Path) -> RunRecord:
+    """A run directory's summary.json in the current layout; CcbenchError (one line)
+    when it is missing or not a run record."""
+    path = run_dir / layout.SUMMARY
+    doc = jsonio.read_json(path)
+    if not isinstance(doc, dict):
+        raise CcbenchError(f"{path}: missing or not a JSON object")
+    try:
+        return RunRecord.from_dict(upgrade.summary(doc, run_dir))
+    except ValueError as e:
+        first = str(e).splitlines()[:3]
+        raise CcbenchError(f"{path}: not a run record ({'; '.join(first)})") from None
+
+
+__all__ = ["SCHEMA", "FlowResult", "RunRecord", "load", "write"]

@@ -1,0 +1,90 @@
+"""Each flow's result from its iperf3 JSON, and the run's throughput and fairness
+(summary.json `flows`, `throughput_sum_bps`, `jain`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ccbench import metrics, validity
+from ccbench.layout import RawDir
+from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
+from ccbench.spec import Flow, RunSpec
+
+
+def _iperf3(rd: RawDir, k: int) -> tuple[Iperf3Result | None, bool]:
+    """Flow k's iperf3 result; the flag says the file was there but unreadable (its
+    reason is already recorded). An empty file is no output (the client died first)."""
+    name = f"iperf3-{k}.json"
+    if not rd.exists(name):
+        return None, False
+    text = rd.text(name)
+    if text is None:
+        return None, True
+    if not text.strip():
+        return None, False
+    n = len(rd.problems)
+    doc = rd.json(name)
+    if len(rd.problems) > n:
+        return None, True
+    try:
+        return parse_iperf3(doc), False
+    except ValueError as e:
+        rd.problem(name, str(e))
+        return None, True
+
+
+def flows_of(
+    rd: RawDir, spec: RunSpec, rcs: list[int | None], held_cause: str | None
+) -> tuple[list[dict[str, Any]], list[Iperf3Result | None], list[str]]:
+    """Each flow's summary record and iperf3 result (None: no usable output), and the
+    reasons its checks give (validity.check_flow)."""
+    flows: list[dict[str, Any]] = []
+    results: list[Iperf3Result | None] = []
+    reasons: list[str] = []
+    for k, f in enumerate(spec.flows, start=1):
+        res, unreadable = _iperf3(rd, k)
+        results.append(res)
+        if not unreadable:  # else the file's own reason says it
+            reasons += validity.check_flow(k, spec, res, rcs[k - 1], spec.stack_cc,
+                                           held_cause)  # fmt: skip
+        flows.append(_flow_record(k, f, res))
+    return flows, results, reasons
+
+
+def _flow_record(k: int, f: Flow, res: Iperf3Result | None) -> dict[str, Any]:
+    return {
+        "flow": k,
+        "pair": f.pair,
+        "cc_requested": f.cc,
+        "cc_used": res.cc_sender if res else None,
+        "start_s": f.start_s,
+        "duration_s": f.duration_s,
+        "streams": f.streams,
+        "throughput_bps": res.throughput_bps if res and not res.error else None,
+        "sender_throughput_bps": res.sender_bps if res else None,
+        "bytes_received": res.bytes_received if res else None,
+        "retransmits": res.retransmits if res else None,
+        "rtt_min_us": res.min_rtt_us if res else None,
+        "rtt_mean_us": res.mean_rtt_us if res else None,
+        "rtt_max_us": res.max_rtt_us if res else None,
+        "max_cwnd_bytes": res.max_snd_cwnd_bytes if res else None,
+        "raw": f"iperf3-{k}.json",
+    }
+
+
+def throughput_sum(spec: RunSpec, flows: list[dict[str, Any]]) -> float | None:
+    """The flows' aggregate rate; None unless every flow has its throughput."""
+    if not all(f["throughput_bps"] is not None for f in flows):
+        return None
+    # Aggregate rate = all bytes delivered over the whole traffic window, so staggered
+    # flows are not double-counted (summing their mean rates would be).
+    window_s = spec.traffic_s - min(f.start_s for f in spec.flows)
+    return sum(f["bytes_received"] or 0 for f in flows) * 8 / window_s
+
+
+def jain_of(flows: list[dict[str, Any]]) -> float | None:
+    """Jain's index of the flows' throughputs; None unless every flow has one (>= 0)."""
+    tputs: list[float | None] = [f["throughput_bps"] for f in flows]
+    ok = [t for t in tputs if t is not None]
+    complete = all(t is not None for t in tputs)
+    return metrics.jain(ok) if complete and min(ok) >= 0 else None

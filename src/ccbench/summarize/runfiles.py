@@ -1,0 +1,147 @@
+"""The run's own records: meta.json, calibration.json, sender-setup.json, the router's
+CPU, error.txt, and what the report shows of them as recorded (summary.json `recorded`)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ccbench import validity
+from ccbench.jsonio import is_number
+from ccbench.layout import RawDir
+from ccbench.parse.procstat import usage_between
+
+
+def meta_of(rd: RawDir, n_flows: int) -> tuple[dict[str, Any], list[int | None]]:
+    """meta.json (checked: the fields summaries and time series read have their types)
+    and the clients' exit codes, one per flow."""
+    meta = rd.json("meta.json", required=True) or {}
+    rcs = meta.get("client_rc")
+    if rcs is None:
+        rcs = [None] * n_flows
+    elif not (
+        isinstance(rcs, list)
+        and len(rcs) == n_flows
+        and all(r is None or (isinstance(r, int) and not isinstance(r, bool)) for r in rcs)
+    ):
+        rd.problem("meta.json", f"client_rc is not a list of {n_flows} exit codes")
+        rcs = [None] * n_flows
+    t0 = meta.get("started_unix")
+    if t0 is not None and not (is_number(t0) and t0 > 0):
+        rd.problem("meta.json", f"started_unix {t0!r} is not a time")
+        meta = {**meta, "started_unix": None}
+    flows = meta.get("flows", [])
+    if not (
+        isinstance(flows, list)
+        and all(isinstance(m, dict) and is_number(m.get("started_s")) for m in flows)
+    ):
+        rd.problem("meta.json", "flows is not a list of {flow, started_s} objects")
+        meta = {**meta, "flows": []}
+    if not isinstance(meta.get("probe_argv") or [], list):
+        rd.problem("meta.json", "probe_argv is not a list")
+    return meta, rcs
+
+
+def calibration_of(rd: RawDir) -> dict[str, Any] | None:
+    """calibration.json; None when present but unreadable (a reason says so)."""
+    if not rd.exists("calibration.json"):
+        return {}
+    cal = rd.json("calibration.json")
+    if cal is None:
+        return None
+    probs = cal.get("problems", [])
+    if not (isinstance(probs, list) and all(isinstance(p, str) for p in probs)):
+        rd.problem("calibration.json", "problems is not a list of strings")
+        return None
+    if not isinstance(cal.get("rate") or {}, dict):
+        rd.problem("calibration.json", "rate is not an object")
+        return None
+    if not isinstance(cal.get("delay_method") or "", str):
+        rd.problem("calibration.json", "delay_method is not a string")
+        return None
+    return cal
+
+
+def sender_setup_reasons(rd: RawDir) -> list[str]:
+    setup = rd.json("sender-setup.json") or {}
+    reasons = []
+    for node, rec in setup.items():
+        if not (
+            isinstance(rec, dict)
+            and isinstance(rec.get("stack"), str)
+            and isinstance(rec.get("problems", []), list)
+        ):
+            rd.problem("sender-setup.json", f"{node}: not a stack record")
+            continue
+        reasons += [f"{node}: stack {rec['stack']}: {p}" for p in rec.get("problems", [])]
+    return reasons
+
+
+def router_cpu_of(rd: RawDir) -> dict[str, Any] | None:
+    """CPU use at the bottleneck router over the traffic, from two /proc/stat reads."""
+    names = ("cpu-before.txt", "cpu-after.txt")
+    if not any(rd.exists(n) for n in names):
+        return None
+    before, after = (rd.text(n, required=True) for n in names)
+    if before is None or after is None:
+        return None
+    try:
+        return usage_between(before, after)
+    except ValueError as e:
+        rd.problem("cpu-after.txt" if "backwards" in str(e) else "cpu-before.txt/cpu-after.txt",
+                   str(e))  # fmt: skip
+        return None
+
+
+def run_failed(rd: RawDir) -> list[str]:
+    """The run's own failure (raw/error.txt) as its first reason."""
+    if not rd.failed:
+        return []
+    err = (rd.path / "error.txt").read_bytes().decode("utf-8", "replace").strip()
+    return [f"run failed: {err}"]
+
+
+def calibration_reasons(
+    rd: RawDir, cal: dict[str, Any] | None, delay: dict[str, Any] | None, delay_method: str | None
+) -> list[str]:
+    """The testbed calibration's checks and the delay element's (which needs the
+    calibration's delay method)."""
+    if cal is None:  # calibration.json's own reason says it
+        return []
+    reasons = list(validity.check_calibration(cal))
+    # Without statistics because a delay file is missing or damaged: its reason says it.
+    if delay is not None or not any(r.startswith("delay-") for r in rd.problems):
+        reasons += validity.check_delay(delay, delay_method)
+    return reasons
+
+
+def calibration_record(cal: dict[str, Any] | None) -> dict[str, Any]:
+    cal = cal or {}
+    return {
+        "delay_method": cal.get("delay_method"),
+        # where the RTT sat: both ways (RTT/2 each; older calibrations) or reverse
+        "delay_direction": cal.get("delay_direction") or "both",
+        "idle_rtt": cal.get("idle_rtt"),
+        "rate_ratio": (cal.get("rate") or {}).get("ratio"),
+    }
+
+
+def recorded(raw: Path) -> dict[str, Any]:
+    """What the report's provenance shows, copied from raw/ as the run recorded it (the
+    testbed's calibration, the hosts' facts, the qdisc configuration), so the report reads
+    only summary.json, a declared output of `parse`. None where a file is missing or not
+    JSON; their checks are summarize's (calibration, facts) and the reasons say so."""
+
+    def load(name: str) -> Any:
+        try:
+            return json.loads((raw / name).read_text())
+        except (OSError, ValueError):
+            return None
+
+    try:
+        qdisc = (raw / "qdisc-config.txt").read_text(errors="replace").splitlines()
+    except OSError:
+        qdisc = None
+    return {"calibration": load("calibration.json"), "facts": load("facts.json"),
+            "qdisc_config": qdisc}  # fmt: skip

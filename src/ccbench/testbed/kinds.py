@@ -1,0 +1,117 @@
+"""Testbed kinds, as classes registered by name, each declaring what it can do.
+
+Everything that depends on the kind of testbed asks its class here (`kind(name)`):
+whether it needs root, whether its senders run this machine's kernel, which sender
+OSes it hosts, how many dumbbells it has. No other module compares kind names.
+Adding a kind (a VM per node, say) is one class here and its Testbed implementation.
+
+Standard library only: the CLI asks `needs_root` before anything heavy is imported,
+and ccbench.spec checks a TestbedConfig against its kind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ccbench.errors import CcbenchError
+
+if TYPE_CHECKING:
+    from ccbench.spec import TestbedConfig, Topology
+    from ccbench.testbed.base import Testbed
+
+# The most dumbbells a comparison may spread its runs over: one Snakemake resource per
+# dumbbell keeps runs on one dumbbell one at a time (rules/common.smk).
+MAX_DUMBBELLS = 4
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    needs_root: bool  # builds namespaces on this machine
+    senders_here: bool  # the senders run this machine's kernel and tools
+    one_kernel: bool  # every sender runs the same kernel: reading one reads all
+    nic_records: bool  # nodes have NICs whose start-up scripts recorded them
+    needs_inventory: bool  # its hosts come from an inventory file
+    oses: tuple[str, ...]  # sender OSes it hosts
+    delay_directions: tuple[str, ...]  # testbed.delay_direction values it supports
+    dumbbells: int  # most independent dumbbells
+    # Calibration times pings on this machine's CPU: no other job may run beside it.
+    exclusive_calibration: bool
+
+
+class TestbedKind:
+    name: ClassVar[str]
+    caps: ClassVar[Capabilities]
+    description: ClassVar[str]
+
+    def make(self, cfg: TestbedConfig, topo: Topology) -> Testbed:
+        raise NotImplementedError
+
+    def down(self, tb_id: str, state: dict[str, Any]) -> str:
+        """Remove testbed `tb_id` (its state.json as `state`, {} if none); what was done."""
+        raise NotImplementedError
+
+    def check_delay_direction(self, direction: str) -> None:
+        if direction not in self.caps.delay_directions:
+            raise CcbenchError(
+                f"testbed.delay_direction: {direction} is not for a {self.name} testbed "
+                f"(it supports: {', '.join(self.caps.delay_directions)}); "
+                + self.delay_direction_hint
+            )
+
+    delay_direction_hint: ClassVar[str] = ""
+
+
+class LocalKind(TestbedKind):
+    name = "local"
+    description = "network namespaces on this machine"
+    caps = Capabilities(
+        needs_root=True, senders_here=True, one_kernel=True, nic_records=False,
+        needs_inventory=False, oses=("linux",), delay_directions=("both", "reverse"),
+        dumbbells=1, exclusive_calibration=True,
+    )  # fmt: skip
+
+    def make(self, cfg: TestbedConfig, topo: Topology) -> Testbed:
+        from ccbench.testbed.local import LocalTestbed
+
+        return LocalTestbed(cfg, topo)
+
+    def down(self, tb_id: str, state: dict[str, Any]) -> str:
+        from ccbench.testbed import local
+
+        return f"removed {len(local.down(tb_id))} namespace(s)"
+
+
+class SshKind(TestbedKind):
+    name = "ssh"
+    description = "hosts of an Emulab/CloudLab experiment (or any SSH hosts) from an inventory"
+    caps = Capabilities(
+        needs_root=False, senders_here=False, one_kernel=False, nic_records=True,
+        needs_inventory=True, oses=("linux", "freebsd"), delay_directions=("both",),
+        dumbbells=MAX_DUMBBELLS, exclusive_calibration=False,
+    )  # fmt: skip
+    delay_direction_hint = "on Emulab the delay node's dummynet pipes set the delay (profile.py)"
+
+    def make(self, cfg: TestbedConfig, topo: Topology) -> Testbed:
+        from ccbench.testbed.remote import RemoteTestbed
+
+        return RemoteTestbed(cfg, topo)
+
+    def down(self, tb_id: str, state: dict[str, Any]) -> str:
+        from ccbench.testbed.remote import down_from_state
+
+        return down_from_state(tb_id, state)
+
+
+REGISTRY: dict[str, TestbedKind] = {k.name: k for k in (LocalKind(), SshKind())}
+NAMES = tuple(REGISTRY)
+DEFAULT = "local"  # what a config without testbed.kind means, and a testbed with no state
+
+
+def kind(name: str) -> TestbedKind:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise CcbenchError(
+            f"testbed.kind: unknown kind '{name}' (one of {', '.join(NAMES)})"
+        ) from None
