@@ -1,3 +1,8 @@
 """ccbench: congestion-control comparisons on a dumbbell, from one config to one report."""
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("ccbench")
+except PackageNotFoundError:  # a source tree that was not installed
+    __version__ = "unknown"
