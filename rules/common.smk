@@ -6,6 +6,8 @@ import sys
 
 from snakemake.utils import min_version
 
+from ccbench.testbed.kinds import kind as testbed_kind
+
 min_version("8.0")
 
 
@@ -50,15 +52,12 @@ wildcard_constraints:
 # `ccbench run` reads the senders' kernel first; when none runs the kernel the variant
 # needs, it records the run as waiting (attempts.json and raw/skipped.json hold
 # "waiting"), measures nothing, and the report lists it as waiting. Every invocation
-# checks such runs again: while the workflow is read, a waiting run's attempts.json is
-# moved to waiting.json and its summary.json and timeseries.parquet (made from raw/
-# by `parse`) are removed, so its outputs are missing and Snakemake runs it (and only
-# it, besides the tables and the report). A missing output is the one reason Snakemake
-# finds for a job downstream of another that must run: a file that is merely newer is
-# not looked at there (a rewritten matrix.json after a config change would hide it),
-# and its .snakemake records are not needed (a results directory carried to another
-# machine behaves the same). The regex lives beside the run's spec, not in it: a
-# changed regex changes no run id and reruns nothing that is done.
+# checks such runs again: a waiting run's job takes as input a token that the rule
+# `kernel_check` makes (and Snakemake removes after use, temp()), so the token is newer
+# than the run's attempts.json and the run (and only it, besides the tables and the
+# report) is due. Reading the workflow changes no file: `snakemake -n` leaves the
+# results as they are. The regex lives beside the run's spec, not in it: a changed
+# regex changes no run id and reruns nothing that is done.
 
 
 def read_json(path):
@@ -70,20 +69,20 @@ def read_json(path):
         return None
 
 
-def recheck_waiting(run):
-    """Make a run recorded as waiting for a kernel due again; True if it was one."""
-    d = f"{RESULTS}/runs/{run}"
-    att = read_json(f"{d}/attempts.json")
-    if not (isinstance(att, dict) and "waiting" in att):
-        return False
-    os.replace(f"{d}/attempts.json", f"{d}/waiting.json")
-    for name in ("summary.json", "timeseries.parquet"):
-        if os.path.exists(f"{d}/{name}"):
-            os.remove(f"{d}/{name}")
-    return True
+def is_waiting(run):
+    att = read_json(f"{RESULTS}/runs/{run}/attempts.json")
+    return isinstance(att, dict) and "waiting" in att
 
 
-WAITING = {r for r in RUNS if recheck_waiting(r)}
+WAITING = {r for r in RUNS if is_waiting(r)}
+
+
+def kernel_token(run):
+    return f"{RESULTS}/runs/{run}/kernel-check.token"
+
+
+def kernel_check(wc):
+    return kernel_token(wc.run) if wc.run in WAITING else []
 
 
 # Runs still to do wait for the one before them in the seeded order of their testbed,
@@ -96,7 +95,7 @@ for _tb in TESTBEDS:
         r
         for r in RUNS
         if MATRIX["runs"][r]["testbed_id"] == _tb
-        and not os.path.exists(f"{RESULTS}/runs/{r}/attempts.json")
+        and (r in WAITING or not os.path.exists(f"{RESULTS}/runs/{r}/attempts.json"))
     ]
     PREV.update({rid: (_todo[i - 1] if i else None) for i, rid in enumerate(_todo)})
 
@@ -143,12 +142,34 @@ def calibration_failures(tb):
 
 
 def testbed_threads(wc):
-    # Calibration times pings to a millisecond: locally, no other job (e.g. the parse
-    # of the previous testbed's last run) may run beside it, so it takes every core.
-    # A remote testbed is calibrated on its own hosts.
-    return (
-        workflow.cores if MATRIX["testbeds"][wc.tb]["testbed"]["kind"] == "local" else 1
-    )
+    # Calibration times pings to a millisecond: on a kind calibrated on this machine's
+    # CPU (local namespaces), no other job (e.g. the parse of the previous testbed's
+    # last run) may run beside it, so it takes every core; a remote testbed is
+    # calibrated on its own hosts.
+    k = testbed_kind(MATRIX["testbeds"][wc.tb]["testbed"]["kind"])
+    return workflow.cores if k.caps.exclusive_calibration else 1
+
+
+# --- One job at a time per dumbbell ------------------------------------------------
+# Runs (and the rate probe of a testbed's calibration) on one dumbbell share its
+# bottleneck: a resource per dumbbell the matrix uses, of which each such job takes
+# one; the workflow has one of each. The most dumbbells a config may ask for is the
+# testbed kind's (ccbench.testbed.kinds), checked when the matrix is made.
+DUMBBELLS = sorted({tb["dumbbell"] for tb in MATRIX["testbeds"].values()})
+workflow.global_resources.update({f"dumbbell_{d}": 1 for d in DUMBBELLS})
+
+
+def _on_dumbbell(d, dumbbell_of_job):
+    return lambda wc: int(dumbbell_of_job(wc) == d)
+
+
+TESTBED_RESOURCES = {
+    f"dumbbell_{d}": _on_dumbbell(d, lambda wc: MATRIX["testbeds"][wc.tb]["dumbbell"])
+    for d in DUMBBELLS
+}
+RUN_RESOURCES = {
+    f"dumbbell_{d}": _on_dumbbell(d, lambda wc: dumbbell_of(wc.run)) for d in DUMBBELLS
+}
 
 
 def not_run_to_retry(run):

@@ -1,11 +1,21 @@
 # One job per run, chained in the seeded order of its testbed (rules/common.smk).
 
 
+rule kernel_check:
+    # A run waiting for its kernel is checked again on every invocation: this token,
+    # made now and removed after use, is newer than its attempts.json (common.smk).
+    output:
+        temp(f"{RESULTS}/runs/{{run}}/kernel-check.token"),
+    shell:
+        "touch {output:q}"
+
+
 rule run:
     input:
         matrix=ancient(f"{RESULTS}/matrix.json"),
         cal=run_cal,
         prev=previous_run,
+        kernel_check=kernel_check,
     output:
         f"{RESULTS}/runs/{{run}}/attempts.json",
     log:
@@ -15,10 +25,7 @@ rule run:
     conda:
         "../envs/ccbench.yaml"
     resources:
-        dumbbell_1=lambda wc: int(dumbbell_of(wc.run) == 1),
-        dumbbell_2=lambda wc: int(dumbbell_of(wc.run) == 2),
-        dumbbell_3=lambda wc: int(dumbbell_of(wc.run) == 3),
-        dumbbell_4=lambda wc: int(dumbbell_of(wc.run) == 4),
+        **RUN_RESOURCES,
     params:
         out=lambda wc, output: os.path.dirname(output[0]),
     shell:

@@ -22,10 +22,7 @@ rule testbed_up:
     threads: testbed_threads
     resources:
         # The rate probe sends traffic: never alongside a run on the same dumbbell.
-        dumbbell_1=lambda wc: int(MATRIX["testbeds"][wc.tb]["dumbbell"] == 1),
-        dumbbell_2=lambda wc: int(MATRIX["testbeds"][wc.tb]["dumbbell"] == 2),
-        dumbbell_3=lambda wc: int(MATRIX["testbeds"][wc.tb]["dumbbell"] == 3),
-        dumbbell_4=lambda wc: int(MATRIX["testbeds"][wc.tb]["dumbbell"] == 4),
+        **TESTBED_RESOURCES,
     params:
         # Grows by one with every failed calibration: the testbed is due again.
         failures=lambda wc: calibration_failures(wc.tb),

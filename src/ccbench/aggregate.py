@@ -19,28 +19,10 @@ from typing import Any
 
 import pandas as pd
 
-from ccbench import metrics, record
+from ccbench import metric_catalog, metrics, record
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
 from ccbench.record import RunRecord
 from ccbench.spec import Topology
-
-METRICS = {
-    # column in runs table -> label used in the summary table
-    "throughput_sum_mbps": "throughput sum",
-    "utilization_pct": "utilization",
-    "jain": "Jain",
-    "srtt_mean_ms": "srtt mean",
-    "srtt_p95_ms": "srtt p95",
-    "srtt_max_ms": "srtt max",
-    "retransmits": "retransmits",
-    "drops_pkts": "bottleneck drops",
-    "queue_backlog_mean_pkts": "queue backlog mean",
-    "queue_full_pct": "time queue full",
-    "probe_rtt_p50_ms": "RTT under load p50 (ping)",
-    "probe_rtt_p95_ms": "RTT under load p95 (ping)",
-    "convergence_s": "convergence time",
-    "mathis_ratio": "throughput / Mathis",
-}
 
 
 def _num(x: Any) -> float:
@@ -190,9 +172,9 @@ def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
                      variant_order: list[str],
                      resolve_target_pct: float = RESOLVE_TARGET_PCT) -> pd.DataFrame:  # fmt: skip
     """Per scenario x variant: means with CIs, and per metric the delta vs the baseline
-    with its CI; `_delta_mde_pct` is the smallest change these repetitions resolve (the
-    delta's 95 % CI half-width, t*s/sqrt(n) of the paired deltas: a true change smaller
-    than it leaves the CI straddling 0), `_delta_reps_to_resolve` how many paired
+    with its CI (`_delta_ci95_pct`, t*s/sqrt(n) of the paired deltas, is also the
+    smallest change these repetitions resolve: a true change smaller than it leaves the CI
+    straddling 0), `_delta_reps_to_resolve` how many paired
     repetitions would bring that half-width below `resolve_target_pct`."""
     rows = []
     valid = runs[runs["valid"]]
@@ -215,7 +197,7 @@ def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
                 "n_waiting": int((grp_all["status"] == "waiting").sum()),
                 "kernel_short": " / ".join(dict.fromkeys(k for k in grp["kernel_short"] if k)),
             }
-            for col in METRICS:
+            for col in metric_catalog.KEYS:
                 ci = metrics.mean_ci(grp[col].dropna().tolist())
                 row[f"{col}_mean"] = ci.mean
                 row[f"{col}_ci95"] = ci.half_width
@@ -223,7 +205,6 @@ def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
                 row[f"{col}_delta_pct"] = delta.mean_pct if delta else math.nan
                 row[f"{col}_delta_ci95_pct"] = delta.half_width_pct if delta else math.nan
                 row[f"{col}_delta_paired"] = delta.paired if delta else None
-                row[f"{col}_delta_mde_pct"] = delta.half_width_pct if delta else math.nan
                 reps = (
                     metrics.repetitions_to_resolve(delta.deltas_pct, resolve_target_pct)
                     if delta and delta.paired

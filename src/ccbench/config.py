@@ -17,13 +17,42 @@ from ccbench.spec import RunSpec, TestbedConfig, Topology, check_flows, flows_fr
 from ccbench.testbed.kinds import kind
 
 
+def _registry_lists() -> dict[str, Any]:
+    """What the schemas' `x-from` / `x-max-from` name: each list's one source."""
+    from ccbench import metric_catalog, probes, queues
+    from ccbench.probes.flent import FLENT_TESTS
+    from ccbench.testbed import kinds
+
+    oses = [o for k in kinds.REGISTRY.values() for o in k.caps.oses]
+    return {
+        "testbed_kinds": list(kinds.NAMES),
+        "probe_tools": list(probes.NAMES),
+        "flent_tests": list(FLENT_TESTS),
+        "queue_kinds": list(queues.NAMES),
+        "expectable_metrics": list(metric_catalog.EXPECTABLE),
+        "referable_metrics": list(metric_catalog.REFERABLE),
+        "sender_oses": list(dict.fromkeys(oses)),
+        "dumbbells": kinds.MAX_DUMBBELLS,
+    }
+
+
+def _fill(node: Any, lists: dict[str, Any]) -> Any:
+    if isinstance(node, dict):
+        out = {k: _fill(v, lists) for k, v in node.items() if k not in ("x-from", "x-max-from")}
+        if "x-from" in node:
+            out["enum"] = list(lists[node["x-from"]])
+        if "x-max-from" in node:
+            out["maximum"] = lists[node["x-max-from"]]
+        return out
+    if isinstance(node, list):
+        return [_fill(v, lists) for v in node]
+    return node
+
+
 def schema(name: str) -> dict[str, Any]:
+    """The config schema `name` (run, matrix) with its registry lists filled in."""
     text = resources.files("ccbench").joinpath(f"schemas/{name}.yaml").read_text()
-    return dict(yaml.safe_load(text))
-
-
-def schema_path(name: str) -> Path:
-    return Path(str(resources.files("ccbench").joinpath(f"schemas/{name}.yaml")))
+    return dict(_fill(yaml.safe_load(text), _registry_lists()))
 
 
 MAX_CONFIG_BYTES = 1_000_000

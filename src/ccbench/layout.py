@@ -4,7 +4,6 @@ A run directory (results/runs/<run id>/):
 
     raw/                  what the run recorded (below); renamed into place when complete
     attempts.json         every attempt's verdict (`ccbench run`)
-    waiting.json          an earlier check found the senders on another kernel
     invalid-attempts/N/   raw/ of attempt N, kept when it was invalid and retried
     summary.json          the run record (`ccbench parse`, ccbench.record)
     timeseries.parquet    the run's time series (`ccbench parse`, ccbench.timeseries)
@@ -107,7 +106,6 @@ RAW = "raw"
 SUMMARY = "summary.json"
 TIMESERIES = "timeseries.parquet"
 ATTEMPTS = "attempts.json"
-WAITING = "waiting.json"
 INVALID_ATTEMPTS = "invalid-attempts"
 
 
@@ -130,10 +128,6 @@ class RunDir:
     @property
     def attempts(self) -> Path:
         return self.path / ATTEMPTS
-
-    @property
-    def waiting(self) -> Path:
-        return self.path / WAITING
 
     def invalid_attempt(self, n: int) -> Path:
         return self.path / INVALID_ATTEMPTS / str(n)

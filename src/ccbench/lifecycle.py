@@ -184,8 +184,6 @@ def run_on_testbed(
                 return Waiting(record_wait(req.spec, out, req.kernel, seen), seen)
         summary = execute(tb, req.spec, out, req.attempts, write_summary=write_summary,
                           kernel_req=req.kernel)  # fmt: skip
-        # The record of an earlier check that found another kernel (rules/common.smk).
-        (out / "waiting.json").unlink(missing_ok=True)
     return summary
 
 

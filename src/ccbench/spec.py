@@ -244,6 +244,16 @@ class TestbedConfig:
         return d
 
 
+# RunSpec fields added after results existed, with the defaults runs were made with
+# before: a spec without one reads as that default (from_dict), and a field at it is
+# left out of the hash (run_id), so every run made before keeps its id.
+FIELDS_ADDED: dict[str, Any] = {
+    "probe_tool": "ping",
+    "probe_flent_test": "ping",
+    "qdisc_interval_s": 0.05,
+}
+
+
 @dataclass(frozen=True)
 class RunSpec:
     topology: Topology
@@ -298,8 +308,7 @@ class RunSpec:
     def run_id(self) -> str:
         d = self.to_dict()
         # Fields added after results existed hash only when set, so those keep their ids.
-        for key, default in (("probe_tool", "ping"), ("probe_flent_test", "ping"),
-                             ("qdisc_interval_s", QDISC_INTERVAL_DEFAULT_S)):  # fmt: skip
+        for key, default in FIELDS_ADDED.items():
             if d[key] == default:
                 del d[key]
         return f"{self.scenario}-{self.variant}-r{self.repetition}-" + stable_hash(d)[:8]

@@ -39,6 +39,11 @@ def matrix(d: Any) -> Any:
     return {**copy.deepcopy(MATRIX_DEFAULTS), **d}
 
 
+# --- run specs (raw/spec.json, matrix.json runs) --------------------------------------
+# A spec's fields added since read as the defaults runs were made with before, and keep
+# the run's id: the rule is the id's own (spec.FIELDS_ADDED, RunSpec.run_id).
+
+
 # --- summary.json -------------------------------------------------------------------
 SUMMARY_SCHEMA = "ccbench.summary/2"
 
@@ -105,3 +110,32 @@ RUN_COLUMNS: dict[str, Any] = {
     "kernel": "",
     "kernel_short": "",
 }
+# Text columns: a CSV reads their empty cells as NaN.
+TEXT_COLUMNS = ("status", "waiting_kernel", "kernel", "kernel_short")
+
+
+def runs_table(runs: Any) -> tuple[Any, frozenset[str]]:
+    """A runs table (pandas) in the current layout, and the columns it lacked."""
+    absent = frozenset(c for c in RUN_COLUMNS if c not in runs.columns)
+    for col in absent:
+        runs[col] = RUN_COLUMNS[col]
+    for col in TEXT_COLUMNS:
+        runs[col] = runs[col].fillna("").astype(str)
+    return runs, absent
+
+
+# Metrics of the summary table added after results existed (their columns read as
+# not measured).
+SUMMARY_METRICS_ADDED = ("probe_rtt_p50_ms", "probe_rtt_p95_ms", "convergence_s",
+                         "mathis_ratio", "queue_backlog_mean_pkts", "queue_full_pct")  # fmt: skip
+
+
+def summary_table(summary: Any) -> Any:
+    """A summary table (pandas) in the current layout."""
+    if "kernel_short" in summary.columns:
+        summary["kernel_short"] = summary["kernel_short"].fillna("").astype(str)
+    for m in SUMMARY_METRICS_ADDED:
+        for suffix in ("mean", "ci95", "delta_pct", "delta_ci95_pct", "delta_paired"):
+            if f"{m}_{suffix}" not in summary.columns:
+                summary[f"{m}_{suffix}"] = None if suffix == "delta_paired" else math.nan
+    return summary

@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ccbench.cli import main
+from ccbench.config import schema as config_schema
 from tests.unit.schema_strategy import from_schema
 from tests.unit.test_matrix import write_inventory
 
@@ -294,9 +295,7 @@ def test_mutated_configs_expand_or_are_refused_in_one_line(
             assert isinstance(f.streams, int) and math.isfinite(f.duration_s)
 
 
-MATRIX_SCHEMA = yaml.safe_load(
-    (Path(__file__).resolve().parents[2] / "src/ccbench/schemas/matrix.yaml").read_text()
-)
+MATRIX_SCHEMA = config_schema("matrix")  # with its registry lists filled in
 # What a hand-edited YAML file gets wrong: a line lost or doubled, a stray character.
 TEXT_EDITS = st.sampled_from(["drop line", "double line", "insert", "none"])
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ccbench import aggregate, kernel, matrix
+from ccbench import aggregate, kernel, matrix, metric_catalog
 from ccbench.errors import CcbenchError
 from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
@@ -178,7 +178,7 @@ def _runs(values: dict[str, list[float]]) -> pd.DataFrame:
     rows = []
     for var, vals in values.items():
         for rep, x in enumerate(vals, start=1):
-            row = {c: x for c in aggregate.METRICS}
+            row = {c: x for c in metric_catalog.KEYS}
             short = "14.2-RELEASE" if var == "before" else "14.2-RELEASE #1 D49540"
             row.update(run_id=f"{var}-{rep}", scenario="s", variant=var, repetition=rep,
                        valid=True, skipped=False, status="valid", kernel_short=short)  # fmt: skip
@@ -194,7 +194,7 @@ def test_smallest_resolvable_change_and_repetitions_for_the_target() -> None:
     # Paired deltas -3, -1, -5 %: mean -3, s = 2, half-width t(0.975, 2) * 2 / sqrt(3).
     half = 4.302652729911275 * 2 / math.sqrt(3)
     assert after["throughput_sum_mbps_delta_pct"] == pytest.approx(-3.0)
-    assert after["throughput_sum_mbps_delta_mde_pct"] == pytest.approx(half)
+    assert after["throughput_sum_mbps_delta_ci95_pct"] == pytest.approx(half)
     # t(n-1) * 2 / sqrt(n) < 2 first at n = 7 (2.447 * 2 / 2.646 = 1.85; n = 6: 2.10).
     assert after["throughput_sum_mbps_delta_reps_to_resolve"] == 7
     assert after["kernel_short"] == "14.2-RELEASE #1 D49540"

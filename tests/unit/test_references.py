@@ -20,7 +20,7 @@ from ccbench import matrix, record
 from ccbench.config import parse_yaml
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix, Reference
-from ccbench.report import provenance, tables
+from ccbench.report import checks, provenance
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "config" / "examples"
@@ -169,7 +169,7 @@ def test_report_rows_put_the_reference_beside_the_mean_and_the_ratio() -> None:
     ]  # fmt: skip
     m = dataclasses.replace(Matrix.load(REPO / "tests" / "fixtures" / "matrix-qdisc-check.json"),
                             references=tuple(Reference.from_dict(r) for r in refs))  # fmt: skip
-    rows = tables.reference_rows(summary, m)
+    rows = checks.reference_rows(summary, m)
     assert [(r["reference"], r["measured"], r["ratio"]) for r in rows] == [
         ("526.0", "263.0 ± 52.6", "0.50 ± 0.10"),
         ("222.0", "111.0 ± n/a", "0.50 ± n/a"),

@@ -24,7 +24,7 @@ import pytest
 from ccbench import metrics, timeseries
 from ccbench.model import Matrix
 from ccbench.parse.ping import parse_ping
-from ccbench.report import data, document, figures, provenance, tables
+from ccbench.report import checks, data, document, figures, provenance, tables
 from ccbench.report.fmt import DIGITS, fmt, fmt_ci, significant
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "results-small"
@@ -303,7 +303,7 @@ def test_no_expectations(built: Built, tmp_path: Path) -> None:
     assert "No expectations configured" in out
     (tdir / "verdicts.csv").write_text("")  # an empty file: the same
     assert data.read_verdicts(tdir).empty
-    assert tables.verdict_summary(data.read_verdicts(tdir)) == "No expectations configured."
+    assert checks.verdict_summary(data.read_verdicts(tdir)) == "No expectations configured."
 
 
 # Latency under load (ping), convergence
@@ -427,10 +427,10 @@ def test_verdict_summary() -> None:
             "gate": [False, True, True],
         }
     )
-    assert tables.verdict_summary(v) == "3 expectations: 2 passed, 1 failed (1 gated failure)."
-    assert tables.verdict_summary(v.iloc[:1]) == "1 expectation: 1 passed, 0 failed."
+    assert checks.verdict_summary(v) == "3 expectations: 2 passed, 1 failed (1 gated failure)."
+    assert checks.verdict_summary(v.iloc[:1]) == "1 expectation: 1 passed, 0 failed."
     v["status"] = ["pass", "not resolved", "fail"]
-    assert tables.verdict_summary(v) == (
+    assert checks.verdict_summary(v) == (
         "3 expectations: 1 passed, 1 failed, 1 not resolved (1 gated failure)."
     )
 

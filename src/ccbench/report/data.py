@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from ccbench import record
+from ccbench import record, upgrade
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix
 from ccbench.record import RunRecord
@@ -18,32 +18,6 @@ from ccbench.record.parts import Recorded
 from ccbench.report.fmt import as_float, fmt
 from ccbench.spec import Flow, Topology
 
-# Columns of the runs table a results set made before they existed lacks: read as
-# "not measured" (NaN) or "not skipped", so an older results set still renders.
-RUN_COLUMNS: dict[str, Any] = {
-    "skipped": False,
-    "probe_rtt_p50_ms": math.nan,
-    "probe_rtt_p95_ms": math.nan,
-    "probe_rtt_p99_ms": math.nan,
-    "convergence_s": math.nan,
-    "loss_rate": math.nan,
-    "mathis_mbps_per_flow": math.nan,
-    "mathis_ratio": math.nan,
-    "queue_backlog_mean_pkts": math.nan,
-    "queue_backlog_p95_pkts": math.nan,
-    "queue_full_pct": math.nan,
-    "queue_drop_intervals": math.nan,
-    "queue_drop_burst_max": math.nan,
-    "queue_interval_achieved_ms": math.nan,
-    "status": "",
-    "waiting_kernel": "",
-    "kernel": "",
-    "kernel_short": "",
-}
-# Text columns: a CSV reads their empty cells as NaN.
-TEXT_COLUMNS = ("status", "waiting_kernel", "kernel", "kernel_short")
-SUMMARY_METRICS = ["probe_rtt_p50_ms", "probe_rtt_p95_ms", "convergence_s", "mathis_ratio",
-                   "queue_backlog_mean_pkts", "queue_full_pct"]  # fmt: skip
 VERDICT_COLUMNS = [
     "expectation",
     "scenario",
@@ -67,7 +41,7 @@ class Tables:
     flows: pd.DataFrame
     summary: pd.DataFrame
     verdicts: pd.DataFrame  # no rows: no expectations configured (or no verdicts.csv)
-    absent: frozenset[str] = frozenset()  # RUN_COLUMNS the results set predates
+    absent: frozenset[str] = frozenset()  # runs-table columns the results set predates
 
 
 def _bool(x: object) -> bool:
@@ -108,17 +82,8 @@ def read_verdicts(tables_dir: Path) -> pd.DataFrame:
 
 def load_tables(tables_dir: Path) -> Tables:
     runs, flows, summary = (read_table(tables_dir, n) for n in ("runs", "flows", "summary"))
-    absent = frozenset(c for c in RUN_COLUMNS if c not in runs.columns)
-    for col in absent:
-        runs[col] = RUN_COLUMNS[col]
-    for col in TEXT_COLUMNS:
-        runs[col] = runs[col].fillna("").astype(str)
-    if "kernel_short" in summary.columns:
-        summary["kernel_short"] = summary["kernel_short"].fillna("").astype(str)
-    for m in SUMMARY_METRICS:
-        for suffix in ("mean", "ci95", "delta_pct", "delta_ci95_pct", "delta_paired"):
-            if f"{m}_{suffix}" not in summary.columns:
-                summary[f"{m}_{suffix}"] = None if suffix == "delta_paired" else math.nan
+    runs, absent = upgrade.runs_table(runs)
+    summary = upgrade.summary_table(summary)
     return Tables(runs, flows, summary, read_verdicts(tables_dir), absent)
 
 

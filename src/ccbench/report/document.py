@@ -19,7 +19,7 @@ import jinja2
 from ccbench import verdicts as verdicts_mod
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.model import Matrix
-from ccbench.report import data, provenance, style, tables
+from ccbench.report import checks, data, provenance, style, tables
 from ccbench.report.fmt import fmt
 
 
@@ -239,10 +239,10 @@ def context(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path)
         "runs_to": provenance.utc(started.max()) if len(started) else "n/a",
         "sha256": provenance.matrix_sha256(matrix),
         "counts": _counts(t, matrix, order),
-        "verdicts": tables.verdict_rows(t.verdicts, matrix),
-        "verdict_summary": tables.verdict_summary(t.verdicts),
+        "verdicts": checks.verdict_rows(t.verdicts, matrix),
+        "verdict_summary": checks.verdict_summary(t.verdicts),
         "verdict_failed_gates": len(verdicts_mod.failed_gates(t.verdicts)),
-        "references": tables.reference_rows(t.summary, matrix),
+        "references": checks.reference_rows(t.summary, matrix),
         "loss": _loss_sections(t, matrix, colours, figs),
         "jain_converged": fmt(JAIN_CONVERGED, None),
         "jain_window": fmt(JAIN_WINDOW_S, None),

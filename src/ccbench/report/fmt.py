@@ -9,7 +9,10 @@ from __future__ import annotations
 import math
 from typing import SupportsFloat
 
+from ccbench.metric_catalog import DIGITS  # the report's only rounding rules
+
 NA = "n/a"
+__all__ = ["DIGITS", "NA", "as_float", "fmt", "fmt_ci", "significant"]
 
 
 def as_float(x: object) -> float | None:
@@ -21,10 +24,6 @@ def as_float(x: object) -> float | None:
         return float(x)
     except (TypeError, ValueError):
         return None
-
-
-# Decimals per kind of quantity: the report's only rounding rules.
-DIGITS = {"mbps": 1, "pct": 1, "jain": 3, "ms": 1, "count": 0, "s": 1, "ratio": 2}
 
 
 def fmt(x: object, digits: int | None = 1, *, sign: bool = False) -> str:

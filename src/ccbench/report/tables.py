@@ -6,60 +6,28 @@ HTML and a test that recomputes a value all agree on the exact string.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
-from ccbench.aggregate import METRICS as METRIC_LABELS
+from ccbench import metric_catalog
+from ccbench.metric_catalog import Metric
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix, Variant
 from ccbench.report import data
 from ccbench.report.fmt import DIGITS, NA, fmt, fmt_ci, significant
 
-
-@dataclass(frozen=True)
-class Metric:
-    key: str  # column stem in the runs and summary tables
-    header: str
-    unit: str
-    digits: int
-
-
-METRICS = [
-    Metric("throughput_sum_mbps", "sum", "Mbit/s", DIGITS["mbps"]),
-    Metric("utilization_pct", "util.", "%", DIGITS["pct"]),
-    Metric("jain", "Jain", "", DIGITS["jain"]),
-    Metric("srtt_mean_ms", "srtt avg", "ms", DIGITS["ms"]),
-    Metric("srtt_p95_ms", "srtt p95", "ms", DIGITS["ms"]),
-    Metric("srtt_max_ms", "srtt max", "ms", DIGITS["ms"]),
-    Metric("retransmits", "retrans.", "segs", DIGITS["count"]),
-    Metric("drops_pkts", "drops", "pkts", DIGITS["count"]),
-    # The bottleneck queue sampled on rt1 (n/a for runs made without sampling).
-    Metric("queue_backlog_mean_pkts", "queue avg", "pkts", DIGITS["mbps"]),
-    Metric("queue_full_pct", "queue full", "% time", DIGITS["pct"]),
-]
-# RTT under load: the concurrent probe's percentiles (per run), then mean ± CI; the
-# note above the table names the tool.
-LOAD_METRICS = [
-    Metric("probe_rtt_p50_ms", "RTT under load p50", "ms", DIGITS["ms"]),
-    Metric("probe_rtt_p95_ms", "RTT under load p95", "ms", DIGITS["ms"]),
-]
-LOAD_METRICS_PER_RUN = ["probe_rtt_p50_ms", "probe_rtt_p95_ms", "probe_rtt_p99_ms"]
-CONVERGENCE = Metric("convergence_s", "convergence", "s", DIGITS["s"])
-MATHIS_RATIO = Metric("mathis_ratio", "sum / (n × Mathis)", "", DIGITS["ratio"])
-# Utilization is the throughput sum over a fixed rate: its delta would repeat it.
-DELTA_METRICS = [m for m in METRICS if m.key != "utilization_pct"] + LOAD_METRICS
-BY_KEY = {m.key: m for m in [*METRICS, *LOAD_METRICS, CONVERGENCE, MATHIS_RATIO]}
+# The metrics and their headers, units and decimals: ccbench.metric_catalog.
+METRICS = list(metric_catalog.RESULTS)
+LOAD_METRICS = list(metric_catalog.LOAD)
+LOAD_METRICS_PER_RUN = list(metric_catalog.PER_RUN_LOAD)
+CONVERGENCE = metric_catalog.BY_KEY["convergence_s"]
+MATHIS_RATIO = metric_catalog.BY_KEY["mathis_ratio"]
+DELTA_METRICS = list(metric_catalog.DELTA)
+BY_KEY = metric_catalog.BY_KEY
 UNPAIRED = "†"  # marks a delta computed unpaired (see the table notes)
 
 
-def digits_for(metric: str) -> int:
-    """Decimals of a runs/summary metric (3 for one the report does not know)."""
-    if metric in BY_KEY:
-        return BY_KEY[metric].digits
-    if metric.startswith("flow") and metric.endswith("_mbps"):
-        return DIGITS["mbps"]
-    return 3
+digits_for = metric_catalog.digits
 
 
 def _delta_text(r: pd.Series, key: str) -> tuple[str, bool]:
@@ -231,7 +199,7 @@ def variant_kernels(runs: pd.DataFrame, v: Variant) -> dict[str, Any]:
 def _resolution_text(r: pd.Series, key: str) -> str:
     """ "±3.1 · 9": the smallest change these repetitions resolve at 95 % and the
     paired repetitions that would resolve the target ("> 1000": hardly ever)."""
-    mde = r.get(f"{key}_delta_mde_pct")
+    mde = r.get(f"{key}_delta_ci95_pct")  # the smallest change the CI resolves
     if mde is None or pd.isna(mde):
         return NA
     n = r.get(f"{key}_delta_reps_to_resolve")
@@ -460,78 +428,6 @@ def per_run_load_table(
     return {"heads": heads, "rows": rows}
 
 
-def _expectation(matrix: Matrix, name: str) -> dict[str, Any]:
-    for i, e in enumerate(matrix.expectations):
-        if (e.get("name") or f"#{i + 1}") == name:
-            return dict(e)
-    return {}
-
-
-def verdict_rows(verdicts: pd.DataFrame, matrix: Matrix) -> list[dict[str, Any]]:
-    """One row per verdict: the check rebuilt from the config's expectation (so every
-    number goes through fmt), the measured mean, PASS/FAIL and whether it gates."""
-    rows = []
-    for _, v in verdicts.iterrows():
-        e = _expectation(matrix, v["expectation"])
-        metric = str(v["metric"])
-        # verdicts.csv has `op` since 2026-11-23; before, the config's expectation has it
-        op = str(v["op"]) if isinstance(v.get("op"), str) else str(e.get("op", "?"))
-        d = digits_for(metric)
-        if e.get("than") is not None:
-            target = f"{e['than']} ({fmt(v['target'], d)})"
-            tol = float(e.get("tolerance_pct") or 0)
-            if tol:  # the threshold the paired delta is judged against
-                target += f" {'−' if op in ('>=', '>') else '+'} {fmt(tol, None)} %"
-        elif e.get("value") is not None:
-            target = fmt(e["value"], None)
-        else:
-            target = fmt(v["target"], d)
-        rows.append(
-            {
-                "expectation": v["expectation"],
-                "scenario": v["scenario"],
-                "variant": v["variant"],
-                "metric": metric,
-                "metric_label": METRIC_LABELS.get(metric, ""),
-                "op": op,
-                "target": target,
-                "measured": fmt(v["measured"], d),
-                "delta": _verdict_delta(v),
-                "passed": bool(v["passed"]),
-                "status": str(v.get("status") or ("pass" if v["passed"] else "fail")),
-                "gate": bool(v["gate"]),
-                "note": v["note"],
-            }
-        )
-    return rows
-
-
-def _verdict_delta(v: pd.Series) -> str:
-    """The paired delta a `than` verdict was judged on, with its CI ('' for `value`)."""
-    d, h = v.get("delta_pct"), v.get("delta_ci95_pct")
-    if d is None or pd.isna(d):
-        return ""
-    return f"{d:+.1f} %" + ("" if h is None or pd.isna(h) else f" ± {h:.1f}")
-
-
-def verdict_summary(verdicts: pd.DataFrame) -> str:
-    """One line for the title page, e.g. "3 expectations: 1 passed, 1 failed, 1 not
-    resolved (1 gated failure)"."""
-    from ccbench.verdicts import FAIL, PASS, UNRESOLVED, status_of
-
-    if verdicts.empty:
-        return "No expectations configured."
-    n = len(verdicts)
-    n_exp = verdicts["expectation"].nunique()
-    st = status_of(verdicts)
-    passed, failed, open_ = (int((st == k).sum()) for k in (PASS, FAIL, UNRESOLVED))
-    gated = int((verdicts["gate"].astype(bool) & (st == FAIL)).sum())
-    exps = f"{n_exp} expectation{'s' if n_exp != 1 else ''}"
-    what = exps if n == n_exp else f"{n} checks of {exps}"
-    s = f"{what}: {passed} passed, {failed} failed" + (f", {open_} not resolved" if open_ else "")
-    return s + (f" ({gated} gated failure{'s' if gated != 1 else ''})." if gated else ".")
-
-
 def loss_table(
     group: list[data.Conditions],
     summary: pd.DataFrame,
@@ -565,44 +461,3 @@ def loss_table(
         rows.append({"scenario": c.scenario, "cells": cells})
     swatches = [{"label": v, "colour": colours.get(v, "#999999")} for v in variants]
     return {"heads": heads, "rows": rows, "variants": swatches}
-
-
-def _metric_words(metric: str) -> tuple[str, str]:
-    """(label, unit) of a reference's metric ("flow2_throughput_mbps": flow 2)."""
-    if metric.startswith("flow") and metric.endswith("_throughput_mbps"):
-        return f"flow {metric[4:].split('_', 1)[0]} throughput", "Mbit/s"
-    m = BY_KEY.get(metric)
-    return METRIC_LABELS.get(metric, metric), m.unit if m else ""
-
-
-def reference_rows(summary: pd.DataFrame, matrix: Matrix) -> list[dict[str, Any]]:
-    """One row per `references` entry of the config: the published value, the measured
-    mean ± 95 % CI over valid runs (summary table) and measured / reference (± CI / ref).
-    A scenario/variant without valid runs reads n/a."""
-    rows = []
-    for r in matrix.references:
-        metric, ref = r.metric, float(r.value)
-        d = digits_for(metric)
-        g = summary[(summary["scenario"] == r.scenario) & (summary["variant"] == r.variant)]
-        mean = ci = float("nan")
-        if len(g) and f"{metric}_mean" in g.columns:
-            mean = float(g.iloc[0][f"{metric}_mean"])
-            ci = float(g.iloc[0].get(f"{metric}_ci95", float("nan")))
-        ratio = mean / ref if ref else float("nan")
-        ratio_ci = ci / abs(ref) if ref else float("nan")
-        label, unit = _metric_words(metric)
-        rows.append(
-            {
-                "scenario": r.scenario,
-                "variant": r.variant,
-                "metric": metric,
-                "metric_label": label,
-                "unit": unit,
-                "source": r.source,
-                "note": r.note or "",
-                "reference": fmt(ref, d),
-                "measured": fmt_ci(mean, ci, d),
-                "ratio": fmt_ci(ratio, ratio_ci, DIGITS["ratio"]),
-            }
-        )
-    return rows

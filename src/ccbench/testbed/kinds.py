@@ -11,6 +11,7 @@ and ccbench.spec checks a TestbedConfig against its kind.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -39,17 +40,27 @@ class Capabilities:
     exclusive_calibration: bool
 
 
+def _load(path: str) -> Any:
+    """'package.module:name' -> the object (the implementations are loaded when a kind
+    is used, so this registry stays below them in the package's layers)."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 class TestbedKind:
     name: ClassVar[str]
     caps: ClassVar[Capabilities]
     description: ClassVar[str]
+    testbed_class: ClassVar[str]  # 'module:Class' of its Testbed (base.Testbed protocol)
+    remover: ClassVar[str]  # 'module:function(tb_id, state) -> what was done'
 
     def make(self, cfg: TestbedConfig, topo: Topology) -> Testbed:
-        raise NotImplementedError
+        t: Testbed = _load(self.testbed_class)(cfg, topo)
+        return t
 
     def down(self, tb_id: str, state: dict[str, Any]) -> str:
         """Remove testbed `tb_id` (its state.json as `state`, {} if none); what was done."""
-        raise NotImplementedError
+        return str(_load(self.remover)(tb_id, state))
 
     def check_delay_direction(self, direction: str) -> None:
         if direction not in self.caps.delay_directions:
@@ -70,16 +81,8 @@ class LocalKind(TestbedKind):
         needs_inventory=False, oses=("linux",), delay_directions=("both", "reverse"),
         dumbbells=1, exclusive_calibration=True,
     )  # fmt: skip
-
-    def make(self, cfg: TestbedConfig, topo: Topology) -> Testbed:
-        from ccbench.testbed.local import LocalTestbed
-
-        return LocalTestbed(cfg, topo)
-
-    def down(self, tb_id: str, state: dict[str, Any]) -> str:
-        from ccbench.testbed import local
-
-        return f"removed {len(local.down(tb_id))} namespace(s)"
+    testbed_class = "ccbench.testbed.local:LocalTestbed"
+    remover = "ccbench.testbed.local:down_from_state"
 
 
 class SshKind(TestbedKind):
@@ -91,16 +94,8 @@ class SshKind(TestbedKind):
         dumbbells=MAX_DUMBBELLS, exclusive_calibration=False,
     )  # fmt: skip
     delay_direction_hint = "on Emulab the delay node's dummynet pipes set the delay (profile.py)"
-
-    def make(self, cfg: TestbedConfig, topo: Topology) -> Testbed:
-        from ccbench.testbed.remote import RemoteTestbed
-
-        return RemoteTestbed(cfg, topo)
-
-    def down(self, tb_id: str, state: dict[str, Any]) -> str:
-        from ccbench.testbed.remote import down_from_state
-
-        return down_from_state(tb_id, state)
+    testbed_class = "ccbench.testbed.remote:RemoteTestbed"
+    remover = "ccbench.testbed.remote:down_from_state"
 
 
 REGISTRY: dict[str, TestbedKind] = {k.name: k for k in (LocalKind(), SshKind())}

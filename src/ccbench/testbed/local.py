@@ -417,3 +417,8 @@ def all_ids() -> list[str]:
             if p.is_dir() and not p.is_symlink() and safe.TESTBED_ID.fullmatch(p.name)
         }
     return sorted(ids)
+
+
+def down_from_state(tb_id: str, state: dict[str, Any]) -> str:
+    """`testbed down` of a local testbed (its state says nothing more than its id)."""
+    return f"removed {len(down(tb_id))} namespace(s)"
