@@ -185,15 +185,13 @@ def measure_rate(tb: Testbed, problems: list[str]) -> dict[str, Any]:
     Two, not one: the receiver's count misses what is still in flight at the end
     (half an RTT plus the queue), and one vCPU stall weighs half as much.
     """
-    srv = tb.ex("r1").spawn(["iperf3", "-s", "-1", "-p", str(PROBE_PORT)])
+    srv = tb.ex("r1").spawn(tb.driver("r1").iperf3_server(PROBE_PORT))
+    payload = 1400
     try:
         tb.wait_listening("r1", PROBE_PORT)
-        payload = 1400
-        cp = tb.ex("s1").run(
-            ["iperf3", "-c", tb.address("r1"), "-p", str(PROBE_PORT), "-u", "-l", str(payload),
-             "-b", f"{int(tb.topo.rate_bps * 1.1)}", "-t", "2", "-J"],
-            check=False, timeout=30,
-        )  # fmt: skip
+        udp = tb.driver("s1").iperf3_udp_client(tb.address("r1"), PROBE_PORT, payload,
+                                                tb.topo.rate_bps * 1.1, 2)  # fmt: skip
+        cp = tb.ex("s1").run(udp, check=False, timeout=30)
     finally:
         srv.stop()
     try:

@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ccbench import jsonio
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor
 from ccbench.hosts import node_driver
@@ -87,7 +88,7 @@ def collect(
             else:
                 errors[f"{node} {key}"] = (res.stderr.strip().splitlines() or ["failed"])[-1]
     snap = {"schema": SCHEMA, "time_unix": time.time(), "nodes": nodes, "errors": errors}
-    dest.write_text(json.dumps(snap, indent=1))
+    jsonio.write_json(dest, snap)
 
 
 def _delta(after: int, before: int) -> int:

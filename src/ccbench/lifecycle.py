@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ccbench import jsonio
 from ccbench.errors import CcbenchError, Unavailable
 from ccbench.model import Matrix
 
@@ -92,14 +93,13 @@ def bring_up(
         rec = {**getattr(e, "record", {}), "skipped": str(e), "retry": e.retry}
         out = Path(calibration_out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(rec, indent=2))
+        jsonio.write_json(out, rec)
         if e.retry:  # one line per failed `up`: the workflow reruns it when this grows
             with out.with_name(FAILURES_LOG).open("a") as fh:
                 fh.write(json.dumps({"time": rec.get("time"), "reason": str(e)}) + "\n")
         return rec
     if calibration_out:
-        Path(calibration_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(calibration_out).write_text(json.dumps(cal, indent=2))
+        jsonio.write_json(Path(calibration_out), cal)
     return cal
 
 

@@ -71,7 +71,9 @@ def run_once(
         # The router's CPU over the traffic (locally: the whole machine), so a run that
         # shared its CPU with a hypervisor's other guests (steal) says so.
         run_senders.record(
-            tb.ex(tb.bottleneck[0]), ["cat", "/proc/stat"], raw / layout.cpu(layout.BEFORE)
+            tb.ex(tb.bottleneck[0]),
+            tb.driver(tb.bottleneck[0]).cpu_counters(),
+            raw / layout.cpu(layout.BEFORE),
         )
         _drive(spec, procs, meta, label, during)
         _end_traffic(tb, spec, procs, raw, label, siftr_nodes)
@@ -96,6 +98,12 @@ def _prepare(
     jsonio.write_json(raw / layout.CALIBRATION, tb.calibration())
     run_senders.prepare_senders(tb, spec, senders, raw)
     run_senders.record_facts(tb, raw, senders)
+
+
+def _record_cpu(tb: Testbed, raw: Path, when: str) -> None:
+    """The bottleneck router's CPU counters (locally: the whole machine's)."""
+    node = tb.bottleneck[0]
+    run_senders.record(tb.ex(node), tb.driver(node).cpu_counters(), raw / layout.cpu(when))
 
 
 def _snapshot_bottleneck(tb: Testbed, raw: Path, when: str) -> None:
@@ -183,7 +191,9 @@ def _end_traffic(
         except subprocess.TimeoutExpired:
             p.stop(signal.SIGTERM, grace_s=1.0)
     run_senders.record(
-        tb.ex(tb.bottleneck[0]), ["cat", "/proc/stat"], raw / layout.cpu(layout.AFTER)
+        tb.ex(tb.bottleneck[0]),
+        tb.driver(tb.bottleneck[0]).cpu_counters(),
+        raw / layout.cpu(layout.AFTER),
     )
     for p in procs.samplers:
         p.stop(signal.SIGINT)  # ping prints its summary on SIGINT

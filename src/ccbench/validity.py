@@ -63,10 +63,9 @@ def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result, held_cause: str | No
     """Packets held anywhere but the bottleneck queue (an emulator that fell behind, a
     backlog on a busy CPU, a NIC ring) give the flow a bigger buffer than asked for:
     its throughput and RTT are then not the configured path's."""
-    full_queue = spec.topology.full_queue_ms
-    if full_queue is None or res.mean_rtt_us is None:
+    bound = spec.topology.rtt_bound_ms
+    if bound is None or res.mean_rtt_us is None:
         return []
-    bound = spec.topology.rtt_ms + full_queue
     mean_ms = res.mean_rtt_us / 1000
     if mean_ms <= bound + HIDDEN_QUEUE_MS:
         return []
@@ -155,8 +154,8 @@ def _drain_s(spec: RunSpec) -> float:
     """How long after the traffic the bottleneck may still deliver: one RTT and a full
     queue (for AQMs, whose queue is theirs to size, the same as a drop-tail BDP)."""
     t = spec.topology
-    queue_ms = t.full_queue_ms if t.full_queue_ms is not None else t.rtt_ms
-    return (t.rtt_ms + queue_ms) / 1e3
+    bound = t.rtt_bound_ms
+    return (bound if bound is not None else 2 * t.rtt_ms) / 1e3
 
 
 def check_plausibility(
@@ -205,7 +204,7 @@ def check_plausibility(
                 f"flow {k}: throughput {res.throughput_bps / 1e6:.1f} Mbit/s above the "
                 f"{rate / 1e6:g} Mbit/s bottleneck"
             )
-    window = spec.traffic_s - min(f.start_s for f in spec.flows)
+    window = spec.window_s
     limit = 100 * (window + drain) / window + UTILIZATION_MARGIN_PCT
     if utilization_pct is not None and utilization_pct > limit:
         reasons.append(

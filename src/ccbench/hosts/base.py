@@ -71,6 +71,20 @@ class HostDriver(NodeDriver, Protocol):
 
     def iperf3_server(self, port: int) -> Argv: ...
 
+    def iperf3_udp_client(
+        self, dst: str, port: int, payload_bytes: int, rate_bps: float, seconds: float
+    ) -> Argv:
+        """UDP at `rate_bps` for `seconds` (the calibration's rate probe), JSON out."""
+        ...
+
+    def listening(self, port: int, proto: str = "tcp") -> Argv:
+        """Prints something exactly when a server listens on `port` (tcp or udp)."""
+        ...
+
+    def cpu_counters(self) -> Argv:
+        """The CPU time counters (ccbench.parse.procstat reads them)."""
+        ...
+
     def idle_ping(self, dst: str) -> Argv:
         """The calibration's idle-RTT series: 50 pings, fast, numeric."""
         ...

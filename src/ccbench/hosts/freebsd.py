@@ -182,6 +182,19 @@ class FreeBSDHost:
             "recvbuf_max": sysctl("net.inet.tcp.recvbuf_max"),
         }
 
+    def iperf3_udp_client(
+        self, dst: str, port: int, payload_bytes: int, rate_bps: float, seconds: float
+    ) -> Argv:
+        return ["iperf3", "-c", dst, "-p", str(port), "-u", "-l", str(payload_bytes),
+                "-b", f"{int(rate_bps)}", "-t", f"{seconds:g}", "-J"]  # fmt: skip
+
+    def listening(self, port: int, proto: str = "tcp") -> Argv:
+        # sockstat -l: listening sockets; -P proto -p port narrows to the one asked
+        return ["sockstat", "-46", "-l", "-q", "-P", proto, "-p", str(port)]
+
+    def cpu_counters(self) -> Argv:
+        raise CcbenchError("FreeBSD senders are never the bottleneck router (no /proc/stat)")
+
     def idle_ping(self, dst: str) -> Argv:
         return ["ping", "-n", "-c", "50", "-i", "0.02", "-W", "2000", dst]
 

@@ -132,6 +132,18 @@ class LinuxHost:
     def sockstat_tcp(self) -> Argv | None:
         return None  # iperf3's JSON names the CC used; one TCP stack
 
+    def iperf3_udp_client(
+        self, dst: str, port: int, payload_bytes: int, rate_bps: float, seconds: float
+    ) -> Argv:
+        return ["iperf3", "-c", dst, "-p", str(port), "-u", "-l", str(payload_bytes),
+                "-b", f"{int(rate_bps)}", "-t", f"{seconds:g}", "-J"]  # fmt: skip
+
+    def listening(self, port: int, proto: str = "tcp") -> Argv:
+        return ["ss", f"-Hl{proto[0]}n", f"sport = :{port}"]
+
+    def cpu_counters(self) -> Argv:
+        return ["cat", "/proc/stat"]
+
     def idle_ping(self, dst: str) -> Argv:
         return ["ping", "-n", "-c", "50", "-i", "0.01", "-W", "2", dst]
 

@@ -93,7 +93,7 @@ def probe_cdf_figure(
     else:
         lo = min(min(xs_all), cond.topology.rtt_ms)
         hi = max(xs_all)
-        full = cond.topology.rtt_ms + cond.full_queue_ms
+        full = cond.rtt_bound_ms
         if math.isfinite(full):
             hi = max(hi, full)
         pad = (hi - lo) * 0.05 or 1.0

@@ -154,6 +154,12 @@ class Conditions:
         return math.nan if v is None or not self.topology.queue_limit_pkts else v
 
     @property
+    def rtt_bound_ms(self) -> float:
+        """Topology.rtt_bound_ms (RTT + a full drop-tail queue) as a number to plot: NaN
+        where not defined."""
+        return self.topology.rtt_ms + self.full_queue_ms
+
+    @property
     def queue_bytes(self) -> float:
         t = self.topology
         if not (t.queue.drop_tail and t.queue.limit_unit == "pkts") or not t.queue_limit_pkts:

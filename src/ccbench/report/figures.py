@@ -10,7 +10,6 @@ disappears silently. A scenario whose runs were all skipped has no figures.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from ccbench import timeseries  # noqa: E402
+from ccbench import jsonio, timeseries  # noqa: E402
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
 from ccbench.model import Matrix  # noqa: E402
 from ccbench.report import behaviour, data, plots, style, tsplot  # noqa: E402
@@ -419,7 +418,7 @@ def make_all(tables_dir: Path, runs_dir: Path, matrix: Matrix, out_dir: Path) ->
                 _scenario(w, tables, runs_dir, matrix, scen, colours)
         for i, group in enumerate(data.loss_groups(matrix, tables.runs), 1):
             _loss(w, tables, matrix, group, colours, i)
-    (out_dir / "figures.json").write_text(json.dumps(w.entries, indent=1) + "\n")
+    jsonio.write_json(out_dir / "figures.json", w.entries)
 
 
 def _loss(

@@ -101,7 +101,7 @@ def limits_for(series: Sequence[RunSeries], cond: Conditions) -> Limits:
         qmax = max(np.nan_to_num(qmax), float(cond.topology.queue_limit_pkts or 0)) * 1.2
     cwnd = max(np.nan_to_num(cwnd), cwnd_ref)
     scale, unit = (1e6, "MB") if cwnd >= 2e6 else (1e3, "kB")
-    full_rtt = cond.topology.rtt_ms + np.nan_to_num(cond.full_queue_ms)
+    full_rtt = np.nan_to_num(cond.rtt_bound_ms, nan=cond.topology.rtt_ms)
     return Limits(
         t_max=max(t_max, cond.traffic_s if math.isfinite(cond.traffic_s) else 0.0),
         tput_max=max(np.nan_to_num(tput), cond.topology.rate_mbit) * 1.08,
@@ -210,7 +210,7 @@ def _flow_axes(axes: Sequence[plt.Axes], cond: Conditions, lim: Limits) -> None:
     )
     _refs(
         axes[2],
-        [(rtt_ms, "base RTT"), (rtt_ms + cond.full_queue_ms, "full queue")],
+        [(rtt_ms, "base RTT"), (cond.rtt_bound_ms, "full queue")],
         lim.rtt_max,
     )
     axes[0].set_ylabel("throughput (Mbit/s)")

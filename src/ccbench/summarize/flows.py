@@ -78,8 +78,7 @@ def throughput_sum(spec: RunSpec, flows: list[dict[str, Any]]) -> float | None:
         return None
     # Aggregate rate = all bytes delivered over the whole traffic window, so staggered
     # flows are not double-counted (summing their mean rates would be).
-    window_s = spec.traffic_s - min(f.start_s for f in spec.flows)
-    return sum(f["bytes_received"] or 0 for f in flows) * 8 / window_s
+    return sum(f["bytes_received"] or 0 for f in flows) * 8 / spec.window_s
 
 
 def jain_of(flows: list[dict[str, Any]]) -> float | None:

@@ -112,6 +112,9 @@ class TestbedBase:
     def ex(self, node: str) -> Executor:
         raise NotImplementedError
 
+    def driver(self, node: str) -> HostDriver:
+        raise NotImplementedError
+
     @property
     def tools(self) -> str:
         return self.cfg.tools
@@ -144,7 +147,7 @@ class TestbedBase:
     ) -> None:
         deadline = time.monotonic() + (timeout_s or self.listen_timeout_s)
         while time.monotonic() < deadline:
-            if self.ex(node).run(["ss", f"-Hl{proto[0]}n", f"sport = :{port}"]).stdout.strip():
+            if self.ex(node).run(self.driver(node).listening(port, proto)).stdout.strip():
                 return
             time.sleep(self.listen_poll_s)
         raise CcbenchError(f"{node}: no server listened on {proto} port {port}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import re
 import shutil
@@ -21,7 +20,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, ledger, safe
+from ccbench import calibration, jsonio, layout, ledger, safe
 from ccbench import topology as tp
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.exec import CommandFailed, NetnsExecutor
@@ -301,9 +300,9 @@ class LocalTestbed(TestbedBase):
                 },
             )
         except CalibrationFailed as e:
-            (self.state_dir / "calibration.json").write_text(json.dumps(e.record, indent=2))
+            jsonio.write_json(self.state_dir / layout.CALIBRATION, e.record)
             raise
-        (self.state_dir / "calibration.json").write_text(json.dumps(cal, indent=2))
+        jsonio.write_json(self.state_dir / layout.CALIBRATION, cal)
         return cal
 
     def _readback_offloads(self, problems: list[str]) -> dict[str, dict[str, str]]:

@@ -231,7 +231,7 @@ class RemoteTestbed(TestbedBase):
         return base.STATE_ROOT / f"dumbbell-{key}.json"
 
     def _write_claim(self) -> None:
-        self._claim_file().write_text(json.dumps({"testbed": self.id}))
+        jsonio.write_json(self._claim_file(), {"testbed": self.id})
 
     def _claimed_by(self) -> str | None:
         try:
