@@ -9,6 +9,10 @@ format raises ValueError naming the line.
 
 Counters are the kernel's: `drops`, `sent_pkts` and `overlimits` are cumulative since
 the qdisc was made; `backlog_pkts`/`backlog_bytes` are the queue at that instant.
+
+Streams: iter_qdisc_samples (an open file) -> iter_queue_points -> QueueStats (one
+pass, memory bounded by the queue's limit) or queue_point_batches; the list functions
+wrap them.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ccbench.parse.batches import BATCH_ROWS, batched_records
+from ccbench.parse.batches import BATCH_ROWS, batched_records, complete_lines
 from ccbench.parse.counts import ValueCounts
 from ccbench.parse.tc import QdiscStats, parse_tc_qdisc_json
 
@@ -73,11 +77,8 @@ def iter_qdisc_samples(lines: Iterable[str], newlines: bool = True) -> Iterator[
     `newlines=False`: lines without newlines, all complete."""
     t_prev: float | None = None
     pending: tuple[int, float] | None = None  # (line number, time) of a TS line
-    for n, raw in enumerate(lines, start=1):
-        if newlines:
-            if not raw.endswith("\n"):
-                return
-            raw = raw[:-1]
+    numbered = complete_lines(lines) if newlines else enumerate(lines, start=1)
+    for n, raw in numbered:
         if pending is None:
             t = _ts_line(n, raw)
             if t_prev is not None and t < t_prev:

@@ -22,8 +22,10 @@ available to check against, FACTS §6):
   first letter of the name, so only freebsd(0)/rack(1) and cubic(0)/newreno(1) are
   meaningful (cdg and chd also log 0; other stacks and CCs log garbage).
 
-Output: `SiftrLog` with the header/footer metadata, the flows, and one tidy dict per
-record with explicit units (`ROW_KEYS`): t_s (seconds since logging was enabled),
+Output: `SiftrLog` with the header/footer metadata, the flows, and (parse_siftr) one
+tidy dict per record; a long log is read instead as typed columnar batches in bounded
+memory by ccbench.parse.siftr_stream.SiftrReader, which parse_siftr wraps. Row keys
+and units (`ROW_KEYS`): t_s (seconds since logging was enabled),
 direction ("in"/"out"), flowid (8 hex digits), local/peer ("ip:port"), *_bytes,
 srtt_us/rto_us (float, microseconds); None where a version does not log a field.
 """

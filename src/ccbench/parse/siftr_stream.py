@@ -67,8 +67,9 @@ class _Fallback(Exception):
 
 
 def text_blocks(source: Any, block_chars: int = BLOCK_CHARS) -> Iterator[str]:
-    """`source`'s text in blocks of about `block_chars` that end at a line end (the
-    last may not). `source`: a text stream (`read`) or an iterable of text pieces."""
+    """`source`'s text in blocks of about `block_chars` (longer only for a longer
+    line) that end at a line end (the last may not). `source`: a text stream (`read`)
+    or an iterable of text pieces of any size."""
     reads = hasattr(source, "read")
     pieces: Iterable[str] = iter(lambda: source.read(block_chars), "") if reads else source
     buf: list[str] = []
@@ -76,14 +77,16 @@ def text_blocks(source: Any, block_chars: int = BLOCK_CHARS) -> Iterator[str]:
     for piece in pieces:
         buf.append(piece)
         size += len(piece)
-        if size >= block_chars:
-            text = "".join(buf)
-            cut = text.rfind("\n") + 1
-            if cut:
-                yield text[:cut]
-                buf, size = [text[cut:]], len(text) - cut
-            else:  # one line longer than a block: keep reading
-                buf, size = [text], len(text)
+        if size < block_chars:
+            continue
+        text, pos = "".join(buf), 0
+        while len(text) - pos >= block_chars:
+            cut = text.rfind("\n", pos, pos + block_chars) + 1 or text.find("\n", pos) + 1
+            if not cut:
+                break  # no line end yet: read on
+            yield text[pos:cut]
+            pos = cut
+        buf, size = [text[pos:]], len(text) - pos
     text = "".join(buf)
     if text:
         yield text

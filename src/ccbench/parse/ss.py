@@ -10,6 +10,9 @@ Units as ss prints them: rtt/rttvar/minrtt/mrtt in ms (converted to us here), cw
 and ssthresh in packets (segments), rates as `<n>[K|M|G|T]bps` with 1000-based
 prefixes, bytes_* in bytes. Fields ss leaves out (it omits zero `lost`, `reord_seen`,
 absent `ssthresh` in slow start, ...) are None.
+
+A file is read as a stream with SsReader (one record in memory at a time; dicts or
+RecordBatches of SCHEMA); parse_ss_samples wraps it for a whole text.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ccbench.parse.batches import BATCH_ROWS, batched_records
+from ccbench.parse.batches import BATCH_ROWS, batched_records, complete_lines
 
 SsRecord = dict[str, Any]
 
@@ -125,12 +128,8 @@ class SsReader:
         self._started = True
         t_s: float | None = None
         current: SsRecord | None = None
-        for n, raw in enumerate(self._lines, start=1):
-            if self._newlines:
-                if not raw.endswith("\n"):
-                    break  # cut mid-write: must be the last line
-                raw = raw[:-1]
-            line = raw
+        numbered = complete_lines(self._lines) if self._newlines else enumerate(self._lines, 1)
+        for n, line in numbered:
             if not line.strip():
                 continue
             try:
