@@ -257,6 +257,10 @@ def test_siftr_defaults_and_bad_arguments() -> None:
         H.siftr_start("s.log", 5201)
     with pytest.raises(CcbenchError, match="not in 1..65535"):
         H.siftr_start("/tmp/s.log", 70000)
+    # siftr keeps its per-flow packet counter in 16 bits (sys/netinet/siftr.c)
+    for ppl in (0, 65536):
+        with pytest.raises(CcbenchError, match=r"ppl \(packets per log line\) must be 1..65535"):
+            H.siftr_start("/tmp/s.log", 5201, ppl=ppl)
 
 
 def test_offloads_off() -> None:

@@ -30,6 +30,7 @@ from ccbench.hosts.base import (
     Step,
     iperf3_client_argv,
 )
+from ccbench.hosts.siftr_plan import PPL_MAX
 
 # mod_cc(4) algorithms shipped with FreeBSD 13/14 (module cc_<name>); seed 004 used all.
 FREEBSD_CCS = ("newreno", "cubic", "htcp", "vegas", "cdg", "chd", "hd", "dctcp")
@@ -229,18 +230,20 @@ class FreeBSDHost:
         self, logfile: str, port: int, logger: str = "siftr", ppl: int = 1
     ) -> list[Argv]:
         """Load and enable siftr(4) (or out-of-tree siftr2) for flows on `port`.
-        The logfile is set before enabling: the module opens it at enable time."""
+        The logfile is set before enabling: the module opens it at enable time.
+        Choose `port` and `ppl` with ccbench.hosts.siftr_plan.choose_ppl (one port
+        covers one flow; the module has no other filter)."""
         mod = _logger(logger)
         if not logfile.startswith("/") or any(c.isspace() for c in logfile):
             raise CcbenchError(f"{mod} logfile must be an absolute path without spaces")
-        if ppl < 1:
-            raise CcbenchError(f"{mod} ppl (packets per log line) must be >= 1")
+        if not 1 <= ppl <= PPL_MAX:  # the module's per-flow counter is 16 bits
+            raise CcbenchError(f"{mod} ppl (packets per log line) must be 1..{PPL_MAX}")
         base = f"net.inet.{mod}"
         return [
             ["kldload", "-n", mod],
             ["sysctl", f"{base}.logfile={logfile}"],
             ["sysctl", f"{base}.ppl={ppl}"],
-            # 0 = every port (siftr's own meaning), else only flows to/from `port`.
+            # 0 = every port; else packets whose source or destination port is `port`
             ["sysctl", f"{base}.port_filter={_port(port) if port else 0}"],
             ["sysctl", f"{base}.enabled=1"],
         ]

@@ -8,9 +8,10 @@ report can say which program measured what.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,14 @@ def parse_flent(doc: dict[str, Any]) -> FlentData:
 
 
 def parse_flent_gz(data: bytes) -> FlentData:
+    return read_flent_gz(io.BytesIO(data))
+
+
+def read_flent_gz(stream: IO[bytes]) -> FlentData:
+    """A .flent.gz from an open binary file, decompressed as it is read (its JSON is
+    one document, loaded whole: see ccbench.parse.iperf3.read_iperf3)."""
     try:
-        return parse_flent(json.loads(gzip.decompress(data)))
+        with gzip.GzipFile(fileobj=stream) as gz:
+            return parse_flent(json.load(gz))
     except (OSError, EOFError) as e:
         raise ValueError(f"not a gzip'd flent data file: {e}") from e

@@ -6,8 +6,9 @@ anything but "false" (true, true_down, true_up) has no RTT and is not a sample.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,12 @@ class IrttResult:
     rtts_us: list[float]  # per received round trip, in send order
     send_delay_us: list[float]  # one-way, client -> server (clocks as synchronised as they are)
     receive_delay_us: list[float]  # one-way, server -> client
+
+
+def read_irtt(stream: IO[str]) -> IrttResult:
+    """parse_irtt of an open irtt JSON file: one document, about 0.3 kB per round trip
+    (json.load, as for iperf3: ccbench.parse.iperf3.read_iperf3 says why)."""
+    return parse_irtt(json.load(stream))
 
 
 def parse_irtt(doc: dict[str, Any]) -> IrttResult:

@@ -9,15 +9,23 @@ format raises ValueError naming the line.
 
 Counters are the kernel's: `drops`, `sent_pkts` and `overlimits` are cumulative since
 the qdisc was made; `backlog_pkts`/`backlog_bytes` are the queue at that instant.
+
+Streams: iter_qdisc_samples (an open file) -> iter_queue_points -> QueueStats (one
+pass, memory bounded by the queue's limit) or queue_point_batches; the list functions
+wrap them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from ccbench.metrics import percentile
+import pyarrow as pa
+
+from ccbench.parse.batches import BATCH_ROWS, batched_records, complete_lines
+from ccbench.parse.counts import ValueCounts
 from ccbench.parse.tc import QdiscStats, parse_tc_qdisc_json
 
 QUEUE_HANDLE = "10:"  # the child queue under the shaper (hosts.linux.bottleneck)
@@ -47,67 +55,95 @@ class QueuePoint:
     limit_bytes: int | None
 
 
+POINT_SCHEMA = pa.schema([("t_unix", pa.float64())] + [
+    (k, pa.int64()) for k in ("backlog_pkts", "backlog_bytes", "drops", "sent_pkts",
+                              "overlimits", "limit_pkts", "limit_bytes")
+])  # fmt: skip
+
+
 def parse_qdisc_samples(text: str) -> list[QdiscSample]:
     """Samples in file order. ValueError for a line that is neither a TS line nor tc's
-    JSON after one, or for timestamps that go backwards."""
+    JSON after one, or for timestamps that go backwards. For long files iterate
+    iter_qdisc_samples over the open file instead (this wraps it)."""
     lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    elif lines:
-        lines.pop()  # cut inside the last line (the sampler was stopped while writing)
-    out: list[QdiscSample] = []
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if not line.startswith("TS "):
-            raise ValueError(f"line {i + 1}: expected 'TS <unix seconds>', got {line[:40]!r}")
+    lines.pop()  # "" after a final newline, or cut inside the last line
+    return list(iter_qdisc_samples(lines, newlines=False))
+
+
+def iter_qdisc_samples(lines: Iterable[str], newlines: bool = True) -> Iterator[QdiscSample]:
+    """The samples of a sampler file read as a stream (memory: one sample). `lines`:
+    the file's lines with their newlines (an open text file); a last line without one
+    was cut by the sampler's stop and is dropped, as is a last TS line with no answer.
+    `newlines=False`: lines without newlines, all complete."""
+    t_prev: float | None = None
+    pending: tuple[int, float] | None = None  # (line number, time) of a TS line
+    numbered = complete_lines(lines) if newlines else enumerate(lines, start=1)
+    for n, raw in numbered:
+        if pending is None:
+            t = _ts_line(n, raw)
+            if t_prev is not None and t < t_prev:
+                raise ValueError(f"line {n}: timestamp goes backwards")
+            pending = (n, t)
+            continue
         try:
-            t = float(line[3:])
-        except ValueError:
-            raise ValueError(f"line {i + 1}: bad timestamp {line[3:40]!r}") from None
-        if not math.isfinite(t) or t <= 0:
-            raise ValueError(f"line {i + 1}: bad timestamp {line[3:40]!r}")
-        if out and t < out[-1].t_unix:
-            raise ValueError(f"line {i + 1}: timestamp goes backwards")
-        if i + 1 >= len(lines):
-            break  # the last TS line had no answer yet: stopped between the two
-        try:
-            stats = parse_tc_qdisc_json(lines[i + 1])
+            stats = parse_tc_qdisc_json(raw)
         except ValueError as e:
-            raise ValueError(f"line {i + 2}: not tc -s -j qdisc output ({e})") from None
-        out.append(QdiscSample(t, tuple(stats)))
-        i += 2
-    return out
+            raise ValueError(f"line {n}: not tc -s -j qdisc output ({e})") from None
+        t_prev = pending[1]
+        yield QdiscSample(pending[1], tuple(stats))
+        pending = None
+
+
+def _ts_line(n: int, line: str) -> float:
+    if not line.startswith("TS "):
+        raise ValueError(f"line {n}: expected 'TS <unix seconds>', got {line[:40]!r}")
+    try:
+        t = float(line[3:])
+    except ValueError:
+        raise ValueError(f"line {n}: bad timestamp {line[3:40]!r}") from None
+    if not math.isfinite(t) or t <= 0:
+        raise ValueError(f"line {n}: bad timestamp {line[3:40]!r}")
+    return t
 
 
 def queue_points(
-    samples: list[QdiscSample], queue: str = QUEUE_HANDLE, shaper: str = SHAPER_HANDLE
+    samples: Iterable[QdiscSample], queue: str = QUEUE_HANDLE, shaper: str = SHAPER_HANDLE
 ) -> list[QueuePoint]:
     """The child queue's series (samples without it, e.g. a qdisc being replaced, are
     left out)."""
-    pts = []
+    return list(iter_queue_points(samples, queue, shaper))
+
+
+def iter_queue_points(
+    samples: Iterable[QdiscSample], queue: str = QUEUE_HANDLE, shaper: str = SHAPER_HANDLE
+) -> Iterator[QueuePoint]:
+    """queue_points as a stream: one point per sample that has the child queue."""
     for s in samples:
         q = s.get(queue)
         if q is None or q.backlog_pkts is None or q.dropped is None or q.sent_pkts is None:
             continue
         sh = s.get(shaper)
-        pts.append(
-            QueuePoint(
-                t_unix=s.t_unix,
-                backlog_pkts=q.backlog_pkts,
-                backlog_bytes=q.backlog_bytes or 0,
-                drops=q.dropped,
-                sent_pkts=q.sent_pkts,
-                overlimits=sh.overlimits if sh is not None else None,
-                limit_pkts=q.limit_pkts,
-                limit_bytes=q.limit_bytes,
-            )
+        yield QueuePoint(
+            t_unix=s.t_unix,
+            backlog_pkts=q.backlog_pkts,
+            backlog_bytes=q.backlog_bytes or 0,
+            drops=q.dropped,
+            sent_pkts=q.sent_pkts,
+            overlimits=sh.overlimits if sh is not None else None,
+            limit_pkts=q.limit_pkts,
+            limit_bytes=q.limit_bytes,
         )
-    return pts
+
+
+def queue_point_batches(
+    points: Iterable[QueuePoint], rows: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """The points as RecordBatches (POINT_SCHEMA) of at most `rows` rows."""
+    yield from batched_records((asdict(p) for p in points), POINT_SCHEMA, rows)
 
 
 def queue_stats(
-    pts: list[QueuePoint],
+    pts: Iterable[QueuePoint],
     t0: float,
     traffic_s: float,
     interval_s: float,
@@ -118,6 +154,7 @@ def queue_stats(
     """summary.json's `queue`: backlog statistics over the samples taken while the
     flows ran (t0 .. t0 + traffic_s), drop bursts, how well the interval was kept, and
     the cross-check of the series' drops against the before/after counters.
+    One pass over `pts` (QueueStats), so a stream of points works in bounded memory.
 
     - full: backlog >= limit - 1 packets (pfifo), or within one frame of a byte limit
       (bfifo); None for a queue without a limit reading.
@@ -128,88 +165,141 @@ def queue_stats(
       the counters show; `consistent` is False only when that does not explain the
       difference (counters that went backwards: the qdisc was replaced).
     """
-    notes: list[str] = []
-    win = [p for p in pts if t0 <= p.t_unix <= t0 + traffic_s]
-    backlog = sorted(p.backlog_pkts for p in win)
-    steps = [b.t_unix - a.t_unix for a, b in zip(pts, pts[1:], strict=False)]
-    win_steps = [b.t_unix - a.t_unix for a, b in zip(win, win[1:], strict=False)]
-    achieved = (win[-1].t_unix - win[0].t_unix) / (len(win) - 1) if len(win) > 1 else None
-    out: dict[str, Any] = {
-        "sampled": True,
-        "samples": len(pts),
-        "samples_in_traffic": len(win),
-        "interval_s": interval_s,
-        "interval_achieved_s": _r(achieved, 6),
-        "max_gap_s": _r(max(win_steps), 6) if win_steps else None,
-        "first_s": _r(pts[0].t_unix - t0, 4) if pts else None,
-        "last_s": _r(pts[-1].t_unix - t0, 4) if pts else None,
-    }
-    if achieved is not None and achieved > 1.5 * interval_s:
-        notes.append(f"the sampler took a sample every {achieved * 1e3:.1f} ms on average, "
-                     f"not every {interval_s * 1e3:g} ms (a busy router CPU)")  # fmt: skip
-    limit_pkts = next((p.limit_pkts for p in pts if p.limit_pkts is not None), None)
-    limit_bytes = next((p.limit_bytes for p in pts if p.limit_bytes is not None), None)
-    if limit_pkts is not None:
-        full = [p.backlog_pkts >= limit_pkts - 1 for p in win]
-    elif limit_bytes is not None:
-        full = [p.backlog_bytes >= limit_bytes - frame_bytes for p in win]
-    else:
-        full = []
-    rises = [b.drops - a.drops for a, b in zip(win, win[1:], strict=False)]
-    out.update(
-        limit_pkts=limit_pkts,
-        limit_bytes=limit_bytes,
-        backlog_mean_pkts=_r(sum(backlog) / len(backlog), 3) if backlog else None,
-        backlog_p95_pkts=percentile(backlog, 95) if backlog else None,
-        backlog_max_pkts=backlog[-1] if backlog else None,
-        backlog_mean_bytes=_r(sum(p.backlog_bytes for p in win) / len(win), 1) if win else None,
-        full_share=_r(sum(full) / len(full), 4) if full else None,
-        drop_intervals=sum(1 for r in rises if r > 0),
-        drop_burst_max=max(rises, default=0),
-        drops_in_traffic=(win[-1].drops - win[0].drops) if win else None,
-    )
-    out["drops_check"] = _drops_check(pts, steps, before, after, t0)
-    if out["drops_check"].get("note"):
-        notes.append(out["drops_check"]["note"])
-    out["notes"] = notes
-    return out
+    acc = QueueStats(t0, traffic_s, interval_s, frame_bytes)
+    for p in pts:
+        acc.add(p)
+    return acc.result(before, after)
 
 
-def _drops_check(
-    pts: list[QueuePoint], steps: list[float], before: QdiscStats | None,
-    after: QdiscStats | None, t0: float,
-) -> dict[str, Any]:  # fmt: skip
-    series = pts[-1].drops - pts[0].drops if pts else None
-    chk: dict[str, Any] = {"series": series, "counters": None, "equal": None,
-                           "before_first_sample": None, "after_last_sample": None,
-                           "consistent": True, "note": None}  # fmt: skip
-    if not pts or before is None or after is None or before.dropped is None \
-            or after.dropped is None:  # fmt: skip
-        chk["note"] = "drops not cross-checked: no samples or no before/after counters"
-        return chk
-    assert series is not None
-    counters = after.dropped - before.dropped
-    pre = pts[0].drops - before.dropped
-    post = after.dropped - pts[-1].drops
-    backwards = any(b.drops < a.drops or b.sent_pkts < a.sent_pkts
-                    for a, b in zip(pts, pts[1:], strict=False))  # fmt: skip
-    chk.update(counters=counters, equal=series == counters, before_first_sample=pre,
-               after_last_sample=post)  # fmt: skip
-    if backwards or pre < 0 or post < 0:
-        chk["consistent"] = False
-        chk["note"] = (
-            "queue counters disagree: the sampled drop counter went backwards "
-            "or outside tc-before/after (the qdisc was replaced during the run)"
+class QueueStats:
+    """queue_stats computed one point at a time: memory is a count per distinct
+    backlog value (bounded by the queue's limit), not per sample."""
+
+    def __init__(self, t0: float, traffic_s: float, interval_s: float, frame_bytes: int):
+        self.t0, self.t_end = t0, t0 + traffic_s
+        self.interval_s, self.frame_bytes = interval_s, frame_bytes
+        self.n = 0
+        self.first: QueuePoint | None = None
+        self.last: QueuePoint | None = None
+        self.backwards = False
+        self.limit_pkts: int | None = None
+        self.limit_bytes: int | None = None
+        # over the points inside the traffic window
+        self.win_n = 0
+        self.win_first: QueuePoint | None = None
+        self.win_last: QueuePoint | None = None
+        self.max_gap: float | None = None
+        self.backlog = ValueCounts()
+        self.backlog_bytes = ValueCounts()
+        self.drop_intervals = 0
+        self.burst_max: int | None = None
+
+    def add(self, p: QueuePoint) -> None:
+        a = self.last
+        if a is not None and (p.drops < a.drops or p.sent_pkts < a.sent_pkts):
+            self.backwards = True
+        self.first = self.first or p
+        self.last = p
+        self.n += 1
+        if self.limit_pkts is None:
+            self.limit_pkts = p.limit_pkts
+        if self.limit_bytes is None:
+            self.limit_bytes = p.limit_bytes
+        if not self.t0 <= p.t_unix <= self.t_end:
+            return
+        w = self.win_last
+        if w is not None:
+            gap = p.t_unix - w.t_unix
+            self.max_gap = gap if self.max_gap is None else max(self.max_gap, gap)
+            rise = p.drops - w.drops
+            self.drop_intervals += rise > 0
+            self.burst_max = rise if self.burst_max is None else max(self.burst_max, rise)
+        self.win_first = self.win_first or p
+        self.win_last = p
+        self.win_n += 1
+        self.backlog.add_one(p.backlog_pkts)
+        self.backlog_bytes.add_one(p.backlog_bytes)
+
+    def result(
+        self, before: QdiscStats | None = None, after: QdiscStats | None = None
+    ) -> dict[str, Any]:
+        notes: list[str] = []
+        t0, win_n, wf, wl = self.t0, self.win_n, self.win_first, self.win_last
+        achieved = None
+        if win_n > 1 and wf is not None and wl is not None:
+            achieved = (wl.t_unix - wf.t_unix) / (win_n - 1)
+        out: dict[str, Any] = {
+            "sampled": True,
+            "samples": self.n,
+            "samples_in_traffic": win_n,
+            "interval_s": self.interval_s,
+            "interval_achieved_s": _r(achieved, 6),
+            "max_gap_s": _r(self.max_gap, 6),
+            "first_s": _r(self.first.t_unix - t0, 4) if self.first else None,
+            "last_s": _r(self.last.t_unix - t0, 4) if self.last else None,
+        }
+        if achieved is not None and achieved > 1.5 * self.interval_s:
+            notes.append(f"the sampler took a sample every {achieved * 1e3:.1f} ms on average, "
+                         f"not every {self.interval_s * 1e3:g} ms (a busy router CPU)")  # fmt: skip
+        bl = self.backlog
+        full: int | None = None
+        if self.limit_pkts is not None:
+            full = _at_least(bl, self.limit_pkts - 1)
+        elif self.limit_bytes is not None:
+            full = _at_least(self.backlog_bytes, self.limit_bytes - self.frame_bytes)
+        out.update(
+            limit_pkts=self.limit_pkts,
+            limit_bytes=self.limit_bytes,
+            backlog_mean_pkts=_r(bl.mean(), 3) if win_n else None,
+            backlog_p95_pkts=bl.percentile(95) if win_n else None,
+            backlog_max_pkts=bl.max() if win_n else None,
+            backlog_mean_bytes=_r(self.backlog_bytes.mean(), 1) if win_n else None,
+            full_share=_r(full / win_n, 4) if full is not None and win_n else None,
+            drop_intervals=self.drop_intervals,
+            drop_burst_max=0 if self.burst_max is None else self.burst_max,
+            drops_in_traffic=(wl.drops - wf.drops) if wf and wl else None,
         )
-    elif series != counters:
-        parts = []
-        if pre:
-            parts.append(f"{pre} before the first sample ({pts[0].t_unix - t0:+.3f} s)")
-        if post:
-            parts.append(f"{post} after the last sample ({pts[-1].t_unix - t0:+.3f} s)")
-        chk["note"] = (f"series counts {series} of {counters} drops: " + ", ".join(parts)
-                       + " (outside the sampled span)")  # fmt: skip
-    return chk
+        out["drops_check"] = self._drops_check(before, after)
+        if out["drops_check"].get("note"):
+            notes.append(out["drops_check"]["note"])
+        out["notes"] = notes
+        return out
+
+    def _drops_check(self, before: QdiscStats | None, after: QdiscStats | None) -> dict[str, Any]:
+        first, last = self.first, self.last
+        series = last.drops - first.drops if first and last else None
+        chk: dict[str, Any] = {"series": series, "counters": None, "equal": None,
+                               "before_first_sample": None, "after_last_sample": None,
+                               "consistent": True, "note": None}  # fmt: skip
+        if first is None or last is None or before is None or after is None \
+                or before.dropped is None or after.dropped is None:  # fmt: skip
+            chk["note"] = "drops not cross-checked: no samples or no before/after counters"
+            return chk
+        assert series is not None
+        counters = after.dropped - before.dropped
+        pre = first.drops - before.dropped
+        post = after.dropped - last.drops
+        chk.update(counters=counters, equal=series == counters, before_first_sample=pre,
+                   after_last_sample=post)  # fmt: skip
+        if self.backwards or pre < 0 or post < 0:
+            chk["consistent"] = False
+            chk["note"] = (
+                "queue counters disagree: the sampled drop counter went backwards "
+                "or outside tc-before/after (the qdisc was replaced during the run)"
+            )
+        elif series != counters:
+            parts = []
+            if pre:
+                parts.append(f"{pre} before the first sample ({first.t_unix - self.t0:+.3f} s)")
+            if post:
+                parts.append(f"{post} after the last sample ({last.t_unix - self.t0:+.3f} s)")
+            chk["note"] = (f"series counts {series} of {counters} drops: " + ", ".join(parts)
+                           + " (outside the sampled span)")  # fmt: skip
+        return chk
+
+
+def _at_least(counts: ValueCounts, threshold: float) -> int:
+    return sum(c for v, c in counts.items() if v >= threshold)
 
 
 def _r(x: float | None, nd: int) -> float | None:

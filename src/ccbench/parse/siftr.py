@@ -22,14 +22,17 @@ available to check against, FACTS §6):
   first letter of the name, so only freebsd(0)/rack(1) and cubic(0)/newreno(1) are
   meaningful (cdg and chd also log 0; other stacks and CCs log garbage).
 
-Output: `SiftrLog` with the header/footer metadata, the flows, and one tidy dict per
-record with explicit units (`ROW_KEYS`): t_s (seconds since logging was enabled),
+Output: `SiftrLog` with the header/footer metadata, the flows, and (parse_siftr) one
+tidy dict per record; a long log is read instead as typed columnar batches in bounded
+memory by ccbench.parse.siftr_stream.SiftrReader, which parse_siftr wraps. Row keys
+and units (`ROW_KEYS`): t_s (seconds since logging was enabled),
 direction ("in"/"out"), flowid (8 hex digits), local/peer ("ip:port"), *_bytes,
 srtt_us/rto_us (float, microseconds); None where a version does not log a field.
 """
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -214,59 +217,14 @@ def parse_header(line: str) -> dict[str, str]:
 
 
 def parse_siftr(text: str) -> SiftrLog:
-    """Parse a whole siftr or siftr2 log (the version in its header picks the layout)."""
-    # (line number, text) of the non-blank lines, so errors point into the file.
-    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
-    if not lines or not lines[0][1].startswith("enable_time_secs="):
-        raise ValueError("not a siftr log: the first line is not an enable_time_secs= header")
-    header = parse_header(lines[0][1])
-    version = header.get("siftrver")
-    if version is None:
-        raise ValueError("siftr header has no siftrver")
-    layout = _LAYOUTS[layout_key(version)]
+    """Parse a whole siftr or siftr2 log (the version in its header picks the layout)
+    into one dict per record. For long logs read batches with
+    ccbench.parse.siftr_stream.SiftrReader instead: this wraps it."""
+    from ccbench.parse.siftr_stream import SiftrReader, with_footer
 
-    footer: dict[str, str] | None = None
-    body = lines[1:]
-    if body and body[-1][1].startswith("disable_time_secs="):
-        footer = parse_header(body[-1][1])
-        body = body[:-1]
-
-    enable_us = _time_us(header["enable_time_secs"], header.get("enable_time_usecs", "0"))
-    hz = _opt_int(header.get("hz"))
-    rtt_scale = _opt_int(header.get("tcp_rtt_scale"))
-    if layout.rtt == "ticks" and not (hz and rtt_scale):
-        raise ValueError(f"siftr {version} header lacks hz/tcp_rtt_scale to convert srtt")
-
-    footer_flows = _footer_flows(footer, layout) if footer else None
-    addr_of = {f.flowid: f for f in footer_flows or [] if f.flowid is not None}
-    convert = _row_converter(layout, enable_us, hz, rtt_scale, addr_of)
-
-    records: list[SiftrRow] = []
-    for n, line in body:
-        if line.startswith(("enable_time_secs=", "disable_time_secs=")):
-            raise ValueError(f"line {n}: a second enable/disable cycle; split the log first")
-        try:
-            records.append(convert(line.split(",")))
-        except (ValueError, IndexError) as e:
-            raise ValueError(f"line {n}: bad siftr {version} record: {e}: {line!r}") from e
-
-    flows = _with_record_counts(footer_flows, records, layout)
-    disable_s = None
-    if footer and "disable_time_secs" in footer:
-        disable_s = _time_us(footer["disable_time_secs"], footer.get("disable_time_usecs", "0"))
-    return SiftrLog(
-        logger=layout.logger,
-        version=version,
-        header=header,
-        footer=footer,
-        enable_time_s=enable_us / 1e6,
-        disable_time_s=None if disable_s is None else disable_s / 1e6,
-        hz=hz,
-        tcp_rtt_scale=rtt_scale,
-        sysver=header.get("sysver"),
-        flows=flows,
-        records=records,
-    )
+    reader = SiftrReader(io.StringIO(text, newline=None))
+    records = [row for batch in reader for row in batch.to_pylist()]
+    return with_footer(reader.log(), records)
 
 
 def check_siftr2_flows(
@@ -414,14 +372,12 @@ def _siftr2_flow(entry: str) -> SiftrFlow:
 
 
 def _with_record_counts(
-    footer_flows: list[SiftrFlow] | None, records: list[SiftrRow], layout: _Layout
+    footer_flows: list[SiftrFlow] | None,
+    counts: dict[tuple[Any, Any, Any], int],
+    layout: _Layout,
 ) -> list[SiftrFlow]:
-    """siftr 1.x footers carry no counts or flowids: add them from the records. Without
-    a footer, the flows are those seen in the records."""
-    counts: dict[tuple[Any, Any, Any], int] = {}
-    for r in records:
-        key = (r["local"], r["peer"], r["flowid"])
-        counts[key] = counts.get(key, 0) + 1
+    """siftr 1.x footers carry no counts or flowids: add them from the records' counts
+    per (local, peer, flowid). Without a footer, the flows are those seen in the records."""
     if footer_flows is None:
         return [SiftrFlow(k[0], k[1], flowid=k[2], records=c) for k, c in counts.items()]
     if layout.logger == "siftr2":

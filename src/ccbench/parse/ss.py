@@ -10,13 +10,21 @@ Units as ss prints them: rtt/rttvar/minrtt/mrtt in ms (converted to us here), cw
 and ssthresh in packets (segments), rates as `<n>[K|M|G|T]bps` with 1000-based
 prefixes, bytes_* in bytes. Fields ss leaves out (it omits zero `lost`, `reord_seen`,
 absent `ssthresh` in slow start, ...) are None.
+
+A file is read as a stream with SsReader (one record in memory at a time; dicts or
+RecordBatches of SCHEMA); parse_ss_samples wraps it for a whole text.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
+
+import pyarrow as pa
+
+from ccbench.parse.batches import BATCH_ROWS, batched_records, complete_lines
 
 SsRecord = dict[str, Any]
 
@@ -76,6 +84,14 @@ FIELDS = (
     "bbr_pacing_gain",
     "bbr_cwnd_gain",
 )
+_STR_FIELDS = {"local", "peer", "cc"}
+_FLOAT_FIELDS = {"t_s", "rtt_us", "rttvar_us", "minrtt_us", "send_bps", "delivery_rate_bps",
+                 "pacing_rate_bps", "bbr_bw_bps", "bbr_mrtt_us", "bbr_pacing_gain",
+                 "bbr_cwnd_gain"}  # fmt: skip
+SCHEMA = pa.schema(
+    [(k, pa.string() if k in _STR_FIELDS else pa.float64() if k in _FLOAT_FIELDS
+      else pa.int64()) for k in FIELDS]
+)  # fmt: skip
 
 
 def parse_ss_samples(text: str) -> list[SsRecord]:
@@ -84,33 +100,64 @@ def parse_ss_samples(text: str) -> list[SsRecord]:
     A trailing line without a newline (the sampler stopped mid-write) is dropped.
     Raises ValueError, naming the line number, for socket lines before the first TS
     line, a bad TS value, TS values that go backwards, or a socket or info line whose
-    numbers do not parse (e.g. `cwnd:abc`).
+    numbers do not parse (e.g. `cwnd:abc`). For long files use SsReader (this wraps it).
     """
-    lines = text.split("\n")
-    lines.pop()  # "" after a final newline, or an incomplete last line
-    records: list[SsRecord] = []
-    t_s: float | None = None
-    current: SsRecord | None = None
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            if line.startswith("TS "):
-                t = _timestamp(line)
-                if t_s is not None and t < t_s:
-                    raise ValueError(f"TS {t} goes back from {t_s}")
-                t_s, current = t, None
-            elif line[0].isspace():
-                if current is not None:  # info for a socket whose address line we saw
-                    _apply_info(current, line.split())
-            else:
-                if t_s is None:
-                    raise ValueError(f"ss output before the first TS line: {line[:80]!r}")
-                current = _address_record(t_s, line.split())
-                records.append(current)
-        except ValueError as e:
-            raise ValueError(f"line {n}: {e}") from None
-    return records
+    return list(SsReader(text.split("\n")[:-1], newlines=False))
+
+
+class SsReader:
+    """The records of a sampler file read as a stream, one socket at a time: memory
+    holds one record, whatever the file's length. `lines`: the file's lines with their
+    newlines (a text file object is such an iterable); a last line without one is the
+    sampler stopped mid-write, and dropped. `newlines=False`: lines without newlines,
+    all complete. Iterate once for dicts (`records()`) or RecordBatches (`batches()`);
+    afterwards `last_ts` is the last TS line's time (None: no TS line)."""
+
+    def __init__(self, lines: Iterable[str], newlines: bool = True) -> None:
+        self._lines = lines
+        self._newlines = newlines
+        self.last_ts: float | None = None
+        self._started = False
+
+    def __iter__(self) -> Iterator[SsRecord]:
+        return self.records()
+
+    def records(self) -> Iterator[SsRecord]:
+        if self._started:
+            raise RuntimeError("an SsReader can be read once")
+        self._started = True
+        t_s: float | None = None
+        current: SsRecord | None = None
+        numbered = complete_lines(self._lines) if self._newlines else enumerate(self._lines, 1)
+        for n, line in numbered:
+            if not line.strip():
+                continue
+            try:
+                if line.startswith("TS "):
+                    t = _timestamp(line)
+                    if t_s is not None and t < t_s:
+                        raise ValueError(f"TS {t} goes back from {t_s}")
+                    t_s = self.last_ts = t
+                    if current is not None:
+                        yield current
+                    current = None
+                elif line[0].isspace():
+                    if current is not None:  # info for a socket whose address line we saw
+                        _apply_info(current, line.split())
+                else:
+                    if t_s is None:
+                        raise ValueError(f"ss output before the first TS line: {line[:80]!r}")
+                    if current is not None:
+                        yield current
+                    current = _address_record(t_s, line.split())
+            except ValueError as e:
+                raise ValueError(f"line {n}: {e}") from None
+        if current is not None:
+            yield current
+
+    def batches(self, rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """The records as RecordBatches (SCHEMA) of at most `rows` rows."""
+        yield from batched_records(self.records(), SCHEMA, rows)
 
 
 def parse_rate_bps(token: str) -> float | None:
