@@ -13,8 +13,9 @@ NIC offloads off and a small TX ring (what the driver set is recorded in
 `/var/tmp/ccbench/nic-<interface>.json`). rt2 gets the same qdisc only if "shape
 the reverse path" is on. The delay node `dl` (a transparent dummynet bridge; with
 delay method "linkshaping", the one Emulab inserts) adds RTT/2 in each direction
-and only delays: its pipes run at the link speed. Senders and receivers keep their
-OS's offload defaults.
+and only delays: its links are marked "no bandwidth shaping" and its pipes ask for no
+rate (bandwidth 0, dummynet's "unlimited"), so it holds no queue. Senders and
+receivers keep their OS's offload defaults.
 
 Node names: dumbbell 1 uses the plain names `s1..sN`, `rt1`, `dl`, `rt2`, `r1..rN`;
 dumbbell d >= 2 appends `-d<d>` (`s1-d2`, `rt1-d2`, `dl-d2`, ...), and so do the link
@@ -41,6 +42,22 @@ The report lands in `reports/`. The setup scripts are in `emulab/` of this
 repository (cloned to `/local/repository` on every node); rerunning one by hand
 (`sudo sh /local/repository/emulab/setup-router.sh ...`, same arguments as in the
 startup service) is safe.
+
+The delay node: `ccbench testbed up` logs in to `dl` and reads `sysctl -n kern.hz` and
+`sudo ipfw pipe show`; it refuses a dl whose pipes do not delay RTT/2, are not unlimited,
+or are rate-limited with a queue too small for a clock tick of frames. This profile
+cannot ask for a pipe queue size (geni-lib's delay pipe has only bandwidth, latency and
+loss rate), so it asks for unlimited pipes: dummynet then passes every packet straight
+to its delay line, and its queue (50 slots by default) never fills.
+
+If Emulab cannot map the experiment: rt1 and rt2 each need pairs + 1 experimental ports
+at the link speed. Only 96 of Emulab's 160 d430s have four 1 GbE ports (at most 3 pairs
+at 1 Gb/s); the other 64 have two 1 GbE ports and four 10 GbE ports (Intel X710, which
+run only at 10 Gb/s), so at 10 Gb/s every machine must be one of those 64. The 1 GbE
+ports hang on 48-port switches, three per rack: with inter-switch links off, every
+machine of a dumbbell must sit behind one switch. Try fewer pairs or dumbbells, another
+time, or allow inter-switch links (advanced; other experiments' traffic may then share
+a trunk with yours).
 """
 
 import json
@@ -78,7 +95,11 @@ MAX_QUEUE = 100000
 MAX_TX_RING = 8192
 MIN_RED_QUEUE = 12  # RED's min threshold (limit/12) must hold a full frame
 AQM_TARGET_MS = {"codel": 5.0, "fq_codel": 5.0, "pie": 15.0}  # their default targets
-FRAME_BYTES = 1514
+FRAME_BYTES = 1514  # a full frame as tbf counts it
+WIRE_FRAME_BYTES = 1538  # and on the wire: + preamble, frame check sequence, inter-frame gap
+# igb's smallest TX/RX ring on Linux since "igb: Change IGB_MIN to allow set rx/tx value
+# between 64 and 80" (2023, in Ubuntu 24.04's 6.8); 80 before it and in FreeBSD's igb.
+IGB_MIN_TX_RING = 64
 
 
 def node_name(base, d):
@@ -205,10 +226,12 @@ def sender_images(p):
 
 IMAGE_RE = re.compile(r"^urn:publicid:IDN\+[A-Za-z0-9.:-]+\+image\+[A-Za-z0-9._:/+-]+$")
 HWTYPE_RE = re.compile(r"^[A-Za-z0-9._-]*$")
-# Experimental ports a node of a known type has for links below 10 Gb/s. Emulab's d430
-# page: at most four Intel I350 1 GbE ports, and its X710 10 GbE ports run only at 10 Gb/s.
-# rt1 and rt2 need one port per pair plus the bottleneck, so a 1 Gb d430 dumbbell holds 3.
-ROUTER_PORTS_BELOW_10G = {"d430": 4}
+# Experimental ports of a known hardware type at each link speed: [(ports, machines with
+# that many)]. Emulab's d430 documentation: of 160 d430s, 96 have four Intel I350 1 GbE
+# ports and 64 have two 1 GbE ports plus four 10 GbE ports (Intel X710, 10 Gb/s only).
+# rt1 and rt2 need one port per pair plus the bottleneck: a d430 dumbbell holds 3 pairs.
+PORTS = {"d430": {1000: [(4, 96), (2, 64)], 10000: [(4, 64)]}}
+HW_MACHINES = {"d430": 160}
 
 
 def validate(p):
@@ -253,12 +276,12 @@ def validate(p):
     for name in ("hwType", "delayHwType"):
         if not HWTYPE_RE.match(p[name]):
             bad("Hardware type must be a type name such as d430 (or empty for any).", name)
-    ports = ROUTER_PORTS_BELOW_10G.get(p["hwType"])
-    if ports is not None and p["linkSpeedMbps"] < 10000 and 1 <= p["pairs"] <= MAX_PAIRS \
-            and p["pairs"] + 1 > ports:
-        bad("A %s has %d experimental ports below 10 Gb/s; each router needs one per pair plus "
-            "the bottleneck, so at most %d pairs at %d Mbit/s links (or 10 Gb/s links)."
-            % (p["hwType"], ports, ports - 1, p["linkSpeedMbps"]), "pairs", "hwType")
+    ports = router_ports(p["hwType"], p["linkSpeedMbps"])
+    if ports is not None and 1 <= p["pairs"] <= MAX_PAIRS and p["pairs"] + 1 > ports:
+        bad("A %s has at most %d experimental ports at %d Mbit/s (%s); each router needs one "
+            "per pair plus the bottleneck, so at most %d pairs at %d Mbit/s links."
+            % (p["hwType"], ports, p["linkSpeedMbps"], port_note(p["hwType"], p["linkSpeedMbps"]),
+               ports - 1, p["linkSpeedMbps"]), "pairs", "hwType", "linkSpeedMbps")
 
     per_dumbbell = sender_images(p)
     if p.get("senderImages", "") and 1 <= p["dumbbells"] <= MAX_DUMBBELLS \
@@ -287,6 +310,40 @@ def validate(p):
     elif sender_os(p["nodeImage"], "auto") == "freebsd":
         bad("Routers and receivers run Linux (tc qdiscs): choose a Linux image.", "nodeImage")
     return errors
+
+
+def router_ports(hw_type, speed):
+    """The most experimental ports at `speed` Mbit/s a machine of `hw_type` has (0: none
+    at that speed), or None for a type this profile does not know (or any type: "")."""
+    if hw_type not in PORTS:
+        return None
+    return max([n for n, _ in PORTS[hw_type].get(speed, [])] or [0])
+
+
+def port_note(hw_type, speed):
+    """Which machines of `hw_type` have how many ports at `speed`, for the messages."""
+    kinds = PORTS[hw_type].get(speed, [])
+    if not kinds:
+        return "none of its ports runs at that speed"
+    return ", ".join("%d of Emulab's %d have %d" % (m, HW_MACHINES[hw_type], n) for n, m in kinds)
+
+
+def port_warnings(p):
+    """Legal but unchecked: a hardware type whose ports this profile does not know (or
+    any type), where only Emulab's mapper can tell whether the routers fit."""
+    if p["hwType"] in PORTS or not HWTYPE_RE.match(p["hwType"]) or not 1 <= p["pairs"] <= MAX_PAIRS:
+        return []
+    which = "Any hardware type" if not p["hwType"] else "Hardware type %s" % p["hwType"]
+    return [(
+        "%s: ccbench cannot check the ports. rt1 and rt2 each need %d experimental ports at "
+        "%d Mbit/s (one per pair plus the bottleneck)%s. If Emulab cannot map the experiment, "
+        "choose a type with that many (a d430 has four 1 GbE ports, or four 10 GbE ports on "
+        "64 of them: at most 3 pairs)."
+        % (which, p["pairs"] + 1, p["linkSpeedMbps"],
+           "" if p["interSwitch"] == "yes" else ", and every machine of a dumbbell must sit "
+           "behind one switch (inter-switch links are off)"),
+        ["hwType", "pairs"],
+    )]
 
 
 def aqm_warnings(p):
@@ -329,8 +386,9 @@ def parameter_definitions(T):
         ("pairs", "Sender/receiver pairs per dumbbell", T.INTEGER, 2, dict(
             longDescription="Number of sender/receiver pairs (1-%d); sender s_i sends to receiver r_i. "
                             "Each host has a link of its own to its router, so a router needs "
-                            "pairs + 1 ports: at most 3 pairs on d430s at 1 Gb/s (four 1 GbE "
-                            "ports)." % MAX_PAIRS)),
+                            "pairs + 1 ports at the link speed: at most 3 pairs on d430s (four "
+                            "1 GbE ports on 96 of Emulab's 160 d430s; four 10 GbE ports on the "
+                            "other 64)." % MAX_PAIRS)),
         ("senderImage", "Sender OS image", T.IMAGE, FBSD142, dict(
             legalValues=[(FBSD142, "FreeBSD 14.2"), (UBUNTU24, "Ubuntu 24.04")],
             longDescription="OS of the senders s1..sN (the OS under test). Routers and receivers use the "
@@ -338,11 +396,19 @@ def parameter_definitions(T):
         ("nodeImage", "Router/receiver image", T.IMAGE, UBUNTU24, dict(
             longDescription="Linux image for rt1, rt2 and the receivers (their setup uses tc and ethtool).")),
         ("hwType", "Hardware type", T.NODETYPE, "d430", dict(
-            longDescription="Emulab hardware type for all hosts and routers, e.g. d430; empty = any type.")),
+            longDescription="Emulab hardware type for all hosts and routers, e.g. d430; empty = any type "
+                            "(then nothing checks that rt1 and rt2 get pairs + 1 ports at the link "
+                            "speed: Emulab's mapper decides). Of Emulab's 160 d430s, 96 have four "
+                            "1 GbE ports and 64 have two 1 GbE plus four 10 GbE ports (X710, 10 Gb/s "
+                            "only).")),
         ("bandwidthMbps", "Bottleneck rate (Mbit/s)", T.INTEGER, 1000, dict(
             longDescription="Rate of rt1's tbf shaper on its interface toward rt2, 1-%d Mbit/s and at most "
                             "the link speed. Only rt1 shapes: the links run at the link speed and the delay "
-                            "node only delays." % MAX_RATE_MBPS)),
+                            "node only delays. tbf counts %d-byte frames, the wire %d: at 1000 Mbit/s on "
+                            "1 GbE the NIC sets the pace and rt1's TX ring joins the queue (as in the "
+                            "seed); at most %d Mbit/s keeps the qdisc the only bottleneck."
+                            % (MAX_RATE_MBPS, FRAME_BYTES, WIRE_FRAME_BYTES,
+                               1000 * FRAME_BYTES // WIRE_FRAME_BYTES))),
         ("rttMs", "Round-trip time (ms)", T.INTEGER, 40, dict(
             longDescription="Base RTT added by the delay node, 0-%d ms, even; each direction gets RTT/2 "
                             "(the link latency is one-way)." % MAX_RTT_MS)),
@@ -357,9 +423,11 @@ def parameter_definitions(T):
             legalValues=[("delaynode", "explicit delay node dl (bridge)"),
                          ("linkshaping", "shaped link (Emulab inserts the delay node)")],
             longDescription="delaynode: the bottleneck runs through an explicit delay node named dl, a "
-                            "transparent bridge with one dummynet pipe per direction. linkshaping: a "
-                            "delayed link; Emulab adds its own (unnamed) delay node. Either way the delay "
-                            "node's pipes run at the link speed: they delay, rt1 shapes.")),
+                            "transparent bridge with one dummynet pipe per direction, which ccbench "
+                            "logs in to and checks (delay, no rate limit, clock). linkshaping: a "
+                            "delayed link; Emulab adds its own (unnamed) delay node, whose "
+                            "configuration ccbench cannot read. Either way the delay node's pipes ask "
+                            "for no rate (unlimited): they delay, rt1 shapes.")),
         ("dumbbells", "Independent dumbbells", T.INTEGER, 1, dict(
             longDescription="Number of independent dumbbells (1-%d) for parallel runs. Dumbbell d uses "
                             "10.d.x.0/24 and node names with suffix -d<d> for d >= 2 (s1-d2, rt1-d2, ...)."
@@ -370,8 +438,10 @@ def parameter_definitions(T):
         ("linkSpeedMbps", "Link speed (Mbit/s)", T.INTEGER, 1000, dict(
             legalValues=LINK_SPEEDS, advanced=True,
             longDescription="Physical speed requested for every link (access links, both halves of the "
-                            "bottleneck) and the delay node's pipe rate. Never shaped by Emulab: the only "
-                            "shaper is rt1's. The bottleneck rate cannot exceed it.")),
+                            "bottleneck). Never shaped by Emulab (the delay node's pipes are unlimited): "
+                            "the only shaper is rt1's. The bottleneck rate cannot exceed it. rt1 and rt2 "
+                            "need pairs + 1 ports at this speed; on d430s 10 Gb/s means the 64 machines "
+                            "with X710 ports.")),
         ("delayHwType", "Delay node hardware type", T.NODETYPE, "d430", dict(
             advanced=True,
             longDescription="Emulab hardware type of the delay node dl (delay method delaynode); empty = "
@@ -380,8 +450,10 @@ def parameter_definitions(T):
             legalValues=[("no", "no (all links on one switch)"), ("yes", "yes (easier to map)")],
             advanced=True,
             longDescription="no: Emulab must not map any link onto an inter-switch trunk, where other "
-                            "experiments' traffic could queue or drop ours. yes: a mapping that fails for "
-                            "lack of free nodes on one switch may succeed, at that risk.")),
+                            "experiments' traffic could queue or drop ours; every machine of a dumbbell "
+                            "must then sit behind one switch (d430 1 GbE ports: 48-port switches, three "
+                            "per rack). yes: a mapping that fails for lack of free nodes on one switch "
+                            "may succeed, at that risk.")),
         ("senderImageCustom", "Custom sender image URN", T.STRING, "", dict(
             advanced=True,
             longDescription="Overrides the sender OS image, e.g. your own image with a patched kernel. "
@@ -399,8 +471,9 @@ def parameter_definitions(T):
             advanced=True,
             longDescription="TX ring size asked for on the shaped router interface (the L2 buffer under the "
                             "qdisc; the seed used 48 + 48). 0 keeps the driver default. Drivers clamp it "
-                            "(igb: at least 80): what was set is recorded in "
-                            "/var/tmp/ccbench/nic-<interface>.json on the router.")),
+                            "without an error (igb, the d430's 1 GbE, on Ubuntu 24.04: at least %d; "
+                            "older kernels and FreeBSD: 80): what was set is recorded in "
+                            "/var/tmp/ccbench/nic-<interface>.json on the router." % IGB_MIN_TX_RING)),
         ("hostOffloads", "Sender/receiver NIC offloads", T.STRING, "default", dict(
             legalValues=[("default", "OS defaults (as the seed)"), ("off", "TSO/GSO/GRO/LRO off")],
             advanced=True,
@@ -504,16 +577,16 @@ def build_request(portal, pg, igext, p):
             ifaces[info["interfaces"][key]] = iface
         return node
 
-    def add_link(name, delayed=False):
-        # Every link runs at the pinned physical speed, unshaped by Emulab (no delay node
-        # of its own unless `delayed`, and that one at the link speed too), and, unless
-        # allowed, never across an inter-switch trunk.
+    def add_link(name):
+        # Every link runs at the pinned physical speed (the bandwidth picks the ports),
+        # never rate-limited by Emulab ("no bandwidth shaping": a delay node on it, if
+        # any, gets an unlimited pipe), and, unless allowed, never across an inter-switch
+        # trunk.
         link = request.Link(name)
         for end in links[name]:
             link.addInterface(ifaces[end])
         link.bandwidth = link_kbps
-        if not delayed:
-            link.setNoBandwidthShaping()
+        link.setNoBandwidthShaping()
         if p["interSwitch"] != "yes":
             link.setNoInterSwitchLinks()
         return link
@@ -573,16 +646,23 @@ def build_request(portal, pg, igext, p):
             ifaces[plan[name]["interfaces"]["rt1"]] = bridge.iface0
             ifaces[plan[name]["interfaces"]["rt2"]] = bridge.iface1
             for pipe in (bridge.pipe0, bridge.pipe1):  # pipe0: rt1 -> rt2, pipe1: rt2 -> rt1
-                # Delay only: the pipe runs at the link speed, which no frame arriving on a
-                # link of that speed can exceed, so dummynet never holds a queue.
-                pipe.bandwidth = link_kbps
+                # Delay only, one choice throughout: an unlimited pipe (bandwidth 0, what
+                # "no bandwidth shaping" on core-a/core-b also gives). dummynet moves each
+                # packet of an unlimited pipe into its delay line at once, so its queue
+                # (no size can be asked for here) never fills; a pipe limited to the link
+                # speed would release packets once per clock tick and need a tick's frames
+                # of queue (~82 at 1 Gb/s and kern.hz 1000), and dummynet cannot hold 10 Gb/s
+                # (its rate is 32-bit bit/s). ccbench.delaynode checks what dl really has.
+                pipe.bandwidth = 0
                 pipe.latency = one_way_ms
             add_link(node_name("core-a", d))
             add_link(node_name("core-b", d))
         else:
-            core = add_link(node_name("core", d), delayed=True)
+            core = add_link(node_name("core", d))
             core.latency = one_way_ms  # one-way: the RTT is twice this
-            core.setForceShaping()  # keep Emulab's delay node even at RTT 0
+            # Emulab's delay node even at RTT 0; with "no bandwidth shaping" its pipes
+            # only delay (no rate limit), as dl's do.
+            core.setForceShaping()
 
     doc = (__doc__ or "").strip()
     parts = re.split(r"\n\s*Instructions:\s*\n", doc, maxsplit=1)
@@ -604,7 +684,7 @@ def main():
     p = bind_parameters(portal, defs)
     for msg, names in validate(p):
         portal.context.reportError(portal.ParameterError(msg, names))
-    for msg, names in aqm_warnings(p):
+    for msg, names in aqm_warnings(p) + port_warnings(p):
         portal.context.reportWarning(portal.ParameterWarning(msg, names))
     portal.context.verifyParameters()  # exits 100 + number of errors if any
     build_request(portal, pg, igext, p)

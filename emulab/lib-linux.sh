@@ -39,7 +39,8 @@ apt_install() {
 
 # Record interface $1 (Linux) in /var/tmp/ccbench/nic-$1.json: driver, link speed,
 # offloads, and the TX ring: $2 descriptors asked (empty: none asked), what the driver
-# set (ethtool -g after setting: drivers clamp without an error, igb to at least 80)
+# set (ethtool -g after setting: drivers clamp without an error, igb to at least 64 on
+# Ubuntu 24.04's kernel, 80 on kernels before 2023's "igb: Change IGB_MIN" patch)
 # and its maximum. "tx_ring_note" says why asked and set differ.
 record_nic() {
     rings=$(ethtool -g "$1" 2>/dev/null) || rings=''

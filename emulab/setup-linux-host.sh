@@ -15,7 +15,8 @@
 #   /var/tmp/ccbench/nic-<interface>.json: driver, speed, offloads, TX ring;
 # - a route to the other side of the dumbbell via its router;
 # - iperf3 and ethtool installed; with container=yes also podman and the ccbench
-#   tooling image built from /local/repository/containers/linux-node.
+#   tooling image built from /local/repository/containers/linux-node; the optional
+#   probe tools (irtt, fping, flent, netperf) after an apt-get update, always.
 # Idempotent: safe to rerun. Log: /local/logs/ccbench-setup-linux-host.log; on
 # success /var/tmp/ccbench-setup.done.
 # CCBENCH_SETUP_NO_PACKAGES=1 installs nothing (scripts/emulab_rehearsal.py).
@@ -64,11 +65,13 @@ need=''
 command -v iperf3 >/dev/null 2>&1 || need="$need iperf3"
 command -v ethtool >/dev/null 2>&1 || need="$need ethtool"
 if [ "$container" = yes ] && ! command -v podman >/dev/null 2>&1; then need="$need podman"; fi
+updated=no # package lists refreshed by this run (an image's lists are stale: installs fail)
 if [ -n "$need" ]; then
     packages_allowed || die "missing:$need (CCBENCH_SETUP_NO_PACKAGES=1: nothing is installed)"
     # iperf3's package asks whether to start a daemon: no, ccbench starts servers.
     echo 'iperf3 iperf3/start_daemon boolean false' | debconf-set-selections
     apt_update || die "apt-get update failed"
+    updated=yes
     # shellcheck disable=SC2086  # a list of package names
     apt_install $need || die "cannot install:$need"
 fi
@@ -82,8 +85,14 @@ for tool in irtt fping flent netperf; do
     command -v "$tool" >/dev/null 2>&1 || optional="$optional $tool"
 done
 if [ -n "$optional" ]; then
-    # shellcheck disable=SC2086  # a list of package names
-    apt_install $optional || note "warning: could not install$optional (probe_tool ping still works)"
+    if ! packages_allowed; then
+        note "CCBENCH_SETUP_NO_PACKAGES=1: not installing$optional (probe_tool ping still works)"
+    elif [ "$updated" = yes ] || apt_update; then
+        # shellcheck disable=SC2086  # a list of package names
+        apt_install $optional || note "warning: could not install$optional (probe_tool ping still works)"
+    else
+        note "warning: apt-get update failed: not installing$optional (probe_tool ping still works)"
+    fi
 fi
 
 # --- TCP sysctls (the seed's values) ---

@@ -15,7 +15,8 @@
 # Idempotent: safe to rerun (the qdisc is rebuilt, so its counters restart).
 # - every experiment interface (and the device under a VLAN) recorded in
 #   /var/tmp/ccbench/nic-<interface>.json: driver, speed, offloads, and on the
-#   bottleneck the TX ring asked and set (drivers clamp silently: igb to >= 80).
+#   bottleneck the TX ring asked and set (drivers clamp silently: igb to >= 64 on
+#   Ubuntu 24.04, >= 80 on older kernels).
 # Log: /local/logs/ccbench-setup-router.log; on success /var/tmp/ccbench-setup.done.
 # CCBENCH_SETUP_NO_PACKAGES=1 installs nothing (scripts/emulab_rehearsal.py).
 # Tests only: CCBENCH_SETUP_ROOT prefixes every file path this script uses;

@@ -516,7 +516,8 @@ def host_bin(tmp_path):
                 'echo "reno cubic bbr" ;; esac\nexit 0'
             ),
             "modprobe": "exit 1",
-            "apt-get": "exit 97",
+            # the package lists refresh; installing fails (nothing is installed here)
+            "apt-get": 'case " $* " in *" update "*) exit "${APT_UPDATE_RC:-0}" ;; esac\nexit 97',
             "debconf-set-selections": "exit 97",
             "podman": "exit 0",
             "iperf3": 'echo "iperf 3.16 (cJSON 1.7.15)"',
@@ -544,14 +545,11 @@ def test_linux_host_for_real_in_a_namespace(tmp_path, host_ns):
     c = calls(tmp_path)
     assert "sysctl -p %s" % (tmp_path / "root/etc/sysctl.d/90-ccbench.conf") in c
     assert "modprobe -q tcp_bbr" in c
-    # iperf3 and ethtool present: apt-get only for the optional probe tools missing here
+    # iperf3 and ethtool present: apt-get only for the optional probe tools missing here,
+    # and the package lists refreshed first (an image's stale lists make installs fail)
     apt = [x for x in c if x.startswith(("apt-get", "debconf"))]
-    script_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-    missing = [
-        t for t in ("irtt", "fping", "flent", "netperf") if not shutil.which(t, path=script_path)
-    ]
-    assert apt == ([f"apt-get -o DPkg::Lock::Timeout=600 install -y -q {' '.join(missing)}"]
-                   if missing else [])  # fmt: skip
+    missing = missing_probe_tools()
+    assert apt == ([APT_UPDATE, f"{APT_INSTALL} {' '.join(missing)}"] if missing else [])
     log = (tmp_path / "root/local/logs/ccbench-setup-linux-host.log").read_text()
     assert not missing or f"warning: could not install {' '.join(missing)}" in log
     assert "10.1.1.0/24 via 10.1.3.1 dev exp0.258" in sh("ip", "-n", host_ns, "route")
@@ -569,6 +567,40 @@ def test_linux_host_for_real_in_a_namespace(tmp_path, host_ns):
     assert "offloads=default\n" in done
     # rerun: still fine
     assert run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns).returncode == 0
+
+
+APT_UPDATE = "apt-get -o DPkg::Lock::Timeout=600 update -q"
+APT_INSTALL = "apt-get -o DPkg::Lock::Timeout=600 install -y -q"
+
+
+def missing_probe_tools():
+    script_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+    return [
+        t for t in ("irtt", "fping", "flent", "netperf") if not shutil.which(t, path=script_path)
+    ]
+
+
+@pytest.mark.netns
+@NEEDS_NETNS
+def test_linux_host_optional_tools_need_fresh_package_lists(tmp_path, host_ns):
+    """A failed apt-get update: the optional tools are not installed from stale lists, the
+    node still finishes (ping needs nothing); with CCBENCH_SETUP_NO_PACKAGES=1 nothing runs."""
+    missing = missing_probe_tools()
+    if not missing:
+        pytest.skip("irtt, fping, flent and netperf are all installed here: nothing optional")
+    bindir = host_bin(tmp_path)
+    args = [f"{k}={v}" for k, v in GOOD["setup-linux-host.sh"].items()]
+    res = run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns,
+                     extra_env={"APT_UPDATE_RC": "100"})  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert [x for x in calls(tmp_path) if x.startswith("apt-get")] == [APT_UPDATE]
+    log = (tmp_path / "root/local/logs/ccbench-setup-linux-host.log").read_text()
+    assert f"warning: apt-get update failed: not installing {' '.join(missing)}" in log
+    (tmp_path / "calls").unlink()
+    res = run_script("setup-linux-host.sh", args, tmp_path, bindir, netns=host_ns,
+                     extra_env={"CCBENCH_SETUP_NO_PACKAGES": "1"})  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert not any(x.startswith(("apt-get", "debconf")) for x in calls(tmp_path))
 
 
 @pytest.mark.netns
@@ -610,8 +642,11 @@ def test_linux_host_offloads_off_when_asked(tmp_path, host_ns):
     assert nic["generic-receive-offload"] == "off"
 
 
-# ethtool as igb (Intel I350, d430's 1 GbE) answers: TX ring 80 to 4096, asked values
-# below 80 clamped without an error. State in $ETHTOOL_STATE (the current TX ring).
+# ethtool as igb (Intel I350, d430's 1 GbE) answers on Ubuntu 24.04's 6.8 kernel: TX ring
+# 64 to 4096 (IGB_MIN 64 since "igb: Change IGB_MIN to allow set rx/tx value between 64
+# and 80", 2023; 80 before), asked values below 64 clamped without an error. State in
+# $ETHTOOL_STATE (the current TX ring).
+IGB_MIN_TX_RING = 64
 IGB_ETHTOOL = r"""
 state=$ETHTOOL_STATE
 [ -f "$state" ] || echo 256 >"$state"
@@ -619,7 +654,7 @@ case $1 in
 -g) printf 'Ring parameters for %s:\nPre-set maximums:\nRX:\t\t4096\nRX Mini:\tn/a\n' "$2"
     printf 'RX Jumbo:\tn/a\nTX:\t\t4096\nCurrent hardware settings:\nRX:\t\t256\n'
     printf 'RX Mini:\tn/a\nRX Jumbo:\tn/a\nTX:\t\t%s\n' "$(cat "$state")" ;;
--G) n=$4; [ "$n" -ge 80 ] || n=80; echo "$n" >"$state" ;;
+-G) n=$4; [ "$n" -ge 64 ] || n=64; echo "$n" >"$state" ;;
 -i) printf 'driver: igb\nversion: 6.8.0-48-generic\nfirmware-version: 1.63, 0x800009fa\n'
     printf 'bus-info: 0000:01:00.1\n' ;;
 -k) printf 'Features for %s:\ntcp-segmentation-offload: off\n' "$2"
@@ -633,7 +668,7 @@ exit 0
 @pytest.mark.netns
 @NEEDS_NETNS
 def test_router_records_tx_ring_asked_and_set(tmp_path, router_ns):
-    """igb's minimum TX ring is 80: 48 asked, 80 set, and the record says so."""
+    """igb's minimum TX ring is 64 on Ubuntu 24.04: 48 asked, 64 set, and the record says so."""
     bindir = make_bin(tmp_path, {"ethtool": IGB_ETHTOOL})
     env = {"ETHTOOL_STATE": str(tmp_path / "ring")}
     res = run_script(
@@ -645,14 +680,14 @@ def test_router_records_tx_ring_asked_and_set(tmp_path, router_ns):
     assert (core["driver"], core["tx_ring_asked"], core["tx_ring_set"], core["tx_ring_max"]) == (
         "igb",
         48,
-        80,
+        IGB_MIN_TX_RING,
         4096,
     )
     assert core["tx_ring_note"] == "igb raised it: below its minimum"
     assert core["firmware"] == "1.63, 0x800009fa" and core["bus"] == "0000:01:00.1"
     assert core["large-receive-offload"] == "off"
     log = (tmp_path / "root/local/logs/ccbench-setup-router.log").read_text()
-    assert "core0: tx ring 80" in log
+    assert f"core0: tx ring {IGB_MIN_TX_RING}" in log
     # tx_ring=0: the driver default, nothing asked, nothing changed
     (tmp_path / "calls").unlink()
     res = run_script(
@@ -666,4 +701,31 @@ def test_router_records_tx_ring_asked_and_set(tmp_path, router_ns):
     assert res.returncode == 0, res.stderr
     assert not any(x.startswith("ethtool -G") for x in calls(tmp_path))
     core = json.loads((tmp_path / "root/var/tmp/ccbench/nic-core0.json").read_text())
-    assert core["tx_ring_asked"] is None and core["tx_ring_set"] == 80
+    assert core["tx_ring_asked"] is None and core["tx_ring_set"] == IGB_MIN_TX_RING
+
+
+def test_igb_minimum_is_64_wherever_the_scripts_and_the_profile_state_it():
+    """Linux igb's smallest TX ring is 64 since 2023 (Ubuntu 24.04's 6.8 kernel has the
+    patch): a statement of 80 as igb's minimum is the old, wrong fact."""
+    claims = [
+        (script.name, m.group(1))
+        for script in sorted(EMULAB.glob("*.sh"))
+        for m in re.finditer(r"igb to (?:at least|>=) (\d+)", script.read_text())
+    ]
+    assert claims and {n for _, n in claims} == {str(IGB_MIN_TX_RING)}, claims
+    env = {k: v for k, v in os.environ.items() if k != "CCBENCH_PROFILE_IMPORT"}
+    code = (
+        "import importlib.util, os, sys, types\n"
+        "os.environ['CCBENCH_PROFILE_IMPORT'] = '1'\n"
+        "spec = importlib.util.spec_from_file_location('p', sys.argv[1])\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "T = types.SimpleNamespace(**{k: k for k in ('INTEGER', 'STRING', 'IMAGE', 'NODETYPE')})\n"
+        "d = {n: o['longDescription'] for n, _, _, _, o in m.parameter_definitions(T)}\n"
+        "print(m.IGB_MIN_TX_RING); print(d['txRing'])\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code, str(REPO / "profile.py")],
+                         capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    minimum, help_text = res.stdout.split("\n", 1)
+    assert int(minimum) == IGB_MIN_TX_RING
+    assert f"at least {IGB_MIN_TX_RING};" in help_text and "at least 80" not in help_text

@@ -240,20 +240,29 @@ def test_default_explicit_delay_node(default_rspec):
         ("dl:if1", "dl:if0"),
     ]
     for p in pipes:
-        # delay only: the pipe runs at the 1 Gb/s link speed, never the slower shaper
-        assert int(p.get("capacity")) == 1000 * 1000  # kbps
+        # delay only, one choice: unlimited pipes (capacity 0: dummynet's bw 0), on links
+        # marked "no bandwidth shaping" (which Emulab's bridge set-up also turns into an
+        # unlimited pipe), never a rate (a limited pipe would queue a clock tick of frames)
+        assert int(p.get("capacity")) == 0
         assert float(p.get("lossrate")) == 0.0
     assert sum(float(p.get("latency")) for p in pipes) == 40  # one-way each: RTT in total
     # rt1 -- core-a -- dl -- core-b -- rt2, each half at the link speed, unshaped
     assert r.link_members("core-a") == ["dl:if0", "rt1:core"]
     assert r.link_members("core-b") == ["dl:if1", "rt2:core"]
+    for half in ("core-a", "core-b"):
+        assert r.links[half].find("emulab:force_nobwshaping", NS).get("enabled") == "true"
+        assert {c for _, _, c, _ in link_props(r, half)} == {"1000000"}  # picks 1 Gb/s ports
     assert "core" not in r.links
+    # what ccbench.delaynode expects of dl is what this asks for
+    from ccbench import delaynode
+
+    assert delaynode.PROFILE_PIPE_BANDWIDTH_BPS is None  # unlimited
 
 
 def test_delay_node_never_shapes_at_the_bottleneck_rate():
     r = rspec_of("--bandwidthMbps", "300", "--delayHwType", "d710")
     pipes = r.nodes["dl"].findall("r:sliver_type/delay:sliver_type_shaping/delay:pipe", NS)
-    assert {int(p.get("capacity")) for p in pipes} == {1000000}
+    assert {int(p.get("capacity")) for p in pipes} == {0}  # unlimited, at any rate
     assert r.hardware_type("dl") == "d710"
     assert r.services("rt1")[0][1]["rate_mbit"] == "300"  # rt1's tbf is the one shaper
     assert rspec_of("--delayHwType", "").hardware_type("dl") is None
@@ -356,11 +365,12 @@ def test_link_shaping_without_explicit_delay_node():
         ("rt1:core", "rt2:core"),
         ("rt2:core", "rt1:core"),
     ]
-    # Emulab's delay node delays; it shapes at the link speed, never the bottleneck rate
+    # Emulab's delay node delays and never rate-limits ("no bandwidth shaping": an
+    # unlimited pipe, as dl's); the capacity picks the ports' speed
     assert {int(p.get("capacity")) for p in props} == {1000000}
     assert sum(float(p.get("latency")) for p in props) == 60
     assert r.links["core"].find("emulab:force_shaping", NS).get("enabled") == "true"
-    assert r.links["core"].find("emulab:force_nobwshaping", NS) is None
+    assert r.links["core"].find("emulab:force_nobwshaping", NS).get("enabled") == "true"
     assert r.services("rt1")[0][1]["rate_mbit"] == "300"
 
 
@@ -413,7 +423,7 @@ def test_two_dumbbells_four_pairs_linux_senders():
     assert r.link_members("core-a-d2") == ["dl-d2:if0", "rt1-d2:core"]
     pipes = r.nodes["dl-d2"].findall("r:sliver_type/delay:sliver_type_shaping/delay:pipe", NS)
     assert sum(float(p.get("latency")) for p in pipes) == 100
-    assert {int(p.get("capacity")) for p in pipes} == {1000000}
+    assert {int(p.get("capacity")) for p in pipes} == {0}
     for d in ("", "-d2"):
         for rt in ("rt1", "rt2"):
             ((script, args),) = r.services(rt + d)
@@ -475,8 +485,12 @@ def test_string_choices_are_not_bool_parsed():
         (["--pairs", "5"], [["pairs"]]),
         (["--pairs", "0"], [["pairs"]]),
         (["--dumbbells", "5"], [["dumbbells"]]),
-        (["--pairs", "4", "--dumbbells", "3"], [["pairs", "dumbbells"], ["pairs", "hwType"]]),
-        (["--pairs", "4"], [["pairs", "hwType"]]),
+        (
+            ["--pairs", "4", "--dumbbells", "3"],
+            [["pairs", "dumbbells"], ["pairs", "hwType", "linkSpeedMbps"]],
+        ),
+        (["--pairs", "4"], [["pairs", "hwType", "linkSpeedMbps"]]),
+        (["--pairs", "4", "--linkSpeedMbps", "10000"], [["pairs", "hwType", "linkSpeedMbps"]]),
         (["--rttMs", "-2"], [["rttMs"]]),
         (["--rttMs", "1002"], [["rttMs"]]),
         (["--rttMs", "41"], [["rttMs"]]),
@@ -531,6 +545,70 @@ def test_aqm_that_cannot_act_is_a_warning():
 
 
 # --------------------------------------------------------------------------- portal mode
+
+
+def port_params(**over):
+    return dict({"hwType": "d430", "pairs": 2, "linkSpeedMbps": 1000, "interSwitch": "no"}, **over)
+
+
+def port_errors(**over):
+    base = dict(
+        pairs=2, dumbbells=1, bandwidthMbps=100, linkSpeedMbps=1000, rttMs=40, queuePackets=48,
+        aqm="none", txRing=48, hwType="d430", delayHwType="d430", senderImages="",
+        senderImageCustom="", senderImage=FBSD142, senderOs="auto", nodeImage=UBUNTU24,
+    )  # fmt: skip
+    return [(m, n) for m, n in prof.validate(dict(base, **over)) if "hwType" in n]
+
+
+def test_router_ports_at_each_link_speed_on_d430s():
+    """A router needs pairs + 1 ports at the link speed: four 1 GbE ports on 96 of the
+    160 d430s (two on the other 64), four 10 GbE (X710) ports on those 64."""
+    assert prof.router_ports("d430", 1000) == prof.router_ports("d430", 10000) == 4
+    assert prof.router_ports("d430", 2500) == 0 and prof.router_ports("", 1000) is None
+    assert prof.router_ports("m510", 10000) is None
+    for speed in (1000, 10000):
+        assert port_errors(pairs=3, linkSpeedMbps=speed) == []
+        ((msg, names),) = port_errors(pairs=4, linkSpeedMbps=speed)
+        assert names == ["pairs", "hwType", "linkSpeedMbps"]
+        assert f"at most 3 pairs at {speed} Mbit/s links" in msg
+    ((msg, _),) = port_errors(pairs=4, linkSpeedMbps=1000)
+    assert "96 of Emulab's 160 have 4, 64 of Emulab's 160 have 2" in msg
+    ((msg, _),) = port_errors(pairs=4, linkSpeedMbps=10000)
+    assert "64 of Emulab's 160 have 4" in msg
+
+
+def test_unknown_or_any_hardware_type_is_a_port_warning():
+    ((msg, names),) = prof.port_warnings(port_params(hwType=""))
+    assert names == ["hwType", "pairs"] and msg.startswith("Any hardware type:")
+    assert "need 3 experimental ports at 1000 Mbit/s" in msg and "behind one switch" in msg
+    ((msg, _),) = prof.port_warnings(port_params(hwType="m510", pairs=4, interSwitch="yes"))
+    assert msg.startswith("Hardware type m510:") and "need 5 experimental ports" in msg
+    assert "behind one switch" not in msg
+    assert prof.port_warnings(port_params()) == []  # d430: checked as an error instead
+    assert prof.port_warnings(port_params(hwType="d430;x")) == []  # an error already
+    # standalone, a warning does not stop the profile (test_profile_portal: fatal there)
+    assert run_profile("--hwType", "").returncode == 0
+
+
+def test_port_and_switch_facts_where_the_user_chooses(default_rspec):
+    import geni.portal
+
+    ctx = _RecordingContext()
+    prof.define_parameters(
+        types.SimpleNamespace(context=ctx, ParameterType=geni.portal.ParameterType)
+    )
+    helps = {name: d["long"] for name, d in ctx.defs.items()}
+    assert "96 of Emulab's 160 d430s" in helps["pairs"] and "other 64" in helps["pairs"]
+    assert "empty = any type" in helps["hwType"] and "64 have two 1 GbE" in helps["hwType"]
+    assert "pairs + 1 ports at this speed" in helps["linkSpeedMbps"]
+    assert "behind one switch" in helps["interSwitch"]
+    assert "at most 984 Mbit/s keeps the qdisc the only bottleneck" in helps["bandwidthMbps"]
+    assert "unlimited" in helps["delayMethod"]
+    instructions = default_rspec.root.find("tour:rspec_tour/tour:instructions", NS).text
+    assert "If Emulab cannot map the experiment" in instructions
+    assert "Only 96 of Emulab's 160 d430s have four 1 GbE ports" in instructions
+    assert "every\nmachine of a dumbbell must sit behind one switch" in instructions
+    assert "cannot ask for a pipe queue size" in instructions
 
 
 def test_portal_mode_binds_from_json_and_writes_the_request(tmp_path):

@@ -109,6 +109,21 @@ def canonical(xml: bytes) -> bytes:
     return etree.tostring(root, method="c14n")
 
 
+def portal_request_pass(lib, bindings, tmp_path, name, **extra):
+    params = tmp_path / f"{name}.json"
+    params.write_text(json.dumps({"bindings": bindings}))
+    request = tmp_path / f"{name}-request.xml"
+    res = run(
+        lib,
+        cwd=tmp_path,
+        GENILIB_PORTAL_MODE="1",
+        GENILIB_PORTAL_PARAMS_PATH=str(params),
+        GENILIB_PORTAL_REQUEST_PATH=str(request),
+        **extra,
+    )
+    return res, request
+
+
 def portal_passes(lib, values, tmp_path):
     """(parameter form JSON, request RSpec bytes) of the two portal passes."""
     work = tmp_path / lib
@@ -122,16 +137,8 @@ def portal_passes(lib, values, tmp_path):
         GENILIB_PORTAL_REQUEST_PATH=str(work / "default-request.xml"),
     )
     assert first.returncode == 0, f"{lib} parameter pass: {first.stderr}"
-    params = work / "params.json"
-    params.write_text(json.dumps({"bindings": {k: {"value": v} for k, v in values.items()}}))
-    request = work / "request.xml"
-    second = run(
-        lib,
-        cwd=work,
-        GENILIB_PORTAL_MODE="1",
-        GENILIB_PORTAL_PARAMS_PATH=str(params),
-        GENILIB_PORTAL_REQUEST_PATH=str(request),
-    )
+    bindings = {k: {"value": v} for k, v in values.items()}
+    second, request = portal_request_pass(lib, bindings, work, "params")
     assert second.returncode == 0, f"{lib} request pass: {second.stderr}"
     return json.loads(form.read_text()), request.read_bytes()
 
@@ -217,3 +224,62 @@ def test_four_pairs_on_1g_d430s_is_a_parameter_error_in_the_portal(lib, tmp_path
     assert not (tmp_path / "request.xml").exists()
     assert "at most 3 pairs at 1000 Mbit/s links" in res.stderr
     assert "Double fault" not in res.stderr  # both parameters it names were bound
+
+
+def reported(stderr):
+    """[(kind, sorted parameter names, message)] of what a portal run reported, from
+    either library's JSON: PyPI 0.9.9.4 writes a list of {errorType, params, message};
+    upstream writes {"bindings": {name: {"errors"|"warnings": [ids]}}, "errors"|"warnings":
+    {id: {"message"}}}."""
+    data = json.loads(stderr)
+    if isinstance(data, list):
+        return sorted(
+            (e["errorType"].replace("Parameter", "").lower(), sorted(e["params"]), e["message"])
+            for e in data
+        )
+    out = []
+    for kind in ("errors", "warnings"):
+        for ident, body in (data.get(kind) or {}).items():
+            names = sorted(n for n, b in data["bindings"].items() if ident in b.get(kind, []))
+            out.append((kind[:-1], names, body["message"]))
+    return sorted(out)
+
+
+@needs_upstream
+@pytest.mark.parametrize("lib", LIBS)
+def test_port_checks_in_the_portal(lib, tmp_path):
+    """The port checks as the portal runs them, under both geni-libs: a router needs
+    pairs + 1 ports at the link speed (d430: four at 1 Gb/s on 96 machines, four at
+    10 Gb/s on 64), and with the hardware type left empty nothing can be checked, so the
+    user is warned (fatal on the portal's first submit) and the request is still made."""
+    form, _ = portal_passes(lib, {}, tmp_path)
+    every = {name: {"value": p["defaultValue"]} for name, p in form.items()}
+
+    ten_g = dict(every, pairs={"value": 4}, linkSpeedMbps={"value": 10000})
+    res, request = portal_request_pass(lib, ten_g, tmp_path, "ten-g")
+    assert res.returncode == 101, res.stderr
+    assert not request.exists()
+    ((kind, names, message),) = reported(res.stderr)
+    assert (kind, names) == ("error", ["hwType", "linkSpeedMbps", "pairs"])
+    assert "at most 3 pairs at 10000 Mbit/s links" in message
+    assert "64 of Emulab's 160 have 4" in message
+
+    three = dict(ten_g, pairs={"value": 3})
+    res, request = portal_request_pass(lib, three, tmp_path, "three")
+    assert res.returncode == 0, res.stderr
+    assert request.exists()
+
+    anytype = dict(every, hwType={"value": ""}, pairs={"value": 4})
+    res, request = portal_request_pass(
+        lib, anytype, tmp_path, "any-fatal", GENILIB_PORTAL_WARNINGS_ARE_FATAL="1"
+    )
+    assert res.returncode == 101, res.stderr
+    ((kind, names, message),) = reported(res.stderr)
+    assert (kind, names) == ("warning", ["hwType", "pairs"])
+    assert "need 5 experimental ports at 1000 Mbit/s" in message
+    assert not request.exists()
+    res, request = portal_request_pass(lib, anytype, tmp_path, "any")
+    assert res.returncode == 0, res.stderr
+    root = etree.fromstring(request.read_bytes())
+    pipes = list(root.iter("{http://www.protogeni.net/resources/rspec/ext/delay/1}pipe"))
+    assert [p.get("capacity") for p in pipes] == ["0", "0"]  # dl's pipes: unlimited

@@ -6,7 +6,8 @@ Pure parsers (text in, numbers out) for the loss ledger (ccbench.ledger):
 - `/proc/net/softnet_stat` (Linux, per CPU: backlog drops, time squeezes; hex columns),
 - `iptables-save -c` (packets the configured loss rules dropped: `-j DROP` rules),
 - `ipfw pipe show` / `dnctl pipe show` (FreeBSD dummynet, Emulab's delay node: per pipe,
-  the flow buckets' Tot_pkt, Tot_bytes, queued Pkt/Byte and Drp columns).
+  its bandwidth, delay, queue size and loss rate (ccbench.delaynode checks them) and the
+  flow buckets' Tot_pkt, Tot_bytes, queued Pkt/Byte and Drp columns).
 Each raises ValueError naming what it could not read.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 # Interface counters that mean "a packet was lost here".
@@ -112,42 +114,101 @@ def iptables_drops(text: str) -> int:
     return total
 
 
-# "00001: 100.000 Mbit/s   20 ms burst 0" (FreeBSD 8+) or "60111: 100.000 Mbit/s 1 ms
-# 50 sl. 1 queues ..." (older, as on Emulab delay nodes): a pipe's first line.
-_PIPE = re.compile(r"^(\d{5}):\s+(\S+\s+\S*bit/s|unlimited)\s+(\d+)\s+ms\b(.*)$")
+# A pipe's first line, as sbin/ipfw/dummynet.c prints it: "%05d: %s %4d ms burst %s" (FreeBSD
+# 8+: "00001:   1.000 Gbit/s   20 ms burst 0"; bandwidth 0 prints "unlimited") or, on older
+# dummynet (Emulab's early delay nodes), the queue on the same line: "60111: 100.000 Mbit/s
+# 1 ms   50 sl. 1 queues (1 buckets) droptail".
+_PIPE = re.compile(r"^(\d{5}):\s+(\S+\s+[KMG]?bit/s|unlimited)\s+(\d+)\s+ms\b(.*)$")
+_BW_UNIT = {"bit/s": 1, "Kbit/s": 10**3, "Mbit/s": 10**6, "Gbit/s": 10**9}
+# The queue size (print_flowset_parms: "%3d sl." slots, or "%d KB" / "%d B" for a byte
+# limit) and the loss rate ("plr %f", printed right after the size, without a space).
 _SLOTS = re.compile(r"\b(\d+)\s+sl\.")
+_QBYTES = re.compile(r"\s(\d+) (KB|B)(?:plr|\s)")
+_PLR = re.compile(r"plr (\d+\.\d+)")
 _FLOW = re.compile(
     r"^\s*\d+\*?\s+\S+\s+\S+/\d+\s+\S+/\d+\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$"
 )
+_COUNTERS = ("tot_pkts", "tot_bytes", "queued_pkts", "queued_bytes", "drops")
 
 
-def dummynet_pipes(text: str) -> dict[int, dict[str, Any]]:
-    """`ipfw pipe show` -> {pipe: {bandwidth, delay_ms, slots, tot_pkts, tot_bytes,
-    queued_pkts, queued_bytes, drops}}, flow buckets summed per pipe."""
+@dataclass(frozen=True)
+class DummynetPipe:
+    """One `ipfw pipe show` pipe: its configuration and its flow buckets' counters summed.
+    bandwidth_bps is None for an unlimited pipe (bw 0), else bit/s to the printed precision
+    ("%7.3f" of the unit); the queue is in slots or, with `queue NKB`, in bytes."""
+
+    number: int
+    bandwidth: str  # as printed: "1.000 Gbit/s", "unlimited"
+    bandwidth_bps: int | None
+    delay_ms: int
+    queue_slots: int | None
+    queue_bytes: int | None
+    plr: float
+    tot_pkts: int = 0
+    tot_bytes: int = 0
+    queued_pkts: int = 0
+    queued_bytes: int = 0
+    drops: int = 0
+
+
+def _bandwidth_bps(text: str) -> int | None:
+    if text == "unlimited":
+        return None
+    value, unit = text.split()
+    return round(float(value) * _BW_UNIT[unit])
+
+
+def _queue(text: str) -> tuple[int | None, int | None, float | None]:
+    """(slots, bytes, plr) from the part of a line that print_flowset_parms wrote."""
+    slots, qbytes, plr = _SLOTS.search(text), _QBYTES.search(text + " "), _PLR.search(text)
+    nbytes = None
+    if qbytes:
+        nbytes = int(qbytes.group(1)) * (1024 if qbytes.group(2) == "KB" else 1)
+    return (
+        int(slots.group(1)) if slots else None,
+        nbytes,
+        float(plr.group(1)) if plr else None,
+    )
+
+
+def dummynet(text: str) -> dict[int, DummynetPipe]:
+    """`ipfw pipe show` -> {pipe number: DummynetPipe}. The pipe's queue is on its own
+    `q<N>` line (FreeBSD 8+) or on the pipe's line (older dummynet)."""
     pipes: dict[int, dict[str, Any]] = {}
     cur: dict[str, Any] | None = None
     for line in text.splitlines():
         m = _PIPE.match(line.strip())
         if m:
-            slots = _SLOTS.search(m.group(4))
+            slots, nbytes, plr = _queue(m.group(4))
             cur = pipes[int(m.group(1))] = {
-                "bandwidth": m.group(2).strip(), "delay_ms": int(m.group(3)),
-                "slots": int(slots.group(1)) if slots else None, "tot_pkts": 0,
-                "tot_bytes": 0, "queued_pkts": 0, "queued_bytes": 0, "drops": 0,
+                "number": int(m.group(1)), "bandwidth": m.group(2).strip(),
+                "bandwidth_bps": _bandwidth_bps(" ".join(m.group(2).split())),
+                "delay_ms": int(m.group(3)), "queue_slots": slots, "queue_bytes": nbytes,
+                "plr": plr or 0.0, **dict.fromkeys(_COUNTERS, 0),
             }  # fmt: skip
             continue
-        if re.match(r"^\s*q\d+\s", line):  # the pipe's queue line: "q131073  50 sl. ..."
-            slots = _SLOTS.search(line)
-            if cur is not None and slots and cur["slots"] is None:
-                cur["slots"] = int(slots.group(1))
+        if re.match(r"^\s*q\d+\s", line):  # the pipe's queue line: "q191182  50 sl. ..."
+            slots, nbytes, plr = _queue(line)
+            if cur is not None and cur["queue_slots"] is None and cur["queue_bytes"] is None:
+                cur.update(queue_slots=slots, queue_bytes=nbytes, plr=plr or cur["plr"])
             continue
         f = _FLOW.match(line)
         if f:
             if cur is None:
                 raise ValueError("ipfw pipe show: a flow line before any pipe")
-            for key, v in zip(("tot_pkts", "tot_bytes", "queued_pkts", "queued_bytes",
-                               "drops"), f.groups(), strict=True):  # fmt: skip
+            for key, v in zip(_COUNTERS, f.groups(), strict=True):
                 cur[key] += int(v)
     if not pipes:
         raise ValueError("ipfw pipe show: no pipes")
-    return pipes
+    return {n: DummynetPipe(**p) for n, p in pipes.items()}
+
+
+def dummynet_pipes(text: str) -> dict[int, dict[str, Any]]:
+    """`ipfw pipe show` -> {pipe: {bandwidth, delay_ms, slots, tot_pkts, tot_bytes,
+    queued_pkts, queued_bytes, drops}}, flow buckets summed per pipe (the loss ledger's
+    view; dummynet() has the whole configuration)."""
+    return {
+        n: {"bandwidth": p.bandwidth, "delay_ms": p.delay_ms, "slots": p.queue_slots,
+            **{key: getattr(p, key) for key in _COUNTERS}}
+        for n, p in dummynet(text).items()
+    }  # fmt: skip

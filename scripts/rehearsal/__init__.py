@@ -1,0 +1,1 @@
+"""Parts of scripts/emulab_rehearsal.py (run that; it puts scripts/ on sys.path)."""
