@@ -22,7 +22,7 @@ from ccbench import layout, metrics
 from ccbench.layout import RawDir, load_spec
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
 from ccbench.parse.qdisc import parse_qdisc_samples, queue_points
-from ccbench.parse.siftr import parse_siftr
+from ccbench.parse.siftr_stream import parse_siftr
 from ccbench.parse.ss import SsRecord, parse_ss_samples
 from ccbench.spec import Flow, RunSpec
 

@@ -17,8 +17,8 @@ from ccbench.parse.siftr import (
     check_siftr2_flows,
     layout_key,
     parse_header,
-    parse_siftr,
 )
+from ccbench.parse.siftr_stream import parse_siftr
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures" / "freebsd"
 DATA = "a5b6c7d8"  # the iperf3 data flow's flowid in every sample log

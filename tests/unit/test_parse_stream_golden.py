@@ -25,8 +25,7 @@ from ccbench.parse.qdisc import (
     queue_point_batches,
     queue_points,
 )
-from ccbench.parse.siftr import parse_siftr
-from ccbench.parse.siftr_stream import SiftrReader, with_footer
+from ccbench.parse.siftr_stream import SiftrReader, parse_siftr, with_footer
 from ccbench.parse.ss import SsReader, parse_ss_samples
 
 CAP = Path(__file__).resolve().parents[1] / "captures"

@@ -17,8 +17,7 @@ import pytest
 
 from ccbench.hosts.siftr_plan import RECORD_BYTES
 from ccbench.parse import siftr_stream
-from ccbench.parse.siftr import parse_siftr
-from ccbench.parse.siftr_stream import SCHEMA, SiftrReader, _hex_int64
+from ccbench.parse.siftr_stream import SCHEMA, SiftrReader, _hex_int64, parse_siftr
 from ccbench.parse.siftr_synth import siftr13_log
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "freebsd"

@@ -32,7 +32,6 @@ srtt_us/rto_us (float, microseconds); None where a version does not log a field.
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -214,17 +213,6 @@ def parse_header(line: str) -> dict[str, str]:
             raise ValueError(f"siftr header/footer field without '=': {part!r}")
         out[key] = value
     return out
-
-
-def parse_siftr(text: str) -> SiftrLog:
-    """Parse a whole siftr or siftr2 log (the version in its header picks the layout)
-    into one dict per record. For long logs read batches with
-    ccbench.parse.siftr_stream.SiftrReader instead: this wraps it."""
-    from ccbench.parse.siftr_stream import SiftrReader, with_footer
-
-    reader = SiftrReader(io.StringIO(text, newline=None))
-    records = [row for batch in reader for row in batch.to_pylist()]
-    return with_footer(reader.log(), records)
 
 
 def check_siftr2_flows(

@@ -379,3 +379,12 @@ def with_footer(log: SiftrLog, records: list[dict[str, Any]]) -> SiftrLog:
             if flow is not None:
                 r["local"], r["peer"], r["mss_bytes"] = flow.local, flow.peer, flow.mss_bytes
     return replace(log, records=records)
+
+
+def parse_siftr(text: str) -> SiftrLog:
+    """Parse a whole siftr or siftr2 log (the version in its header picks the layout)
+    into one dict per record. For long logs read batches with SiftrReader
+    instead: this wraps it."""
+    reader = SiftrReader(io.StringIO(text, newline=None))
+    records = [row for batch in reader for row in batch.to_pylist()]
+    return with_footer(reader.log(), records)
