@@ -6,7 +6,7 @@ places that dropped packets. Before and after each run, the testbed snapshots th
 counters of every place a packet can be lost (`drops-before.json`, `drops-after.json`):
 each node's interfaces (rx/tx dropped and errors), the kernel's per-CPU backlogs
 (softnet_stat), the loss rules' iptables counters, and on Emulab the delay node's
-dummynet pipes. The delay element's own drops come from its statistics (summary.py).
+dummynet pipes. The delay element's own drops come from its statistics (summarize.delay).
 
 Two rules make a run invalid (validity reasons, never averaged in):
 1. a packet was dropped anywhere but the configured elements ("lost outside the

@@ -49,7 +49,7 @@ def run_once(
     tb: Testbed, spec: RunSpec, raw: Path, kernel_req: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """Do the run; write every raw file into `raw` (which must exist). `kernel_req`:
-    the variant's {label, match}, kept as raw/kernel.json (summary.py checks the
+    the variant's {label, match}, kept as raw/kernel.json (summarize.hosts checks the
     senders' kernels recorded in facts.json against it)."""
     senders = spec.senders
     _prepare(tb, spec, raw, senders, kernel_req)

@@ -72,7 +72,7 @@ def kernel_identities(tb: Testbed, spec: RunSpec) -> dict[str, str]:
 
 def _nic_records(tb: Testbed) -> dict[str, str] | None:
     """SSH testbeds: every node's NIC records as its start-up script wrote them (one
-    JSON object per line; summary.py parses them). None locally: namespaces have veths,
+    JSON object per line; summarize.hosts parses them). None locally: namespaces have veths,
     not NICs, and no records."""
     if not kind(tb.kind).caps.nic_records:
         return None
@@ -158,7 +158,7 @@ def sockstat_plan(
     tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path, meta: dict[str, Any]
 ) -> list[tuple[float, Callable[[], None]]]:
     """FreeBSD senders: one `sockstat -46 -CS -P tcp` per flow while it runs, so each
-    connection's CC module and TCP stack are read from the kernel (summary.py checks
+    connection's CC module and TCP stack are read from the kernel (summarize.hosts checks
     them). Returns (seconds after the traffic starts, action) for _drive; meta.json's
     `sockstat` lists each flow's sample (its `at_s` is set when it is taken)."""
     plan: list[tuple[float, Callable[[], None]]] = []

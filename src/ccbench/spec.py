@@ -261,7 +261,7 @@ class RunSpec:
     interval_s: float = 1.0
     ss_interval_s: float = 0.1
     probe_interval_s: float = 0.1  # RTT probe s1 -> r1 during the flows (latency under load)
-    probe_tool: str = "ping"  # ping | irtt | flent (ccbench.probe)
+    probe_tool: str = "ping"  # a tool of ccbench.probes: ping | fping | irtt | flent
     probe_flent_test: str = "ping"
     # Bottleneck qdisc sampling period on rt1 (0 = off). Specs written before it existed
     # read as the default (their runs have no qdisc file, and their summaries say so).

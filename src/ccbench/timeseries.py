@@ -19,11 +19,9 @@ from typing import Any
 import pandas as pd
 
 from ccbench import layout, metrics
+from ccbench import timeseries_samplers as samplers
 from ccbench.layout import RawDir, load_spec
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
-from ccbench.parse.qdisc import parse_qdisc_samples, queue_points
-from ccbench.parse.siftr_stream import parse_siftr
-from ccbench.parse.ss import SsRecord, parse_ss_samples
 from ccbench.spec import Flow, RunSpec
 
 COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "rtt_us",
@@ -44,11 +42,6 @@ def finest_source(ts: pd.DataFrame) -> str:
     return next((s for s in SENDER_SOURCES if (ts["source"] == s).any()), "iperf3")
 
 
-# The sampler runs from before the first flow to after the last: its samples must
-# reach this share of the traffic, else the file was cut short.
-SS_MIN_COVERAGE = 0.9
-
-
 def build(raw: Path) -> pd.DataFrame:
     """The time series; rows from files that do not parse are left out (build_checked
     says which)."""
@@ -62,16 +55,17 @@ def build_checked(raw: Path, spec: RunSpec) -> tuple[pd.DataFrame, list[str]]:
     are the summary's (they are its files too); here such a file just gives no rows.
     `spec` is the run's (layout.load_spec)."""
     if (raw / layout.SKIPPED).exists():
-        return pd.DataFrame(columns=COLUMNS), []
+        return _frame([]), []
     rd = RawDir(raw)
-    meta = _meta(raw)
+    meta = rd.json(layout.META) or {}
     t0 = _started_unix(meta)
-    rows, local_to_flow = _iperf3_rows(raw, spec, _flow_starts(meta))
-    rows += _ss_rows(rd, spec, t0, local_to_flow)
-    rows += _siftr_rows(rd, spec.run_id, t0, local_to_flow)
+    frames, local_to_flow = _iperf3_rows(rd, spec, _flow_starts(meta))
+    frames += samplers.ss_rows(rd, t0, spec.traffic_s, local_to_flow)
+    frames += samplers.siftr_rows(rd, t0, local_to_flow)
     if t0 is not None:
-        rows += _qdisc_rows(rd, meta, spec.run_id, t0)
-    return _frame(rows), rd.problems
+        frames += samplers.qdisc_rows(rd, meta, t0)
+    problems = [p for p in rd.problems if not p.startswith(f"{layout.META}:")]
+    return _frame([f.assign(run_id=spec.run_id) for f in frames]), problems
 
 
 def _started_unix(meta: dict[str, Any]) -> float | None:
@@ -90,179 +84,53 @@ def _flow_starts(meta: dict[str, Any]) -> dict[Any, Any]:
 
 
 def _iperf3_rows(
-    raw: Path, spec: RunSpec, started: dict[Any, Any]
-) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    rd: RawDir, spec: RunSpec, started: dict[Any, Any]
+) -> tuple[list[pd.DataFrame], dict[str, int]]:
     """Every flow's iperf3 interval rows, and each stream's local address -> its flow
-    (how the samplers' sockets are told apart)."""
-    rows: list[dict[str, Any]] = []
+    (how the samplers' sockets are told apart). A file that does not parse gives no
+    rows (its reason is the summary's)."""
+    frames: list[pd.DataFrame] = []
     local_to_flow: dict[str, int] = {}
+    quiet = RawDir(rd.path)  # what is wrong with these files is said by the summary
     for k, f in enumerate(spec.flows, start=1):
-        path = raw / f"iperf3-{k}.json"
+        text = quiet.text(layout.iperf3(k))
         try:
-            res = parse_iperf3(json.loads(path.read_text()))
-        except (OSError, ValueError):
+            res = parse_iperf3(json.loads(text or ""))
+        except ValueError:
             continue
         for s in res.streams:
             if s.local:
                 local_to_flow[s.local] = k
-        rows += _iperf3_flow_rows(spec.run_id, k, started.get(k, f.start_s), res)
-    return rows, local_to_flow
+        frames.append(_iperf3_flow_rows(k, started.get(k, f.start_s), res))
+    return frames, local_to_flow
 
 
-def _iperf3_flow_rows(
-    run_id: str, k: int, offset: float, res: Iperf3Result
-) -> list[dict[str, Any]]:
+def _iperf3_flow_rows(k: int, offset: float, res: Iperf3Result) -> pd.DataFrame:
     # Several streams (-P): sum throughput per interval, average cwnd/RTT.
     by_t: dict[float, list[dict[str, Any]]] = {}
     for iv in res.intervals:
         if iv["t_end_s"] is not None:
             by_t.setdefault(iv["t_end_s"], []).append(iv)
-    return [
-        {
-            "run_id": run_id,
-            "flow": k,
-            "source": "iperf3",
-            "t_s": offset + t_end,
-            "throughput_bps": sum(i["throughput_bps"] or 0 for i in ivs),
-            "cwnd_bytes": _mean([i["cwnd_bytes"] for i in ivs]),
-            "rtt_us": _mean([i["rtt_us"] for i in ivs]),
-            "retransmits": sum(i["retransmits"] or 0 for i in ivs),
-        }
-        for t_end, ivs in sorted(by_t.items())
-    ]
+    t_ends = sorted(by_t)
+    return pd.DataFrame({
+        "flow": k,
+        "source": "iperf3",
+        "t_s": [offset + t for t in t_ends],
+        "throughput_bps": [sum(i["throughput_bps"] or 0 for i in by_t[t]) for t in t_ends],
+        "cwnd_bytes": [_mean([i["cwnd_bytes"] for i in by_t[t]]) for t in t_ends],
+        "rtt_us": [_mean([i["rtt_us"] for i in by_t[t]]) for t in t_ends],
+        "retransmits": [sum(i["retransmits"] or 0 for i in by_t[t]) for t in t_ends],
+    })  # fmt: skip
 
 
-def _ss_rows(
-    rd: RawDir, spec: RunSpec, t0: float | None, local_to_flow: dict[str, int]
-) -> list[dict[str, Any]]:
-    """The ss samplers' rows (Linux senders); every file is checked, even when the run's
-    start time is unknown and it gives no rows."""
-    rows: list[dict[str, Any]] = []
-    for ss_file in sorted(rd.path.glob("ss-s*.txt")):
-        samples = _ss_samples(rd, ss_file.name, t0, spec.traffic_s)
-        if t0 is None:
-            continue
-        for r in samples:
-            flow = local_to_flow.get(r.get("local") or "")
-            if flow is None:
-                continue  # iperf3's control connection, or another socket
-            rows.append(
-                {
-                    "run_id": spec.run_id,
-                    "flow": flow,
-                    "source": "ss",
-                    "t_s": r["t_s"] - t0,
-                    "throughput_bps": r.get("delivery_rate_bps"),
-                    "cwnd_bytes": r.get("cwnd_bytes"),
-                    "rtt_us": r.get("rtt_us"),
-                    "retransmits": None,
-                }
-            )
-    return rows
-
-
-def _siftr_rows(
-    rd: RawDir, run_id: str, t0: float | None, local_to_flow: dict[str, int]
-) -> list[dict[str, Any]]:
-    """The siftr logs' rows (FreeBSD senders: outgoing packets of the flows); every file
-    is checked, even when the run's start time is unknown and it gives no rows."""
-    rows: list[dict[str, Any]] = []
-    for siftr_file in sorted(rd.path.glob("siftr-s*.log")):
-        text = rd.text(siftr_file.name)
-        if text is None:
-            continue
-        try:
-            log = parse_siftr(text)
-        except ValueError as e:
-            rd.problem(siftr_file.name, str(e))
-            continue
-        for r in log.records:
-            flow = local_to_flow.get(r.get("local") or "")
-            if flow is None or r.get("direction") != "out" or t0 is None:
-                continue
-            rows.append(
-                {
-                    "run_id": run_id,
-                    "flow": flow,
-                    "source": "siftr",
-                    "t_s": log.enable_time_s + r["t_s"] - t0,
-                    "throughput_bps": None,
-                    "cwnd_bytes": r.get("cwnd_bytes"),
-                    "rtt_us": r.get("srtt_us"),
-                    "retransmits": None,
-                }
-            )
-    return rows
-
-
-def _frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def _frame(frames: list[pd.DataFrame]) -> pd.DataFrame:
     """The rows as the table, with the same column types however few rows there are."""
-    df = pd.DataFrame(rows, columns=COLUMNS)
+    frames = [f for f in frames if len(f)]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS)
+    df = df.reindex(columns=COLUMNS)
     return df.astype({"flow": "int64", "t_s": "float64", "throughput_bps": "float64",
                       "cwnd_bytes": "float64", "rtt_us": "float64",
                       **dict.fromkeys(QUEUE_COLUMNS, "float64")})  # fmt: skip
-
-
-def _qdisc_rows(rd: Any, meta: dict[str, Any], run_id: str, t0: float) -> list[dict[str, Any]]:
-    """The bottleneck queue's rows; the file's problems are the summary's (_queue)."""
-    qs = meta.get("qdisc_sampler")
-    if not isinstance(qs, dict):
-        return []
-    try:
-        text = (rd.path / f"qdisc-{qs.get('node', 'rt1')}.txt").read_text()
-        pts = queue_points(parse_qdisc_samples(text))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return []
-    if not pts:
-        return []
-    d0, s0 = pts[0].drops, pts[0].sent_pkts
-    o0 = pts[0].overlimits
-    return [
-        {"run_id": run_id, "flow": 0, "source": "qdisc", "t_s": p.t_unix - t0,
-         "throughput_bps": None, "cwnd_bytes": None, "rtt_us": None, "retransmits": None,
-         "backlog_pkts": p.backlog_pkts, "backlog_bytes": p.backlog_bytes,
-         "drops": p.drops - d0, "sent_pkts": p.sent_pkts - s0,
-         "overlimits": None if p.overlimits is None or o0 is None else p.overlimits - o0}
-        for p in pts
-    ]  # fmt: skip
-
-
-def _meta(raw: Path) -> dict[str, Any]:
-    try:
-        meta = json.loads((raw / "meta.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
-
-
-def _ss_samples(rd: Any, name: str, t0: float | None, traffic_s: float) -> list[SsRecord]:
-    """One sampler file's records; [] and a problem when it is not ss output, and a
-    problem when its samples stop before SS_MIN_COVERAGE of the traffic (cut short)."""
-    text = rd.text(name)
-    if text is None:
-        return []
-    try:
-        samples = parse_ss_samples(text)
-    except ValueError as e:
-        rd.problem(name, f"not ss samples ({e})")
-        return []
-    last = _last_ts(text)
-    if last is None:
-        rd.problem(name, "no samples")
-        return []
-    if t0 is not None and traffic_s > 0 and last - t0 < SS_MIN_COVERAGE * traffic_s:
-        rd.problem(name, f"samples end {last - t0:.1f} s into {traffic_s:g} s of traffic "
-                         "(cut short)")  # fmt: skip
-    return samples
-
-
-def _last_ts(text: str) -> float | None:
-    """The last complete `TS` line's time (parse_ss_samples has checked them)."""
-    complete = text[: text.rfind("\n") + 1]
-    at = complete.rfind("\nTS ")
-    if at < 0:
-        return float(complete[3:].split("\n", 1)[0]) if complete.startswith("TS ") else None
-    return float(complete[at + 4 :].split("\n", 1)[0])
 
 
 def _mean(xs: list[Any]) -> float | None:

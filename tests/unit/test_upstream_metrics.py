@@ -138,7 +138,7 @@ def test_a_skipped_run_has_the_configured_mathis_only(tmp_path: Path) -> None:
 
 
 def test_the_run_and_parse_reach_one_verdict(tmp_path: Path) -> None:
-    """`ccbench run` decides whether to retry on summary.judge, the function `parse`
+    """`ccbench run` decides whether to retry on summarize.judge.judge, the function `parse`
     writes: the same summary (rtt_excess and the time series' problems included), so
     attempts.json's valid flag and summary.json's cannot disagree."""
     run = tmp_path / "run"

@@ -1,6 +1,6 @@
 """Parse the sampler's TS-block file of `ss -tinH state established` output.
 
-File format (written by ccbench.sampler): a line `TS <unix epoch seconds>` followed
+File format (written by hosts.linux.SS_LOOP): a line `TS <unix epoch seconds>` followed
 by the raw ss output at that instant. ss prints each socket as one line of address
 columns (`Recv-Q Send-Q Local Peer`, preceded by the state when no state filter is
 given) and one continuation line, starting with whitespace, of `key:value` items,

@@ -10,10 +10,11 @@ and document are the two entry points (the figures rule and the report rule).
 - data:       loading tables, time series and per-scenario conditions
 - plots:      summary figures (bars, throughput vs delay, other metrics) and helpers
 - tsplot:     the per-variant time-series figure (throughput, cwnd, srtt)
-- behaviour:  RTT-under-load CDF (ping, irtt or flent), Jain's index over time, throughput vs loss
-              rate with the Mathis model
+- behaviour:  RTT-under-load CDF (whichever probe tool measured it), Jain's index over time,
+              throughput vs loss rate with the Mathis model
 - figures:    make_all(): every figure of a results set + figures.json manifest
-- tables:     formatted rows of the verdicts, per-scenario, loss and per-run tables
+- tables:     formatted rows of the per-scenario, delta, loss and per-run tables
+- checks:     formatted rows of the expectations' verdicts and the published references
 - provenance: testbed calibration, host facts, run order, hashes (the appendix)
 - document:   build(): one Jinja2 template -> self-contained HTML -> WeasyPrint PDF
 """

@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ccbench import metrics, upgrade, validity
+from ccbench import metrics, validity
 from ccbench.layout import RawDir, load_spec
 from ccbench.spec import RunSpec
 from ccbench.summarize.bottleneck import bottleneck_of, queue_of
@@ -118,7 +118,6 @@ def _skipped_marker(rd: RawDir, spec: RunSpec) -> dict[str, Any] | None:
 
 def _header(spec: RunSpec) -> dict[str, Any]:
     return {
-        "schema": upgrade.SUMMARY_SCHEMA,
         "run_id": spec.run_id,
         "scenario": spec.scenario,
         "variant": spec.variant,

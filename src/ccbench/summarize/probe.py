@@ -24,7 +24,7 @@ def _last_line(path: Path) -> str:
 
 
 def probe_record(rd: RawDir) -> dict[str, Any] | None:
-    """RTT under load from the concurrent probe (ping, irtt or flent; ccbench.probe)."""
+    """RTT under load from the concurrent probe (a probe tool of ccbench.probes)."""
     try:
         p = probes.read(rd.path)
     except _PROBE_ERRORS as e:

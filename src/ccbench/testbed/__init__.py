@@ -3,12 +3,13 @@ needs of one (base.Testbed), and finding or removing the testbeds ccbench has he
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ccbench.spec import TestbedConfig, Topology
-from ccbench.testbed import base
-from ccbench.testbed.base import Testbed
 from ccbench.testbed.kinds import DEFAULT, kind
+
+if TYPE_CHECKING:  # imported when used: spec and base import this package's kinds
+    from ccbench.spec import TestbedConfig, Topology
+    from ccbench.testbed.base import Testbed
 
 
 def make(cfg: TestbedConfig, topo: Topology) -> Testbed:
@@ -50,6 +51,7 @@ def found() -> list[Found]:
 def _state(tb_id: str) -> dict[str, Any]:
     """Testbed `tb_id`'s state.json; {} when it has none or it cannot be read."""
     from ccbench.jsonio import read_json
+    from ccbench.testbed import base
 
     st = read_json(base.STATE_ROOT / tb_id / "state.json")
     return st if isinstance(st, dict) else {}
