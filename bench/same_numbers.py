@@ -49,7 +49,17 @@ def rebuild(ccbench: str, results: Path, work: Path) -> Path:
     subprocess.run([ccbench, "verdicts", "--matrix", str(work / "matrix.json"), "--tables",
                     str(tables), "--out", str(tables / "verdicts.csv")],
                    check=True, capture_output=True)  # fmt: skip
+    subprocess.run([ccbench, "figures", "--matrix", str(work / "matrix.json"), "--tables",
+                    str(tables), "--runs", str(work / "runs"), "--out", str(work / "figures")],
+                   check=True, capture_output=True)  # fmt: skip
     return tables
+
+
+def png_differences(old: Path, new: Path) -> list[str]:
+    """The report's figures (PNG) that are not byte-identical, or only on one side."""
+    a = {p.name: p.read_bytes() for p in old.glob("*.png")}
+    b = {p.name: p.read_bytes() for p in new.glob("*.png")}
+    return sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
 
 
 def differences(a: pd.DataFrame, b: pd.DataFrame) -> list[str]:
@@ -94,6 +104,11 @@ def main() -> int:
             diff = ["row count"] if len(old) != len(new) else differences(old, new)
             print(f"| {name} | {len(old)}/{len(new)} | {len(new.columns)} | "
                   f"{', '.join(diff) or 'none: identical'} |")  # fmt: skip
+        figs = [Path(tmp) / side / "figures" for side in ("old", "new")]
+        n = len(list(figs[1].glob("*.png")))
+        diff = png_differences(*figs)
+        print(f"| figures (PNG) | {len(list(figs[0].glob('*.png')))}/{n} | | "
+              f"{', '.join(diff) + ' differ' if diff else 'none: byte-identical'} |")
     return 0
 
 
