@@ -153,9 +153,9 @@ def _check_references(
     for i, r in enumerate(cfg.get("references", [])):
         where = f"{source}: references[{i}]"
         if r["scenario"] not in scenarios:
-            raise CcbenchError(f"{where}.scenario: no scenario '{r['scenario']}'")
+            raise CcbenchError(f"{where}.scenario: no scenario {r['scenario']!r}")
         if r["variant"] not in labels:
-            raise CcbenchError(f"{where}.variant: no variant '{r['variant']}'")
+            raise CcbenchError(f"{where}.variant: no variant {r['variant']!r}")
         if r["metric"].startswith("flow"):
             k = int(r["metric"][4:].split("_", 1)[0])
             flows = cfg["scenarios"][r["scenario"]].get("flows", 1)
@@ -222,7 +222,7 @@ def _check_expectations(
             ("scenario", scenarios, "scenario"),
         ):
             if key in e and e[key] not in known:
-                raise CcbenchError(f"{source}: expectations[{i}].{key}: no {what} '{e[key]}'")
+                raise CcbenchError(f"{source}: expectations[{i}].{key}: no {what} {e[key]!r}")
 
 
 @dataclass

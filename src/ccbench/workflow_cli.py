@@ -18,6 +18,7 @@ def cmd_matrix(a: argparse.Namespace) -> int:
     from ccbench import matrix
     from ccbench.config import load_yaml
     from ccbench.errors import CcbenchError
+    from ccbench.testbed.kinds import kind as testbed_kind
 
     for f in a.source or []:
         load_yaml(f)  # strictly: one line on duplicate keys, bad encoding, size
@@ -32,16 +33,28 @@ def cmd_matrix(a: argparse.Namespace) -> int:
             raise CcbenchError(f"{source}: the top level must be a mapping")
     else:
         cfg, source = load_yaml(a.config), a.config
-    m = matrix.load(cfg, source)
-    if a.json:
-        json.dump(m.to_dict(), sys.stdout, indent=1, sort_keys=True)
+    if a.json:  # the workflow's: it runs nothing without the hosts it needs
+        json.dump(matrix.load(cfg, source).to_dict(), sys.stdout, indent=1, sort_keys=True)
         return 0
+    # Listing what a config asks for needs no hosts yet: planning comes before booking.
+    m = matrix.load(cfg, source, need_inventory=False)
     total = sum(r.traffic_s for r in m.runs.values())
     print(f"{len(m.runs)} runs on {len(m.testbeds)} testbed(s), "
           f"{total:g}s of traffic; baseline {m.baseline}")  # fmt: skip
     for i, rid in enumerate(m.order, 1):
         r = m.runs[rid]
         print(f"{i:4d}  {rid}  testbed {r.testbed_id}  {r.traffic_s:g}s")
+    tb_cfg = next(iter(m.testbeds.values())).testbed
+    if testbed_kind(tb_cfg.kind).caps.needs_inventory:
+        from ccbench import booking
+
+        print("\n".join(booking.lines(m)))
+        try:
+            matrix.check_inventory(source, {"kind": tb_cfg.kind, "inventory": tb_cfg.inventory},
+                                   m.testbeds)  # fmt: skip
+        except CcbenchError as e:
+            print(f"still missing: {e}; `snakemake` runs nothing until it is there, and it "
+                  "can be made once the experiment exists")  # fmt: skip
     return 0
 
 

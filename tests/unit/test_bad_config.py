@@ -199,7 +199,7 @@ def _write(tmp: Path, case: Mutation | str | bytes) -> Path:
 
 
 def _matrix(p: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
-    rc = main(["matrix", "--config", str(p)])
+    rc = main(["matrix", "--json", "--config", str(p)])  # the workflow's: hosts too
     return rc, capsys.readouterr().err.splitlines()
 
 

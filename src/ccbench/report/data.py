@@ -315,3 +315,51 @@ def loss_groups(matrix: Matrix, runs: pd.DataFrame) -> list[list[Conditions]]:
 def _by_loss(c: Conditions) -> tuple[float, str]:
     """Loss-free first, then by loss rate (the loss mode breaks ties)."""
     return (c.topology.loss_rate if c.has_loss else 0.0, c.topology.loss_mode)
+
+
+# What a full frame takes on Ethernet's wire beyond the 1514 bytes tbf counts: preamble
+# and start delimiter (8), frame check (4), inter-frame gap (12).
+WIRE_OVERHEAD_BYTES = 24
+
+
+def bottleneck_text(runs_dir: Path, run_ids: list[str], cond: Conditions) -> str:
+    """Which element paces the bottleneck and the buffer in front of it, from the first
+    run that recorded rt1's NIC (SSH testbeds): tbf, or the NIC when the tbf rate in
+    1514-byte frames is above what the wire carries (1538 bytes a frame: at 1000 Mbit/s
+    on 1 GbE the NIC is the slower element, and its TX ring queues too). Local veths
+    have no wire: tbf."""
+    t = cond.topology
+    shaper = f"tbf at {fmt(t.rate_mbit, None)} Mbit/s"
+    qtext = f"{t.queue_limit_pkts} pkts" if t.queue.drop_tail else f"{t.queue_kind}'s own"
+    nic = _bottleneck_nic(runs_dir, run_ids)
+    if nic is None:
+        return f"bottleneck: {shaper}; buffer {qtext}"
+    speed = nic.get("speed_mbps")
+    if not isinstance(speed, (int, float)) or speed <= 0:
+        return f"bottleneck: {shaper} (rt1's NIC speed not recorded); buffer {qtext}"
+    wire = speed * t.frame_bytes / (t.frame_bytes + WIRE_OVERHEAD_BYTES)
+    if t.rate_mbit <= wire:
+        return f"bottleneck: {shaper} (the wire carries {fmt(wire, 1)}); buffer {qtext}"
+    ring = nic.get("tx_ring_set")
+    if isinstance(ring, int) and t.queue.drop_tail:
+        buf = f"{t.queue_limit_pkts} + {ring} TX ring = {t.queue_limit_pkts + ring} pkts"
+    else:
+        buf = f"{qtext} + the TX ring"
+    return (
+        f"bottleneck: rt1's NIC at wire rate ({fmt(speed, None)} Mbit/s carries "
+        f"{fmt(wire, 1)} Mbit/s of frames, below the {shaper}); buffer {buf}"
+    )
+
+
+def _bottleneck_nic(runs_dir: Path, run_ids: list[str]) -> dict[str, Any] | None:
+    """rt1's NIC record on the bottleneck interface (the calibration read it back)."""
+    for rid in run_ids:
+        s = run_summary(runs_dir, rid)
+        if s is None or not s.nics:
+            continue
+        cal = (s.recorded.calibration if s.recorded else None) or {}
+        dev = (cal.get("bottleneck") or {}).get("dev") if isinstance(cal, dict) else None
+        for rec in s.nics:
+            if rec.get("node") == "rt1" and (dev is None or rec.get("interface") == dev):
+                return rec
+    return None

@@ -72,7 +72,7 @@ def _runs_sentence(n_valid: int, n_ran: int, n_skip: int, n_wait: int = 0) -> st
     return s + (f", {_not_run(n_skip, n_wait)}" if n_skip else "")
 
 
-def _conditions_row(c: data.Conditions, runs_text: str) -> dict[str, str]:
+def _conditions_row(c: data.Conditions, runs_text: str, bottleneck: str) -> dict[str, str]:
     return {
         "scenario": c.scenario,
         "anchor": _anchor(c.scenario),
@@ -81,6 +81,7 @@ def _conditions_row(c: data.Conditions, runs_text: str) -> dict[str, str]:
         "rate": fmt(c.topology.rate_mbit),
         "rtt": fmt(c.topology.rtt_ms),
         "queue": c.queue_text(),
+        "bottleneck": bottleneck,
         "loss": c.loss_text(),
         "testbed": c.testbed_id,
         "runs": runs_text,
@@ -113,7 +114,14 @@ def _scenario(
     cond = data.conditions(matrix, scen)
     counts = tables.scenario_counts(t.runs, scen)
     n_wait = int((runs["status"] == "waiting").sum()) if "status" in runs else 0
-    row = _conditions_row(cond, _runs_text(*counts, n_wait)) if cond else {"scenario": scen}
+    bottleneck = (
+        data.bottleneck_text(runs_dir, list(map(str, runs["run_id"])), cond) if cond else ""
+    )
+    row = (
+        _conditions_row(cond, _runs_text(*counts, n_wait), bottleneck)
+        if cond
+        else {"scenario": scen}
+    )
     summ = data.group(t.summary, scen)
     skipped_all = bool(len(runs)) and bool(runs["skipped"].all())
     load = (

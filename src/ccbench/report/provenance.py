@@ -96,8 +96,22 @@ def _calibration(cal: dict[str, Any], n_runs: int) -> dict[str, Any]:
         "rate_expected": fmt((rate.get("expected_goodput_bps") or float("nan")) / 1e6),
         "bottleneck": [_qdisc_text(q) for q in bn.values() if isinstance(q, dict)],
         "offloads": _offloads_text(cal.get("offloads") or {}),
+        "delay_node": _delay_node_text(cal.get("delay_node")),
         "problems": list(cal.get("problems") or []),
     }
+
+
+def _delay_node_text(dl: Any) -> str:
+    """What `testbed up` read on the SSH testbed's delay node (ccbench.delaynode); ""
+    where there is none (local testbeds)."""
+    if not isinstance(dl, dict):
+        return ""
+    if dl.get("configuration") != "read":
+        return (f"{dl.get('node', 'dl')}: {dl.get('configuration')} ({dl.get('why', '')}); "
+                "its dummynet counters could not be read for these runs either")  # fmt: skip
+    pipes = ", ".join(f"pipe {p.get('number')} {p.get('bandwidth')} {p.get('delay_ms')} ms"
+                      for p in dl.get("pipes") or [] if isinstance(p, dict))  # fmt: skip
+    return f"{dl.get('node', 'dl')}: kern.hz {dl.get('kern_hz')}, {pipes}: as asked"
 
 
 def _nic_row(rec: dict[str, Any]) -> dict[str, str]:

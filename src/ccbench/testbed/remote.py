@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, inventory, jsonio, ledger
+from ccbench import calibration, delaynode, inventory, jsonio, ledger
 from ccbench.container import DEFAULT_IMAGE, host_network_argv
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.exec import Result
@@ -206,6 +206,7 @@ class RemoteTestbed(TestbedBase):
         }
         self.write_state(st)
         try:
+            dl = self._check_delay_node(dev)
             # A failed check that host jitter can fail is tried again after a pause.
             cal = calibration.calibrate(self, "testbed (Emulab delay node)")
         except CalibrationFailed as e:
@@ -214,12 +215,53 @@ class RemoteTestbed(TestbedBase):
             self.write_state(st)
             self.down()
             raise
+        cal["delay_node"] = dl
         cal["notes"] = notes
         cal["setup_s"] = round(time.monotonic() - t0, 2)
         st.update({"calibration": cal, "complete": True})
         self.write_state(st)
         self._write_claim()
         return cal
+
+    def _check_delay_node(self, bottleneck_dev: str) -> dict[str, Any]:
+        """dl as it really is (ccbench.delaynode: kern.hz and its dummynet pipes) against
+        the run's RTT; a wrong dl fails `up` (CalibrationFailed: fixed on the node, the
+        next `up` tries again). A dl that cannot be read (no dummynet: a stand-in, or
+        link-shaping mode with no dl to log in to) is recorded as such, not failed."""
+        if "dl" not in self.nodes:
+            return delaynode.DelayNodeUnread(
+                "dl", "link-shaping mode: the inventory has no delay node to log in to"
+            ).to_dict()
+        outputs = {}
+        for name, argv in delaynode.READ_COMMANDS.items():
+            res = self.ex("dl").run(argv, check=False, timeout=30)
+            outputs[name] = (res.returncode, res.stdout, res.stderr)
+        got = delaynode.from_outputs("dl", outputs)
+        if isinstance(got, delaynode.DelayNodeUnread):
+            return got.to_dict()
+        link_mbit = self._link_mbit(bottleneck_dev)
+        problems = delaynode.check(got, self.topo.rtt_ms, link_mbit)
+        rec = {**got.to_dict(), "link_mbit": link_mbit, "problems": problems}
+        if problems:
+            raise CalibrationFailed(f"testbed {self.id}: delay node: " + "; ".join(problems),
+                                    record={"delay_node": rec, "problems": problems})  # fmt: skip
+        return rec
+
+    def _link_mbit(self, dev: str) -> float:
+        """The speed of rt1's link toward dl (its start-up script's NIC record), 1000
+        where it recorded none: frames arrive at dl that fast, whatever rt1 shapes to."""
+        res = self.ex("rt1").run(self.driver("rt1").nic_records(), check=False)
+        for line in res.stdout.splitlines():
+            try:
+                rec = jsonio.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(rec, dict) or rec.get("interface") != dev:
+                continue
+            speed = rec.get("speed_mbps")
+            if isinstance(speed, (int, float)) and speed > 0:
+                return float(speed)
+        return 1000.0
 
     # --- one dumbbell, several testbeds ------------------------------------------
     # Scenarios with different bottlenecks are different testbeds, and on the SSH
