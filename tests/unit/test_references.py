@@ -188,9 +188,9 @@ def test_report_nics_local_says_veths_and_ssh_shows_the_records(tmp_path: Path) 
         "rows": [],
         "notes": [],
     }
-    note = "rt1 eth5: TX ring 48 asked, 80 set: igb raised it: below its minimum"
-    rec = {"node": "rt1", "interface": "eth5", "driver": "igb", "driver_version": "5.6.0-k",
-           "speed_mbps": 1000, "tx_ring_asked": 48, "tx_ring_set": 80,
+    note = "rt1 eth5: TX ring 48 asked, 64 set: igb raised it: below its minimum"
+    rec = {"node": "rt1", "interface": "eth5", "driver": "igb", "driver_version": "6.8.0-48-generic",
+           "speed_mbps": 1000, "tx_ring_asked": 48, "tx_ring_set": 64,
            "offloads": {"tso": "off", "gro": "off"}}  # fmt: skip
     small = REPO / "tests" / "fixtures" / "results-small" / "runs" / "two-flows-bbr-r1-3c359d7e"
     base = record.load(small).to_dict()
@@ -200,8 +200,8 @@ def test_report_nics_local_says_veths_and_ssh_shows_the_records(tmp_path: Path) 
             json.dumps({**base, "nics": [rec], "nic_notes": notes})
         )
     got = provenance.nics("ssh", ["a", "b", "c"], tmp_path)
-    assert got["rows"] == [{"node": "rt1", "interface": "eth5", "driver": "igb 5.6.0-k",
-                            "speed": "1000 Mbit/s", "tx_ring": "48 asked, 80 set",
+    assert got["rows"] == [{"node": "rt1", "interface": "eth5", "driver": "igb 6.8.0-48-generic",
+                            "speed": "1000 Mbit/s", "tx_ring": "48 asked, 64 set",
                             "offloads": "tso off, gro off"}]  # fmt: skip
     assert got["notes"] == [f"{note} (in 2 of 3 runs)"]
 

@@ -28,13 +28,13 @@ SOCKSTAT = (CAP / "sockstat-CS-written-from-docs.txt").read_text()
 # What emulab/lib-linux.sh record_nic writes for rt1's bottleneck on a d430 (igb: the
 # ring of 48 asked is clamped to its minimum of 80) and an access link left alone.
 RT1_RECORDS = (
-    '{"interface": "eth5", "node_script": "rt1", "driver": "igb", "driver_version": "5.6.0-k",'
+    '{"interface": "eth5", "node_script": "rt1", "driver": "igb", "driver_version": "6.8.0-48-generic",'
     ' "firmware": "1.63", "bus": "0000:03:00.0", "speed_mbps": 1000, "tx_ring_asked": 48,'
-    ' "tx_ring_set": 80, "tx_ring_max": 4096, "tx_ring_note": "igb raised it: below its minimum",'
+    ' "tx_ring_set": 64, "tx_ring_max": 4096, "tx_ring_note": "igb raised it: below its minimum",'
     ' "tcp-segmentation-offload": "off", "generic-segmentation-offload": "off",'
     ' "generic-receive-offload": "off", "large-receive-offload": "off [fixed]",'
     ' "time": "2026-11-23T10:00:00Z"}\n\n'
-    '{"interface": "eth2", "node_script": "rt1", "driver": "igb", "driver_version": "5.6.0-k",'
+    '{"interface": "eth2", "node_script": "rt1", "driver": "igb", "driver_version": "6.8.0-48-generic",'
     ' "firmware": "1.63", "bus": "0000:03:00.1", "speed_mbps": 1000, "tx_ring_asked": null,'
     ' "tx_ring_set": 256, "tx_ring_max": 4096, "tx_ring_note": "",'
     ' "tcp-segmentation-offload": "off", "generic-segmentation-offload": "off",'
@@ -274,7 +274,7 @@ def test_local_testbeds_record_no_nics() -> None:
 def test_asked_and_set_differ_is_a_note() -> None:
     records, notes, problems = nic_records({"rt1": RT1_RECORDS, "s1": S1_RECORDS})
     assert problems == []
-    assert notes == ["rt1 eth5: TX ring 48 asked, 80 set: igb raised it: below its minimum"]
+    assert notes == ["rt1 eth5: TX ring 48 asked, 64 set: igb raised it: below its minimum"]
     eth5 = next(r for r in records if r["interface"] == "eth5")
     assert eth5["node"] == "rt1" and eth5["driver"] == "igb" and eth5["speed_mbps"] == 1000
     assert eth5["offloads"] == {"tso": "off", "gso": "off", "gro": "off", "lro": "off [fixed]"}
@@ -296,7 +296,7 @@ def test_summary_carries_records_and_notes_only_when_recorded(tmp_path: Path) ->
     )
     s = summarize(raw)
     assert s["nic_notes"] == [
-        "rt1 eth5: TX ring 48 asked, 80 set: igb raised it: below its minimum"
+        "rt1 eth5: TX ring 48 asked, 64 set: igb raised it: below its minimum"
     ]
     assert [r["interface"] for r in s["nics"]] == ["eth5", "eth2"]
     assert any(

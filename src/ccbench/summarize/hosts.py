@@ -22,7 +22,7 @@ def nic_records(nics: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str], 
     """facts.json `nics` (node -> the records its start-up script wrote, one JSON object
     per line) -> (records, notes, problems). Each record keeps its keys plus `node`
     and `offloads` ({tso: "off", ...}); a note says where a TX ring asked for and the
-    one the driver set differ ("rt1 eth5: TX ring 48 asked, 80 set: igb raised it:
+    one the driver set differ ("rt1 eth5: TX ring 48 asked, 64 set: igb raised it:
     below its minimum")."""
     records: list[dict[str, Any]] = []
     notes: list[str] = []
