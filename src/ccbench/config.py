@@ -286,6 +286,7 @@ def sampling_from(d: dict[str, Any]) -> dict[str, Any]:
         "probe_tool": d["probe_tool"],
         "probe_flent_test": d["probe_flent_test"],
         "qdisc_interval_s": float(d["qdisc_interval_s"]),
+        "siftr_budget_mb": float(d["siftr_budget_mb"]),
     }
 
 

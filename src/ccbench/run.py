@@ -62,9 +62,9 @@ def run_once(
         _start_servers(tb, spec, procs, raw)
         _start_samplers(tb, spec, senders, procs, raw, meta)
         _start_clients(tb, spec, procs, raw, meta)
-        siftr_nodes = run_senders.siftr_start(tb, senders)
+        siftr_nodes = run_senders.siftr_start(tb, spec, senders)
         if siftr_nodes:
-            meta["siftr"] = siftr_nodes  # node -> siftr or siftr2
+            meta["siftr"] = siftr_nodes  # node -> logger, ppl, port filter, resolution
         during = run_senders.sockstat_plan(tb, spec, procs, raw, meta)
         if spec.probe_interval_s > 0:
             meta["probe_argv"] = _probe_start(tb, spec, procs, raw)
@@ -181,7 +181,7 @@ def _start_clients(
 
 def _end_traffic(
     tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path, label: str,
-    siftr_nodes: dict[str, str],
+    siftr_nodes: dict[str, dict[str, Any]],
 ) -> None:  # fmt: skip
     """After the flows: the last snapshots taken, the router's CPU read, the samplers
     stopped, the probes' data and siftr logs collected, the servers given time to end."""

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ccbench import jsonio, kernel, layout
 from ccbench.exec import Executor, NetnsExecutor
+from ccbench.hosts import siftr_plan
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 from ccbench.testbed.kinds import kind
@@ -112,9 +113,6 @@ def prepare_senders(tb: Testbed, spec: RunSpec, senders: list[str], raw: Path) -
 SIFTR_LOG = "/var/tmp/ccbench-siftr.log"
 
 
-SIFTR_PPL = 4  # log every 4th packet: 1 Gbit/s at ppl 1 is tens of millions of lines
-
-
 def _siftr_logger(tb: Testbed, node: str) -> str:
     """siftr2 where the kernel has it (its sysctl tree exists or its module loads),
     else siftr(4)."""
@@ -124,25 +122,37 @@ def _siftr_logger(tb: Testbed, node: str) -> str:
     return "siftr"
 
 
-def siftr_start(tb: Testbed, senders: list[str]) -> dict[str, str]:
-    """FreeBSD senders log cwnd/srtt with siftr2 or siftr(4) (their `ss`); returns
-    node -> the logger started there."""
+def siftr_start(tb: Testbed, spec: RunSpec, senders: list[str]) -> dict[str, dict[str, Any]]:
+    """FreeBSD senders log cwnd/srtt with siftr2 or siftr(4) (their `ss`), filtered to
+    the flows' port where one port covers them and every Nth packet so the log stays
+    within spec.siftr_budget_mb (hosts.siftr_plan); returns node -> what was started
+    (logger, ppl, port filter, the estimated size and the resolution that gives)."""
     started = {}
     for node in senders:
         drv = tb.driver(node)
         if drv.os != "freebsd":
             continue  # Linux senders: the testbed samples ss
         logger = _siftr_logger(tb, node)
+        mine = [(k, f) for k, f in enumerate(spec.flows, start=1) if f"s{f.pair}" == node]
+        plan = siftr_plan.choose_ppl(
+            [(f.start_s, f.duration_s) for _, f in mine],
+            [layout.BASE_PORT + k for k, _ in mine],
+            spec.topology.rate_bps, logger=logger,
+            budget_bytes=int(spec.siftr_budget_mb * 2**20),
+            frame_bytes=spec.topology.frame_bytes,
+        )  # fmt: skip
         tb.ex(node).run(["rm", "-f", SIFTR_LOG])
-        for argv in drv.siftr_start(SIFTR_LOG, 0, logger=logger, ppl=SIFTR_PPL):
+        for argv in drv.siftr_start(SIFTR_LOG, plan.port_filter, logger=logger, ppl=plan.ppl):
             tb.ex(node).run(argv)
-        started[node] = logger
+        started[node] = {"logger": logger, "ppl": plan.ppl, "port_filter": plan.port_filter,
+                         "log_bytes_est": plan.log_bytes, "within_budget": plan.within_budget,
+                         "resolution": plan.resolution(len(spec.flows))}  # fmt: skip
     return started
 
 
-def siftr_collect(tb: Testbed, nodes: dict[str, str], raw: Path) -> None:
-    for node, logger in nodes.items():
-        for argv in tb.driver(node).siftr_stop(logger):
+def siftr_collect(tb: Testbed, nodes: dict[str, dict[str, Any]], raw: Path) -> None:
+    for node, started in nodes.items():
+        for argv in tb.driver(node).siftr_stop(started["logger"]):
             tb.ex(node).run(argv, check=False)
         tb.ex(node).get(SIFTR_LOG, raw / layout.siftr(node))
         tb.ex(node).run(["rm", "-f", SIFTR_LOG], check=False)

@@ -251,6 +251,7 @@ FIELDS_ADDED: dict[str, Any] = {
     "probe_tool": "ping",
     "probe_flent_test": "ping",
     "qdisc_interval_s": 0.05,
+    "siftr_budget_mb": 64.0,
 }
 
 
@@ -266,6 +267,9 @@ class RunSpec:
     # Bottleneck qdisc sampling period on rt1 (0 = off). Specs written before it existed
     # read as the default (their runs have no qdisc file, and their summaries say so).
     qdisc_interval_s: float = QDISC_INTERVAL_DEFAULT_S
+    # FreeBSD senders: the most a run's siftr log may hold per sender, MB (siftr logs
+    # every Nth packet to stay under it: hosts.siftr_plan).
+    siftr_budget_mb: float = 64.0
     scenario: str = "adhoc"
     variant: str = "adhoc"  # the variant's label
     repetition: int = 1

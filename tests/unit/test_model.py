@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ccbench import cli, matrix, upgrade
+from ccbench import cli, matrix, spec, upgrade
 from ccbench.config import parse_yaml
 from ccbench.errors import CcbenchError
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix
@@ -117,7 +117,7 @@ def test_helpers_on_an_expanded_config(tmp_path: Path) -> None:
 
 def _without_defaults(run: dict[str, Any]) -> dict[str, Any]:
     """A run spec without the sampling keys later versions added at their defaults."""
-    added = {"probe_tool": "ping", "probe_flent_test": "ping", "qdisc_interval_s": 0.05}
+    added = spec.FIELDS_ADDED
     return {k: v for k, v in run.items() if not (k in added and v == added[k])}
 
 

@@ -189,8 +189,9 @@ def test_report_nics_local_says_veths_and_ssh_shows_the_records(tmp_path: Path) 
         "notes": [],
     }
     note = "rt1 eth5: TX ring 48 asked, 64 set: igb raised it: below its minimum"
-    rec = {"node": "rt1", "interface": "eth5", "driver": "igb", "driver_version": "6.8.0-48-generic",
-           "speed_mbps": 1000, "tx_ring_asked": 48, "tx_ring_set": 64,
+    rec = {"node": "rt1", "interface": "eth5", "driver": "igb",
+           "driver_version": "6.8.0-48-generic", "speed_mbps": 1000, "tx_ring_asked": 48,
+           "tx_ring_set": 64,
            "offloads": {"tso": "off", "gro": "off"}}  # fmt: skip
     small = REPO / "tests" / "fixtures" / "results-small" / "runs" / "two-flows-bbr-r1-3c359d7e"
     base = record.load(small).to_dict()

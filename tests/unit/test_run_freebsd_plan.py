@@ -19,6 +19,10 @@ freebsd                           freebsd                          3
 rack                            * rack                             0
 """
 
+# Seed 001's scale: one flow per FreeBSD sender at 1 Gbit/s for 300 s (its port 5202).
+SEED_SCALE = RunSpec(topology=Topology(pairs=1, rate_mbit=1000),
+                     flows=(Flow(pair=1, cc="cubic", duration_s=300),))  # fmt: skip
+
 
 class RecordingEx:
     def __init__(self) -> None:
@@ -103,8 +107,9 @@ def test_siftr_logs_the_run_and_is_fetched_where_there_is_no_siftr2(tmp_path: Pa
     tb.exs["s1"] = NoSiftr2Ex()
     fetched: list[tuple[str, Path]] = []
     tb.exs["s1"].get = lambda remote, local: fetched.append((remote, local))  # type: ignore[attr-defined]
-    nodes = _siftr_start(tb, ["s1"])  # type: ignore[arg-type]
-    assert nodes == {"s1": "siftr"}
+    nodes = _siftr_start(tb, SEED_SCALE, ["s1"])  # type: ignore[arg-type]
+    assert nodes["s1"]["logger"] == "siftr" and nodes["s1"]["ppl"] == 97
+    assert nodes["s1"]["port_filter"] == 5202 and nodes["s1"]["within_budget"]
     _siftr_collect(tb, nodes, tmp_path)  # type: ignore[arg-type]
     assert tb.exs["s1"].calls == [
         ["sysctl", "-N", "net.inet.siftr2"],
@@ -112,8 +117,8 @@ def test_siftr_logs_the_run_and_is_fetched_where_there_is_no_siftr2(tmp_path: Pa
         ["rm", "-f", SIFTR_LOG],
         ["kldload", "-n", "siftr"],
         ["sysctl", f"net.inet.siftr.logfile={SIFTR_LOG}"],
-        ["sysctl", "net.inet.siftr.ppl=4"],
-        ["sysctl", "net.inet.siftr.port_filter=0"],
+        ["sysctl", "net.inet.siftr.ppl=97"],
+        ["sysctl", "net.inet.siftr.port_filter=5202"],
         ["sysctl", "net.inet.siftr.enabled=1"],
         ["sysctl", "net.inet.siftr.enabled=0"],
         ["rm", "-f", SIFTR_LOG],
@@ -128,16 +133,16 @@ def test_siftr2_is_chosen_where_the_kernel_has_it(tmp_path: Path) -> None:
 
     tb = FakeTestbed()  # every command succeeds: `sysctl -N net.inet.siftr2` finds the tree
     tb.exs["s1"].get = lambda remote, local: None  # type: ignore[attr-defined]
-    nodes = _siftr_start(tb, ["s1"])  # type: ignore[arg-type]
-    assert nodes == {"s1": "siftr2"}
+    nodes = _siftr_start(tb, SEED_SCALE, ["s1"])  # type: ignore[arg-type]
+    assert nodes["s1"]["logger"] == "siftr2"
     _siftr_collect(tb, nodes, tmp_path)  # type: ignore[arg-type]
     assert tb.exs["s1"].calls == [
         ["sysctl", "-N", "net.inet.siftr2"],
         ["rm", "-f", SIFTR_LOG],
         ["kldload", "-n", "siftr2"],
         ["sysctl", f"net.inet.siftr2.logfile={SIFTR_LOG}"],
-        ["sysctl", "net.inet.siftr2.ppl=4"],
-        ["sysctl", "net.inet.siftr2.port_filter=0"],
+        ["sysctl", f"net.inet.siftr2.ppl={nodes['s1']['ppl']}"],
+        ["sysctl", "net.inet.siftr2.port_filter=5202"],
         ["sysctl", "net.inet.siftr2.enabled=1"],
         ["sysctl", "net.inet.siftr2.enabled=0"],
         ["rm", "-f", SIFTR_LOG],
@@ -156,7 +161,7 @@ def test_siftr2_module_that_loads_is_chosen(tmp_path: Path) -> None:
 
     tb = FakeTestbed()
     tb.exs["s1"] = LoadableSiftr2()
-    assert _siftr_start(tb, ["s1"]) == {"s1": "siftr2"}  # type: ignore[arg-type]
+    assert _siftr_start(tb, SEED_SCALE, ["s1"])["s1"]["logger"] == "siftr2"  # type: ignore[arg-type]
     assert tb.exs["s1"].calls[:2] == [
         ["sysctl", "-N", "net.inet.siftr2"],
         ["kldload", "-n", "siftr2"],

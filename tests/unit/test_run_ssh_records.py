@@ -26,16 +26,18 @@ CAP = Path(__file__).resolve().parents[1] / "captures" / "freebsd"
 SOCKSTAT = (CAP / "sockstat-CS-written-from-docs.txt").read_text()
 
 # What emulab/lib-linux.sh record_nic writes for rt1's bottleneck on a d430 (igb: the
-# ring of 48 asked is clamped to its minimum of 80) and an access link left alone.
+# ring of 48 asked is clamped to its minimum of 64) and an access link left alone.
 RT1_RECORDS = (
-    '{"interface": "eth5", "node_script": "rt1", "driver": "igb", "driver_version": "6.8.0-48-generic",'
-    ' "firmware": "1.63", "bus": "0000:03:00.0", "speed_mbps": 1000, "tx_ring_asked": 48,'
+    '{"interface": "eth5", "node_script": "rt1", "driver": "igb",'
+    ' "driver_version": "6.8.0-48-generic", "firmware": "1.63", "bus": "0000:03:00.0",'
+    ' "speed_mbps": 1000, "tx_ring_asked": 48,'
     ' "tx_ring_set": 64, "tx_ring_max": 4096, "tx_ring_note": "igb raised it: below its minimum",'
     ' "tcp-segmentation-offload": "off", "generic-segmentation-offload": "off",'
     ' "generic-receive-offload": "off", "large-receive-offload": "off [fixed]",'
     ' "time": "2026-11-23T10:00:00Z"}\n\n'
-    '{"interface": "eth2", "node_script": "rt1", "driver": "igb", "driver_version": "6.8.0-48-generic",'
-    ' "firmware": "1.63", "bus": "0000:03:00.1", "speed_mbps": 1000, "tx_ring_asked": null,'
+    '{"interface": "eth2", "node_script": "rt1", "driver": "igb",'
+    ' "driver_version": "6.8.0-48-generic", "firmware": "1.63", "bus": "0000:03:00.1",'
+    ' "speed_mbps": 1000, "tx_ring_asked": null,'
     ' "tx_ring_set": 256, "tx_ring_max": 4096, "tx_ring_note": "",'
     ' "tcp-segmentation-offload": "off", "generic-segmentation-offload": "off",'
     ' "generic-receive-offload": "off", "large-receive-offload": "off [fixed]",'

@@ -31,6 +31,7 @@ from ccbench.record.parts import (
     Recorded,
     RouterCpu,
     RttExcess,
+    SiftrLogging,
     Sockstat,
     Srtt,
     Waiting,
@@ -70,6 +71,8 @@ class RunRecord(Part):
     )
     nic_notes: list[str] | None = d("where a TX ring asked and the one set differ", None)
     kernel: KernelRecord | None = d("every sender's kernel as the run read it", None)
+    siftr: dict[str, SiftrLogging] | None = d(
+        "FreeBSD senders: node -> how its siftr log was taken", None)  # fmt: skip
     probe: ProbeRecord | None = d("the concurrent latency probe (RTT under load)", None)
     router_cpu: RouterCpu | None = d("CPU of the bottleneck router over the traffic", None)
     calibration: CalibrationSummary = d("the testbed's calibration the run used")

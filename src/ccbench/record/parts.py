@@ -175,6 +175,16 @@ class ProbeRecord(Part):
     error: str | None = d("why the probe's file could not be read", None)
 
 
+class SiftrLogging(Part):
+    logger: str = d("siftr or siftr2")
+    ppl: int | None = d("every ppl-th packet of a flow logged (null: not recorded)", None)
+    port_filter: int | None = d("the one port logged (0: every port)", None)
+    log_bytes_est: int | None = d("the log's size as planned, bytes", None)
+    within_budget: bool | None = d("false: even the largest ppl overran siftr_budget_mb", None)
+    resolution: str | None = d("how finely the cwnd/srtt series are sampled, for the report",
+                               None)  # fmt: skip
+
+
 class Srtt(Part):
     source: str = d("finest source of the senders' RTT: ss, siftr, else iperf3")
     samples: int = d("samples")

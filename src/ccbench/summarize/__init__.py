@@ -39,6 +39,7 @@ from ccbench.summarize.runfiles import (
     router_cpu_of,
     run_failed,
     sender_setup_reasons,
+    siftr_logging,
 )
 
 
@@ -77,6 +78,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     if socks is not None:
         reasons += socks.pop("reasons")
     nics = nics_of(rd)  # provenance: facts.json is checked to be an object here
+    siftr = siftr_logging(rd, meta)
     kern, kern_reasons = kernel_of(rd, spec)
     reasons += kern_reasons
     reasons += rd.problems
@@ -95,6 +97,7 @@ def summarize(raw: Path) -> dict[str, Any]:
         **({"sockstat": socks} if socks is not None else {}),
         **({"nics": nics["records"], "nic_notes": nics["notes"]} if nics is not None else {}),
         **({"kernel": kern} if kern is not None else {}),
+        **({"siftr": siftr} if siftr is not None else {}),
         "probe": probe,
         "router_cpu": cpu,
         "calibration": calibration_record(cal),

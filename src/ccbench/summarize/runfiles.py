@@ -43,6 +43,28 @@ def meta_of(rd: RawDir, n_flows: int) -> tuple[dict[str, Any], list[int | None]]
     return meta, rcs
 
 
+def siftr_logging(rd: RawDir, meta: dict[str, Any]) -> dict[str, Any] | None:
+    """meta.json `siftr`: node -> how its log was taken (runs recorded before the plan
+    name only the logger)."""
+    got = meta.get("siftr")
+    if got is None:
+        return None
+    if not isinstance(got, dict):
+        rd.problem("meta.json", "siftr is not an object of node -> logging")
+        return None
+    out: dict[str, dict[str, Any]] = {}
+    for node, v in got.items():
+        if isinstance(v, str):
+            out[str(node)] = {"logger": v}
+        elif isinstance(v, dict) and isinstance(v.get("logger"), str):
+            keys = ("logger", "ppl", "port_filter", "log_bytes_est", "within_budget",
+                    "resolution")  # fmt: skip
+            out[str(node)] = {k: v.get(k) for k in keys}
+        else:
+            rd.problem("meta.json", f"siftr {node}: not a logger record")
+    return out
+
+
 def calibration_of(rd: RawDir) -> dict[str, Any] | None:
     """calibration.json; None when present but unreadable (a reason says so)."""
     if not rd.exists("calibration.json"):
