@@ -107,8 +107,10 @@ def main() -> int:
         figs = [Path(tmp) / side / "figures" for side in ("old", "new")]
         n = len(list(figs[1].glob("*.png")))
         diff = png_differences(*figs)
-        print(f"| figures (PNG) | {len(list(figs[0].glob('*.png')))}/{n} | | "
-              f"{', '.join(diff) + ' differ' if diff else 'none: byte-identical'} |")
+        print(
+            f"| figures (PNG) | {len(list(figs[0].glob('*.png')))}/{n} | | "
+            f"{', '.join(diff) + ' differ' if diff else 'none: byte-identical'} |"
+        )
     return 0
 
 
