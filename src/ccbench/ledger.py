@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -69,21 +70,31 @@ def collect(
     namespaces): softnet_stat and the boot id are read once, as node "host". A counter
     that cannot be read is listed under "errors" (the ledger says what it could not
     count)."""
-    nodes: dict[str, dict[str, str]] = {}
-    errors: dict[str, str] = {}
-    for node, ex in executors.items():
+    reads: dict[tuple[str, str], tuple[str, list[str]]] = {}  # (owner, key) -> node, argv
+    for node in executors:
         for key, argv in node_driver(oses[node]).drop_counters().items():
             if key == "default_route" and not control_route:
                 continue
             owner = "host" if key in _HOST_WIDE and softnet_host_wide else node
-            if key in nodes.get(owner, {}):
-                continue
-            try:
-                res = ex.run(argv, check=False, timeout=30)
-            except CcbenchError as e:
-                errors[f"{node} {key}"] = str(e)
-                continue
-            if res.ok:
+            reads.setdefault((owner, key), (node, argv))
+
+    def read(item: tuple[tuple[str, str], tuple[str, list[str]]]) -> tuple[str, str, Any]:
+        (owner, key), (node, argv) = item
+        try:
+            return owner, key, executors[node].run(argv, check=False, timeout=30)
+        except CcbenchError as e:
+            return owner, key, str(e)
+
+    # All at once: each read is a process start (ip netns exec, or ssh), so a snapshot
+    # of a dumbbell's nodes takes about as long as one read, not the sum.
+    nodes: dict[str, dict[str, str]] = {}
+    errors: dict[str, str] = {}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for owner, key, res in pool.map(read, reads.items()):
+            node = reads[(owner, key)][0]
+            if isinstance(res, str):
+                errors[f"{node} {key}"] = res
+            elif res.ok:
                 nodes.setdefault(owner, {})[key] = res.stdout
             else:
                 errors[f"{node} {key}"] = (res.stderr.strip().splitlines() or ["failed"])[-1]

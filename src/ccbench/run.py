@@ -51,12 +51,15 @@ def run_once(
     """Do the run; write every raw file into `raw` (which must exist). `kernel_req`:
     the variant's {label, match}, kept as raw/kernel.json (summarize.hosts checks the
     senders' kernels recorded in facts.json against it)."""
+    t0 = time.monotonic()
     senders = spec.senders
     _prepare(tb, spec, raw, senders, kernel_req)
     _snapshot_bottleneck(tb, raw, "before")
     procs = RunProcs()
     meta: dict[str, Any] = {"flows": [], "started_unix": None, "testbed": tb.id,
                             "kind": tb.kind, "tools": tb.tools}  # fmt: skip
+    # Where a run's time goes besides its traffic (bench/pipeline.py reads them).
+    phases = meta["phases_s"] = {"prepare": round(time.monotonic() - t0, 3)}
     label = f"{spec.scenario}/{spec.variant} rep {spec.repetition}"
     try:
         _start_servers(tb, spec, procs, raw)
@@ -70,17 +73,16 @@ def run_once(
             meta["probe_argv"] = _probe_start(tb, spec, procs, raw)
         # The router's CPU over the traffic (locally: the whole machine), so a run that
         # shared its CPU with a hypervisor's other guests (steal) says so.
-        run_senders.record(
-            tb.ex(tb.bottleneck[0]),
-            tb.driver(tb.bottleneck[0]).cpu_counters(),
-            raw / layout.cpu(layout.BEFORE),
-        )
+        _record_cpu(tb, raw, layout.BEFORE)
+        phases["start"] = round(time.monotonic() - t0 - phases["prepare"], 3)
         _drive(spec, procs, meta, label, during)
+        t_end = time.monotonic()
         _end_traffic(tb, spec, procs, raw, label, siftr_nodes)
     finally:
         with signals_deferred():
             procs.stop_all()
     _snapshot_bottleneck(tb, raw, "after")
+    phases["end"] = round(time.monotonic() - t_end, 3)
     meta["finished_unix"] = time.time()
     jsonio.write_json(raw / layout.META, meta)
     return meta
@@ -190,11 +192,7 @@ def _end_traffic(
             p.wait(timeout=run_senders.SOCKSTAT_GRACE_S)
         except subprocess.TimeoutExpired:
             p.stop(signal.SIGTERM, grace_s=1.0)
-    run_senders.record(
-        tb.ex(tb.bottleneck[0]),
-        tb.driver(tb.bottleneck[0]).cpu_counters(),
-        raw / layout.cpu(layout.AFTER),
-    )
+    _record_cpu(tb, raw, layout.AFTER)
     for p in procs.samplers:
         p.stop(signal.SIGINT)  # ping prints its summary on SIGINT
     for p in procs.probes:  # irtt and flent end after their length; wait for their data
