@@ -28,6 +28,7 @@ def execute(
     if attempts < 1:
         raise CcbenchError(f"attempts: {attempts}; a run needs at least one")
     out.mkdir(parents=True, exist_ok=True)
+    _remove_dead_attempts(out)
     # The verdict's modules (pandas, pyarrow) load while the first attempt's traffic
     # runs, at the lowest CPU priority, instead of after it (a run's wall time).
     warm = threading.Thread(target=_load_judge, daemon=True)
@@ -77,6 +78,27 @@ def execute(
         record.write(out / layout.SUMMARY, summary)
     jsonio.write_json(out / layout.ATTEMPTS, {"run_id": spec.run_id, "attempts": tried})
     return summary
+
+
+def _remove_dead_attempts(out: Path) -> None:
+    """An attempt's raw files whose process died (killed with its workflow) are not a
+    run: removed, and the run is measured again."""
+    for tmp in out.glob(".raw.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            info(f"{out.name}: removing {tmp.name}, the raw files of an attempt whose "
+                 "process died")  # fmt: skip
+            safe.remove_tree(tmp, out)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _load_judge() -> None:

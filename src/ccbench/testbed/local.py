@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,23 @@ class LocalTestbed(TestbedBase):
 
     def address(self, node: str) -> str:
         return tp.address(node, self.topo.pairs)
+
+    def prepare_run(self) -> None:
+        """Before a run: processes an earlier run left in the testbed's namespaces (one
+        killed with its workflow: iperf3, samplers, probes) are ended, and it says so.
+        The delay element is the testbed's own and stays."""
+        keep = {(self.read_state() or {}).get("ccdelay_pid")}
+        namespaces = [self.ns(n) for n in tp.nodes(self.topo.pairs)]
+
+        def left() -> list[int]:
+            return [p for p in pids_in_any(namespaces) if p not in keep]
+
+        pids = left()
+        if pids:
+            what = ", ".join(sorted({_comm(p) for p in pids}))
+            end_processes(left)
+            info(f"testbed {self.id}: ended {len(pids)} process(es) an earlier run left "
+                 f"behind ({what})")  # fmt: skip
 
     # --- state ---------------------------------------------------------------
     def is_up(self) -> bool:
@@ -354,21 +372,50 @@ def pids_in(ns: str) -> list[int]:
     return [int(x) for x in out.split() if x.isdigit()]
 
 
+def end_processes(pids: Callable[[], list[int]]) -> None:
+    """SIGTERM what `pids()` lists, 2 s to end, then SIGKILL what is left (listed again:
+    a process may have started another meanwhile)."""
+    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
+        left = pids()
+        for p in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, sig)
+        deadline = time.monotonic() + wait
+        while left and time.monotonic() < deadline:
+            left = [p for p in left if _alive(p)]
+            time.sleep(0.02)
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def pids_in_any(names: list[str]) -> list[int]:
+    """Processes in any of the named namespaces, in one pass over /proc (what `ip netns
+    pids` does per namespace)."""
+    inodes = set()
+    for n in names:
+        with contextlib.suppress(OSError):
+            inodes.add(os.stat(Path("/run/netns") / n).st_ino)
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            with contextlib.suppress(OSError):
+                if os.stat(d / "ns" / "net").st_ino in inodes:
+                    out.append(int(d.name))
+    return out
+
+
 def down(tb_id: str) -> list[str]:
     """Remove testbed `tb_id` whatever state it is in (also a stale one). Idempotent."""
     require_root()
     tb_id = safe.testbed_id(tb_id)
     prefix = ns_prefix(tb_id)
     names = list_namespaces(prefix)
-    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
-        pids = [p for n in names for p in pids_in(n)]
-        for p in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, sig)
-        deadline = time.monotonic() + wait
-        while pids and time.monotonic() < deadline:
-            pids = [p for p in pids if _alive(p)]
-            time.sleep(0.02)
+    end_processes(lambda: [p for n in names for p in pids_in(n)])
     _remove_containers(prefix)
     for n in names:
         NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
