@@ -154,3 +154,25 @@ def test_emulab_rehearsal_two_dumbbells_linux_delay_nodes_not_dummynet(tmp_path:
         assert r["rt1_queue_drops"] and r["rt1_queue_drops"] > 0, what
         assert r["valid"], f"{what}: {r['reasons']}"
     assert cp.returncode == 0, out[-3000:]
+
+
+def test_emulab_rehearsal_one_seed_length_run(tmp_path: Path) -> None:
+    """Seed scale over SSH (issue 20): one 300 s run of two CUBIC flows through the
+    48-packet queue at the rehearsal's 100 Mbit/s, through the whole Emulab path: its
+    raw data fetched from the nodes, parsed and reported; valid."""
+    if not Path("/usr/sbin/sshd").exists():
+        pytest.skip("openssh-server is not installed (./setup.sh installs it)")
+    work = tmp_path / "rehearsal"
+    cp = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "emulab_rehearsal.py"), "--workdir",
+         str(work), "--duration", "300", "--one-run"],
+        capture_output=True, text=True, timeout=2400, cwd=tmp_path,
+    )  # fmt: skip
+    out = cp.stdout + cp.stderr
+    assert namespaces("ccb-rh-") == [], out
+    assert cp.returncode == 0, out[-3000:]
+    runs = json.loads((work / "evidence.json").read_text())["runs"]
+    assert len(runs) == 1 and runs[0]["valid"], runs
+    s = json.loads(next((work / "results" / "runs").glob("*/summary.json")).read_text())
+    assert s["flows"][0]["duration_s"] == 300 and s["valid"], s["reasons"]
+    assert sum(f["throughput_bps"] for f in s["flows"]) > 70e6  # of 100 Mbit/s
