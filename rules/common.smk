@@ -172,6 +172,20 @@ RUN_RESOURCES = {
 }
 
 
+def _parse_on_dumbbell(d):
+    # A run's traffic on this machine's CPU (local namespaces): its parse waits for
+    # the dumbbell, so no parse runs beside a run's traffic. It is cheap: `ccbench run`
+    # kept what it judged and parse moves it into place.
+    def needs(wc):
+        kind = testbed_kind(MATRIX["testbeds"][testbed_of(wc.run)]["testbed"]["kind"])
+        return int(kind.caps.senders_here and dumbbell_of(wc.run) == d)
+
+    return needs
+
+
+PARSE_RESOURCES = {f"dumbbell_{d}": _parse_on_dumbbell(d) for d in DUMBBELLS}
+
+
 def not_run_to_retry(run):
     """True if the run was recorded as not run because its testbed's calibration
     failed (rules/testbed.smk), so the workflow should try it again. A run skipped

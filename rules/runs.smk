@@ -6,8 +6,12 @@ rule kernel_check:
     # made now and removed after use, is newer than its attempts.json (common.smk).
     output:
         temp(f"{RESULTS}/runs/{{run}}/kernel-check.token"),
+    log:
+        f"{RESULTS}/logs/kernel_check/{{run}}.log",
+    conda:
+        "../envs/ccbench.yaml"
     shell:
-        "touch {output:q}"
+        "touch {output:q} > {log:q} 2>&1"
 
 
 rule run:
@@ -46,8 +50,9 @@ rule parse:
         f"{RESULTS}/benchmarks/parse/{{run}}.tsv"
     conda:
         "../envs/ccbench.yaml"
+    resources:
+        **PARSE_RESOURCES,
     params:
         out=lambda wc, input: os.path.dirname(input[0]),
-    # Parsing overlaps the next run; at nice 19 it only gets CPU the run leaves idle.
     shell:
         "ccbench parse --nice {params.out:q} > {log:q} 2>&1"

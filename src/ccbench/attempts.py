@@ -63,7 +63,8 @@ def execute(
         warm.join()
         from ccbench.summarize.judge import judge
 
-        summary = judge(raw)[0].model_copy(update={"attempt": attempt})
+        judged, series = judge(raw)
+        summary = judged.model_copy(update={"attempt": attempt})
         tried.append({"attempt": attempt, "valid": summary.valid,
                       "reasons": summary.reasons})  # fmt: skip
         if summary.valid or attempt == attempts:
@@ -77,6 +78,10 @@ def execute(
     if write_summary:
         record.write(out / layout.SUMMARY, summary)
     jsonio.write_json(out / layout.ATTEMPTS, {"run_id": spec.run_id, "attempts": tried})
+    from ccbench.summarize.judge import keep_for_parse
+
+    # `parse` would judge the same raw files again: it takes these instead.
+    keep_for_parse(out, summary, series)
     return summary
 
 

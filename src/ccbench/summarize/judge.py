@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
-from ccbench import jsonio, layout, record, validity
+from ccbench import __version__, jsonio, layout, record, safe, validity
 from ccbench.errors import CcbenchError
 from ccbench.record import RunRecord
 from ccbench.spec import RunSpec
@@ -42,10 +43,16 @@ def parse_run_dir(run_dir: Path) -> RunRecord:
     name renamed when complete, so a summary.json is never older than the time series
     it goes with. Problems the time series finds in sampler files (ss, siftr) are
     reasons too. CcbenchError (one line) only when RUN_DIR is not a run directory or
-    its raw/spec.json is unusable (see ccbench.summarize)."""
+    its raw/spec.json is unusable (see ccbench.summarize).
+
+    Where `ccbench run` kept what it judged (keep_for_parse) and neither the raw files,
+    the attempts nor ccbench's code changed since, those outputs are moved into place
+    instead of judging again: the same bytes, without the work."""
     rd = layout.RunDir(run_dir)
     if not (rd.raw / layout.SPEC).exists():
         raise CcbenchError(f"{run_dir}: not a run directory (no raw/spec.json)")
+    if _take_kept(rd):
+        return record.load(run_dir)
     rec, df = judge(rd.raw)
     if rd.attempts.exists():
         att = jsonio.read_json(rd.attempts)
@@ -56,17 +63,66 @@ def parse_run_dir(run_dir: Path) -> RunRecord:
                 "reasons": [*rec.reasons, "attempts.json: unreadable (not the run's attempt list)"],
                 "valid": False,
             })  # fmt: skip
+    _write(rd.summary, rd.timeseries, rec, df, run_dir)
+    return rec
+
+
+def _write(summary: Path, timeseries: Path, rec: RunRecord, df: Any, run_dir: Path) -> None:
     text = jsonio.dumps(rec.to_dict())
-    ts_tmp = rd.timeseries.with_name(rd.timeseries.name + ".tmp")
+    ts_tmp = timeseries.with_name(timeseries.name + ".tmp")
     try:
+        timeseries.parent.mkdir(parents=True, exist_ok=True)
         df.to_parquet(ts_tmp, index=False)
-        ts_tmp.replace(rd.timeseries)
-        jsonio.write_text_atomic(rd.summary, text)
+        ts_tmp.replace(timeseries)
+        jsonio.write_text_atomic(summary, text)
     except OSError as e:
         raise CcbenchError(f"{run_dir}: cannot write its outputs ({e.strerror or e})") from None
     finally:
         ts_tmp.unlink(missing_ok=True)
-    return rec
 
 
-__all__ = ["judge", "parse_run_dir", "record"]
+KEPT = ".judged"  # in the run directory: what `ccbench run` judged, for `parse`
+
+
+def keep_for_parse(run_dir: Path, rec: RunRecord, df: Any) -> None:
+    """`ccbench run` judged its last attempt (judge): keep the outputs `parse` would
+    write, with the key of what they were made from (see _key)."""
+    kept = run_dir / KEPT
+    _write(kept / layout.SUMMARY, kept / layout.TIMESERIES, rec, df, run_dir)
+    jsonio.write_json(kept / "key.json", {"key": _key(layout.RunDir(run_dir))})
+
+
+def _take_kept(rd: layout.RunDir) -> bool:
+    """Move the kept outputs into place if their key still holds; False otherwise (they
+    are removed: parse judges anew)."""
+    kept = rd.path / KEPT
+    if not kept.is_dir():
+        return False
+    ok = (jsonio.read_json(kept / "key.json") or {}).get("key") == _key(rd)
+    try:
+        if ok:
+            (kept / layout.TIMESERIES).replace(rd.timeseries)
+            (kept / layout.SUMMARY).replace(rd.summary)
+    except OSError:
+        ok = False
+    safe.remove_tree(kept, rd.path)
+    return ok
+
+
+def _key(rd: layout.RunDir) -> str:
+    """What the verdict is made from: every raw file (name, size, modification time),
+    attempts.json, and ccbench's own code (version and source)."""
+    h = hashlib.sha256(__version__.encode())
+    pkg = Path(__file__).resolve().parents[1]
+    for src in sorted(pkg.rglob("*.py")):
+        h.update(src.read_bytes())
+    for p in sorted(rd.raw.rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            h.update(f"{p.relative_to(rd.raw)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    if rd.attempts.exists():
+        h.update(rd.attempts.read_bytes())
+    return h.hexdigest()
+
+
+__all__ = ["judge", "keep_for_parse", "parse_run_dir", "record"]
