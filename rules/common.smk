@@ -52,12 +52,15 @@ wildcard_constraints:
 # `ccbench run` reads the senders' kernel first; when none runs the kernel the variant
 # needs, it records the run as waiting (attempts.json and raw/skipped.json hold
 # "waiting"), measures nothing, and the report lists it as waiting. Every invocation
-# checks such runs again: a waiting run's job takes as input a token that the rule
-# `kernel_check` makes (and Snakemake removes after use, temp()), so the token is newer
-# than the run's attempts.json and the run (and only it, besides the tables and the
-# report) is due. Reading the workflow changes no file: `snakemake -n` leaves the
-# results as they are. The regex lives beside the run's spec, not in it: a changed
-# regex changes no run id and reruns nothing that is done.
+# checks such runs again: while the workflow is read, a waiting run's attempts.json is
+# moved to waiting.json and its summary.json and timeseries.parquet (made from raw/
+# by `parse`) are removed, so its outputs are missing and Snakemake runs it (and only
+# it, besides the tables and the report). A missing output is the one reason Snakemake
+# finds for a job downstream of another that must run: a file that is merely newer is
+# not looked at there (a rewritten matrix.json after a config change would hide it),
+# and its .snakemake records are not needed (a results directory carried to another
+# machine behaves the same). The regex lives beside the run's spec, not in it: a
+# changed regex changes no run id and reruns nothing that is done.
 
 
 def read_json(path):
@@ -69,20 +72,20 @@ def read_json(path):
         return None
 
 
-def is_waiting(run):
-    att = read_json(f"{RESULTS}/runs/{run}/attempts.json")
-    return isinstance(att, dict) and "waiting" in att
+def recheck_waiting(run):
+    """Make a run recorded as waiting for a kernel due again; True if it was one."""
+    d = f"{RESULTS}/runs/{run}"
+    att = read_json(f"{d}/attempts.json")
+    if not (isinstance(att, dict) and "waiting" in att):
+        return False
+    os.replace(f"{d}/attempts.json", f"{d}/waiting.json")
+    for name in ("summary.json", "timeseries.parquet"):
+        if os.path.exists(f"{d}/{name}"):
+            os.remove(f"{d}/{name}")
+    return True
 
 
-WAITING = {r for r in RUNS if is_waiting(r)}
-
-
-def kernel_token(run):
-    return f"{RESULTS}/runs/{run}/kernel-check.token"
-
-
-def kernel_check(wc):
-    return kernel_token(wc.run) if wc.run in WAITING else []
+WAITING = {r for r in RUNS if recheck_waiting(r)}
 
 
 # Runs still to do wait for the one before them in the seeded order of their testbed,
@@ -95,7 +98,7 @@ for _tb in TESTBEDS:
         r
         for r in RUNS
         if MATRIX["runs"][r]["testbed_id"] == _tb
-        and (r in WAITING or not os.path.exists(f"{RESULTS}/runs/{r}/attempts.json"))
+        and not os.path.exists(f"{RESULTS}/runs/{r}/attempts.json")
     ]
     PREV.update({rid: (_todo[i - 1] if i else None) for i, rid in enumerate(_todo)})
 

@@ -1,25 +1,11 @@
 # One job per run, chained in the seeded order of its testbed (rules/common.smk).
 
 
-rule kernel_check:
-    # A run waiting for its kernel is checked again on every invocation: this token,
-    # made now and removed after use, is newer than its attempts.json (common.smk).
-    output:
-        temp(f"{RESULTS}/runs/{{run}}/kernel-check.token"),
-    log:
-        f"{RESULTS}/logs/kernel_check/{{run}}.log",
-    conda:
-        "../envs/ccbench.yaml"
-    shell:
-        "touch {output:q} > {log:q} 2>&1"
-
-
 rule run:
     input:
         matrix=ancient(f"{RESULTS}/matrix.json"),
         cal=run_cal,
         prev=previous_run,
-        kernel_check=kernel_check,
     output:
         f"{RESULTS}/runs/{{run}}/attempts.json",
     log:
