@@ -50,12 +50,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.sshnode import SshNode, ssh_node  # noqa: E402
-from bench.streams import T0, flow_ends  # noqa: E402
+from bench.streams import T0, flow_ends, qdisc_stats  # noqa: E402
 from ccbench.fetch import Fetched  # noqa: E402
 
 BASE = REPO / "tests/fixtures/results-small/runs/two-flows-cubic-r1-71654894/raw"
-BASE_FILES = ("calibration.json", "delay-after.json", "delay-before.json", "facts.json",
-              "qdisc-config.txt", "tc-after.json", "tc-before.json", "server-1.txt",
+BASE_FILES = ("delay-after.json", "delay-before.json", "facts.json", "server-1.txt",
               "server-2.txt", "iperf3-1.err", "iperf3-2.err", "ss-s1.err", "ss-s2.err")  # fmt: skip
 LOCK = "/tmp/ccbench-ns.lock"
 NS = "ccb-seedscale-n1"
@@ -157,6 +156,27 @@ def meta_doc(duration: float, ppl: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def scale_files(raw: Path, duration: float) -> None:
+    """BASE's calibration and bottleneck snapshots rewritten for this scale (1 Gbit/s,
+    40 ms, pfifo 48), the snapshots the same function of time as the qdisc stream."""
+    cal = json.loads((BASE / "calibration.json").read_text())
+    cal.update(kind="ssh", rtt_configured_ms=40.0, rate_configured_mbit=RATE_MBIT)
+    for pair in cal["idle_rtt"].values():
+        pair.update(median_ms=40.3, min_ms=40.1, max_ms=40.9)
+    cal["bottleneck"]["shaper"], cal["bottleneck"]["queue"] = qdisc_stats(RATE_MBIT, 0.0)
+    cal["rate"]["measured_goodput_bps"] = 0.96 * cal["rate"]["expected_goodput_bps"] * 25
+    cal["rate"]["expected_goodput_bps"] *= 25
+    (raw / "calibration.json").write_text(json.dumps(cal, indent=2))
+    (raw / "tc-before.json").write_text(json.dumps(qdisc_stats(RATE_MBIT, 0.0)))
+    (raw / "tc-after.json").write_text(json.dumps(qdisc_stats(RATE_MBIT, duration + 1.0)))
+    cfg = (BASE / "qdisc-config.txt").read_text()
+    (raw / "qdisc-config.txt").write_text(
+        cfg.replace("rate 40Mbit", f"rate {RATE_MBIT / 1000:g}Gbit").replace(
+            "limit 67p", "limit 48p"
+        )
+    )
+
+
 def run_dir(root: Path, fetched: Path, files: list[str], duration: float, ppl: int,
             inflate: bool) -> Path:  # fmt: skip
     """A run directory: BASE's raw files, this scale's spec/meta, and `files` (local
@@ -165,6 +185,7 @@ def run_dir(root: Path, fetched: Path, files: list[str], duration: float, ppl: i
     raw.mkdir(parents=True)
     for name in BASE_FILES:
         shutil.copyfile(BASE / name, raw / name)
+    scale_files(raw, duration)
     (raw / "spec.json").write_text(json.dumps(spec_doc(duration), indent=2))
     (raw / "meta.json").write_text(json.dumps(meta_doc(duration, ppl), indent=2))
     for name in files:

@@ -83,7 +83,7 @@ def siftr(f: IO[str], a: argparse.Namespace) -> None:
         t = sec + (np.arange(n) + rng.random(n) * 0.5) / n
         cyc = sawtooth(t)
         cwnd = ((0.7 + 0.3 * cyc) * wmax / MSS).astype(np.int64) * MSS
-        srtt = (RTT_US + 8000 * cyc**2 + rng.integers(0, 400, n)).astype(np.int64)
+        srtt = (RTT_US + 500 * cyc**2 + rng.integers(0, 100, n)).astype(np.int64)
         inflight = cwnd - rng.integers(0, 8, n) * MSS
         sndbuf = np.minimum(4194304, cwnd + 1_000_000)
         ssth = np.full(n, int(0.7 * wmax) // MSS * MSS) if sec >= 8 else np.full(n, 1073725440)
@@ -145,7 +145,7 @@ def ss(f: IO[str], a: argparse.Namespace) -> None:
     for i, t in ticks(a.duration, 0.1):
         cyc = float(sawtooth(np.array([t]))[0])
         cwnd = int((0.7 + 0.3 * cyc) * wmax / MSS)
-        rtt = RTT_US / 1000 + 8 * cyc**2 + (i % 7) * 0.05
+        rtt = RTT_US / 1000 + 0.5 * cyc**2 + (i % 7) * 0.01
         sent = int(bps / 8 * t)
         segs = sent // MSS
         rtx = i // 40
@@ -162,20 +162,25 @@ def ss(f: IO[str], a: argparse.Namespace) -> None:
 
 
 # --- the bottleneck qdisc sampler --------------------------------------------------
+def qdisc_stats(rate_mbit: float, t: float) -> list[dict[str, object]]:
+    """`tc -s -j qdisc show` of the bottleneck `t` s after the sampler's start."""
+    rate = int(rate_mbit * 1e6 / 8)
+    i = round(t / 0.05)
+    pkts = int(data_pps(rate_mbit, 1) * t)
+    drops, backlog = i // 20, (i * 7) % 48
+    q = {"bytes": pkts * FRAME, "packets": pkts, "drops": drops, "overlimits": 0,
+         "requeues": 0, "backlog": backlog * FRAME, "qlen": backlog}  # fmt: skip
+    return [{"kind": "tbf", "handle": "1:", "root": True, "refcnt": 3,
+             "options": {"rate": rate, "burst": max(15140, rate // 1000), "lat": 1000000},
+             **q, "overlimits": pkts // 3},
+            {"kind": "pfifo", "handle": "10:", "parent": "1:1", "options": {"limit": 48},
+             **q}]  # fmt: skip
+
+
 def qdisc(f: IO[str], a: argparse.Namespace) -> None:
-    rate = int(a.rate_mbit * 1e6 / 8)
-    pps = data_pps(a.rate_mbit, 1)
-    for i, t in ticks(a.duration + 1.0, 0.05):
-        pkts = int(pps * t)
-        drops, backlog = i // 20, (i * 7) % 48
-        q = {"bytes": pkts * FRAME, "packets": pkts, "drops": drops, "overlimits": 0,
-             "requeues": 0, "backlog": backlog * FRAME, "qlen": backlog}  # fmt: skip
-        tbf = [{"kind": "tbf", "handle": "1:", "root": True, "refcnt": 3,
-                "options": {"rate": rate, "burst": max(15140, rate // 1000), "lat": 1000000},
-                **q, "overlimits": pkts // 3},
-               {"kind": "pfifo", "handle": "10:", "parent": "1:1", "options": {"limit": 48},
-                **q}]  # fmt: skip
-        f.write(f"TS {T0 - 0.5 + t:.6f}\n{json.dumps(tbf, separators=(',', ':'))}\n")
+    for _, t in ticks(a.duration + 1.0, 0.05):
+        stats = json.dumps(qdisc_stats(a.rate_mbit, t), separators=(",", ":"))
+        f.write(f"TS {T0 - 0.5 + t:.6f}\n{stats}\n")
 
 
 # --- iperf3 -J -i 1 ----------------------------------------------------------------
@@ -206,7 +211,7 @@ def iperf3(f: IO[str], a: argparse.Namespace) -> None:
         s = {"socket": 5, "start": i, "end": i + 1, "seconds": 1.0, "bytes": b,
              "bits_per_second": b * 8.0, "retransmits": r,
              "snd_cwnd": int((0.7 + 0.3 * cyc) * bps / 8 * 0.048), "snd_wnd": 3145728,
-             "rtt": int(RTT_US + 8000 * cyc**2), "rttvar": 900, "pmtu": 1500,
+             "rtt": int(RTT_US + 500 * cyc**2), "rttvar": 900, "pmtu": 1500,
              "omitted": False, "sender": True}  # fmt: skip
         summ = {k: s[k] for k in ("start", "end", "seconds", "bytes", "bits_per_second",
                                   "retransmits", "omitted", "sender")}  # fmt: skip
@@ -218,8 +223,8 @@ def iperf3(f: IO[str], a: argparse.Namespace) -> None:
             "bits_per_second": (total - 2_000_000) * 8 / d, "sender": True}  # fmt: skip
     end = {
         "streams": [{"sender": {**sent, "socket": 5, "max_snd_cwnd": int(bps / 8 * 0.048),
-                                "max_snd_wnd": 3145728, "max_rtt": RTT_US + 8400,
-                                "min_rtt": RTT_US, "mean_rtt": RTT_US + 3000},
+                                "max_snd_wnd": 3145728, "max_rtt": RTT_US + 600,
+                                "min_rtt": RTT_US, "mean_rtt": RTT_US + 250},
                      "receiver": {**recv, "socket": 5}}],
         "sum_sent": sent, "sum_received": recv,
         "cpu_utilization_percent": {"host_total": 30.1, "host_user": 1.2,
@@ -237,7 +242,7 @@ def fping(f: IO[str], a: argparse.Namespace) -> None:
     for i, t in ticks(a.duration, 0.1):
         lost = i % 97 == 50
         if not lost:
-            ms = RTT_US / 1000 + 8 * float(sawtooth(np.array([t]))[0]) ** 2 + (i % 9) * 0.011
+            ms = RTT_US / 1000 + 0.5 * float(sawtooth(np.array([t]))[0]) ** 2 + (i % 9) * 0.011
             got, total = got + 1, total + ms
         avg = f"{total / got:.3f}" if got else "NaN"
         loss = round(100 * (i + 1 - got) / (i + 1))
