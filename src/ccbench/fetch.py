@@ -120,7 +120,10 @@ def receive(
     to stdout), stream its output to a temporary file beside `local`, check it, and
     rename it to `local`. Returns the bytes received; FetchFailed otherwise (the
     temporary file removed; `.rc` is the command's exit status when it failed)."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{local.name}.", suffix=".part", dir=local.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{local.name}.", suffix=".part", dir=local.parent)
+    except OSError as e:
+        raise FetchFailed(node, remote, local, 0, f"cannot write here: {e}") from None
     tmp = Path(tmp_name)
     received = 0
     inflater = zlib.decompressobj(wbits=31) if compressed else None  # 31: gzip only
@@ -174,6 +177,8 @@ def receive(
             raise fail(problem)
         os.replace(tmp, local)
         return received
+    except OSError as e:  # this machine's side: a full disk, a vanished directory
+        raise fail(f"cannot write {tmp}: {e.strerror or e}") from None
     finally:
         err.close()
         proc.stdout.close()

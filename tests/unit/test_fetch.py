@@ -232,3 +232,17 @@ def test_the_local_executor_copies_and_never_compresses(tmp_path: Path) -> None:
     with pytest.raises(FetchFailed, match=r"^host: fetch of /nonexistent to .* after 0 bytes"):
         NetnsExecutor(None).get("/nonexistent", tmp_path / "x")
     assert leftovers(tmp_path) == [] and not (tmp_path / "x").exists()
+
+
+def test_a_local_write_error_is_the_same_one_error(tmp_path: Path, src: tuple[Path, bytes]) -> None:
+    path, body = src
+    with pytest.raises(FetchFailed, match="after 0 bytes received: cannot write here"):
+        receive(["cat", str(path)], node="s1", remote="/var/tmp/f",
+                local=tmp_path / "missing" / "f", node_bytes=len(body), compressed=False,
+                timeout_s=10)  # fmt: skip
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    vanish = ["sh", "-c", 'cat "$1"; rm -r "$2"', "v", str(path), str(gone)]
+    with pytest.raises(FetchFailed, match=r"cannot write .*\.part: No such file"):
+        receive(vanish, node="s1", remote="/var/tmp/f", local=gone / "f",
+                node_bytes=len(body), compressed=False, timeout_s=10)  # fmt: skip
