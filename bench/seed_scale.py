@@ -177,10 +177,9 @@ def scale_files(raw: Path, duration: float) -> None:
     )
 
 
-def run_dir(root: Path, fetched: Path, files: list[str], duration: float, ppl: int,
-            inflate: bool) -> Path:  # fmt: skip
+def run_dir(root: Path, src: Path, files: list[str], duration: float, ppl: int) -> Path:
     """A run directory: BASE's raw files, this scale's spec/meta, and `files` (local
-    names) from the fetched ones, as they arrived (or inflated to their plain name)."""
+    names) linked from `src`, plain or .gz, whichever is there."""
     raw = root / "raw"
     raw.mkdir(parents=True)
     for name in BASE_FILES:
@@ -189,13 +188,19 @@ def run_dir(root: Path, fetched: Path, files: list[str], duration: float, ppl: i
     (raw / "spec.json").write_text(json.dumps(spec_doc(duration), indent=2))
     (raw / "meta.json").write_text(json.dumps(meta_doc(duration, ppl), indent=2))
     for name in files:
-        src = fetched / name if (fetched / name).exists() else fetched / f"{name}.gz"
-        if src.suffix == ".gz" and inflate:
-            with gzip.open(src, "rb") as i, open(raw / name, "wb") as o:
-                shutil.copyfileobj(i, o, 1 << 20)
-        else:
-            os.link(src, raw / src.name)
+        f = src / name if (src / name).exists() else src / f"{name}.gz"
+        os.link(f, raw / f.name)
     return root
+
+
+def inflate_all(d: Path) -> float:
+    """Every .gz in `d` replaced by its plain file (today's readers); seconds taken."""
+    t0 = time.monotonic()
+    for gz in sorted(d.glob("*.gz")):
+        with gzip.open(gz, "rb") as i, open(d / gz.stem, "wb") as o:
+            shutil.copyfileobj(i, o, 1 << 20)
+        gz.unlink()
+    return time.monotonic() - t0
 
 
 def parse(root: Path, mem_gb: float) -> tuple[float, float, str]:
@@ -235,11 +240,14 @@ def measure(n: SshNode, work: Path, duration: float, ppl: int, kinds: list[str],
         total.node_bytes += r.node_bytes
         total.fetched_bytes += r.fetched_bytes
         total.fetch_s += r.fetch_s
+    if not a.parse_compressed:
+        log(f"{duration:g} s, ppl {ppl}: inflated for today's readers in "
+            f"{inflate_all(fetched):.0f} s")  # fmt: skip
     log(f"{duration:g} s, ppl {ppl}: parsing")
     for s in [*kinds, "run (all)"]:
         names = [x[0] for k in (kinds if s == "run (all)" else {"iperf3", s}) for x in STREAMS[k]]
         root = run_dir(work / f"run-{duration:g}-{ppl}-{s.split()[0]}", fetched, names,
-                       duration, ppl, inflate=not a.parse_compressed)  # fmt: skip
+                       duration, ppl)  # fmt: skip
         r = total if s == "run (all)" else rows[s]
         r.parse_s, r.rss_mb, r.parse_note = parse(root, a.parse_mem_gb)
         shutil.rmtree(root)

@@ -11,8 +11,10 @@ connection, sshd, and the namespace (which takes the veth pair with it).
 from __future__ import annotations
 
 import contextlib
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -70,6 +72,7 @@ def ssh_node(name: str, ns: str, net: str, workdir: Path) -> Iterator[SshNode]:
     host_dev, addr = f"{ns[-11:]}-m", f"{net}.2"
     sshd: subprocess.Popen[bytes] | None = None
     ex: SshExecutor | None = None
+    control: Path | None = None
     with contextlib.suppress(RuntimeError):
         sh("ip", "netns", "delete", ns)  # a leftover of an interrupted earlier use
     try:
@@ -94,12 +97,15 @@ def ssh_node(name: str, ns: str, net: str, workdir: Path) -> Iterator[SshNode]:
             addr, "root", identity=str(workdir / "clientkey"),
             options=("StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null"),
         )  # fmt: skip
-        (workdir / "ssh").mkdir(mode=0o700, exist_ok=True)
-        ex = SshExecutor(name, target, control_dir=workdir / "ssh")
+        # ssh's shared-connection socket: a short path (a Unix socket's is <= 107 bytes)
+        control = Path(tempfile.mkdtemp(prefix="ccbsn-"))
+        ex = SshExecutor(name, target, control_dir=control)
         yield SshNode(name, ns, addr, ex)
     finally:
         if ex is not None:
             ex.close()
+        if control is not None:
+            shutil.rmtree(control, ignore_errors=True)
         if sshd is not None:
             sshd.terminate()
             with contextlib.suppress(subprocess.TimeoutExpired):

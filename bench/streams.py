@@ -85,7 +85,7 @@ def siftr(f: IO[str], a: argparse.Namespace) -> None:
         cwnd = ((0.7 + 0.3 * cyc) * wmax / MSS).astype(np.int64) * MSS
         srtt = (RTT_US + 500 * cyc**2 + rng.integers(0, 100, n)).astype(np.int64)
         inflight = cwnd - rng.integers(0, 8, n) * MSS
-        sndbuf = np.minimum(4194304, cwnd + 1_000_000)
+        sndbuf = np.minimum(4194304, cwnd + rng.integers(200_000, 1_500_000, n))
         ssth = np.full(n, int(0.7 * wmax) // MSS * MSS) if sec >= 8 else np.full(n, 1073725440)
         incoming = (np.arange(n) + sec) % 3 == 2
         n_in += int(incoming.sum())

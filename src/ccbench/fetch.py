@@ -171,6 +171,8 @@ def receive(
             lines = err.read().decode(errors="replace").strip().splitlines()
             detail = lines[-1] if lines else ""
             how = f"killed by signal {-rc}" if rc < 0 else f"exit {rc}"
+            if rc == 255 and not detail:  # ssh's own status, the client ended or cut off
+                how += " (ssh: the connection or the ssh client ended)"
             raise fail(f"{how}{': ' + detail if detail else ''}", rc)
         problem = _check(inflater, inflated, received, node_bytes)
         if problem:

@@ -64,7 +64,7 @@ def test_the_benchmarks_run_directory_parses_valid_with_every_source(
     streams: Path, tmp_path: Path
 ) -> None:
     names = [n for files in seed_scale.STREAMS.values() for n, _, _ in files]
-    root = seed_scale.run_dir(tmp_path / "run", streams, names, D, 4, inflate=True)
+    root = seed_scale.run_dir(tmp_path / "run", streams, names, D, 4)
     s = parse_run_dir(root)
     assert s["valid"], s["reasons"]
     sources = set(pd.read_parquet(root / "timeseries.parquet")["source"])
