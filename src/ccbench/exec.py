@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
+from ccbench import fetch
 from ccbench.errors import CcbenchError
+from ccbench.fetch import Fetched
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,11 @@ class Executor(Protocol):
 
     def put(self, local: Path, remote: str) -> None: ...
 
-    def get(self, remote: str, local: Path) -> None: ...
+    def get(self, remote: str, local: Path, *, compress: bool | None = None) -> Fetched:
+        """Copy the node's file `remote` to `local`, streamed, checked, all or nothing
+        (ccbench.fetch). Returns where it landed (`local`, or `local`.gz when it came
+        compressed); raises FetchFailed (one line: node, files, bytes received)."""
+        ...
 
 
 # A constant wrapper that holds a command until one line arrives on stdin, then
@@ -218,8 +224,9 @@ class NetnsExecutor:
     def put(self, local: Path, remote: str) -> None:
         shutil.copyfile(local, remote)
 
-    def get(self, remote: str, local: Path) -> None:
-        shutil.copyfile(remote, local)
+    def get(self, remote: str, local: Path, *, compress: bool | None = None) -> Fetched:
+        """A namespace shares this machine's files: a checked copy, never compressed."""
+        return fetch.copy_local(self.name, remote, local)
 
     def write_file(self, path: str, text: str) -> None:
         """Write `text` to `path` as seen from inside the namespace (e.g. its /sys)."""

@@ -23,9 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccbench import safe
+from ccbench import fetch, safe
 from ccbench.errors import CcbenchError
 from ccbench.exec import GATE, CommandFailed, LocalProc, Result, run_captured
+from ccbench.fetch import Fetched, FetchFailed
 
 # Prints the remote pid first (to stderr), then becomes the command: stop() can signal
 # the remote process itself, not only the local ssh client.
@@ -181,8 +182,41 @@ class SshExecutor:
     def put(self, local: Path, remote: str) -> None:
         self.run(["sh", "-c", 'cat > "$1"', "put", remote], input=local.read_text())
 
-    def get(self, remote: str, local: Path) -> None:
-        local.write_text(self.run(["cat", remote]).stdout)
+    def get(self, remote: str, local: Path, *, compress: bool | None = None) -> Fetched:
+        """Stream `remote` to `local` (ccbench.fetch: the size asked first, gzip on the
+        node when large or `compress`, a timeout from the size, the arrival checked,
+        all or nothing). Lands at `local`, or `local`.gz when compressed; FetchFailed
+        otherwise. ssh failing to connect before any byte is retried like run()."""
+        t0 = time.monotonic()
+        fetch.clear(local)
+        try:
+            size = self.run(["wc", "-c", remote], check=False)
+        except CcbenchError as e:  # unreachable, or timed out
+            raise FetchFailed(self.name, remote, local, 0, str(e)) from None
+        if not size.ok:
+            detail = (size.stderr.strip().splitlines() or [f"exit {size.returncode}"])[-1]
+            raise FetchFailed(self.name, remote, local, 0, f"cannot size it: {detail}")
+        try:
+            node_bytes = fetch.parse_size(size.stdout)
+        except ValueError as e:
+            raise FetchFailed(self.name, remote, local, 0, str(e)) from None
+        gz = fetch.want_compression(node_bytes, compress)
+        path = fetch.compressed_name(local) if gz else local
+        argv = self.command([*fetch.GZIP_ARGV, remote] if gz else ["cat", "--", remote])
+        budget = fetch.timeout_for(node_bytes)
+        for attempt in range(self.retries + 1):
+            try:
+                got = fetch.receive(
+                    argv, node=self.name, remote=remote, local=path,
+                    node_bytes=node_bytes, compressed=gz, timeout_s=budget,
+                )  # fmt: skip
+                break
+            except FetchFailed as e:
+                if e.rc != 255 or e.received or attempt == self.retries:
+                    raise
+                time.sleep(1.0 * (attempt + 1))
+        return Fetched(self.name, remote, path, node_bytes, got, gz, time.monotonic() - t0,
+                       budget)  # fmt: skip
 
     def write_file(self, path: str, text: str) -> None:
         self.run(["tee", path], input=text)
