@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ccbench import jsonio, kernel, layout
 from ccbench.exec import Executor, NetnsExecutor
+from ccbench.fetch import FetchFailed
 from ccbench.hosts import siftr_plan
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -151,10 +152,24 @@ def siftr_start(tb: Testbed, spec: RunSpec, senders: list[str]) -> dict[str, dic
 
 
 def siftr_collect(tb: Testbed, nodes: dict[str, dict[str, Any]], raw: Path) -> None:
+    """Stop each node's siftr and fetch its log (streamed, checked; large logs arrive
+    gzip-compressed). `nodes[node]["fetch"]` records what crossed the link or, when the
+    fetch failed, its one-line error: the verdict makes that run invalid, and the log
+    stays on the node for a look by hand."""
     for node, started in nodes.items():
         for argv in tb.driver(node).siftr_stop(started["logger"]):
             tb.ex(node).run(argv, check=False)
-        tb.ex(node).get(SIFTR_LOG, raw / layout.siftr(node))
+        try:
+            got = tb.ex(node).get(SIFTR_LOG, raw / layout.siftr(node))
+        except FetchFailed as e:
+            started["fetch"] = {"error": str(e)}
+            continue
+        started["fetch"] = {
+            "node_bytes": got.node_bytes,
+            "fetched_bytes": got.fetched_bytes,
+            "compressed": got.compressed,
+            "seconds": round(got.seconds, 3),
+        }
         tb.ex(node).run(["rm", "-f", SIFTR_LOG], check=False)
 
 

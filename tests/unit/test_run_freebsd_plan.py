@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ccbench.exec import Result
+from ccbench.fetch import Fetched, FetchFailed
 from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.run_senders import prepare_senders as _prepare_senders
 from ccbench.spec import Flow, RunSpec, Topology, Variant
@@ -106,7 +107,13 @@ def test_siftr_logs_the_run_and_is_fetched_where_there_is_no_siftr2(tmp_path: Pa
     tb = FakeTestbed()
     tb.exs["s1"] = NoSiftr2Ex()
     fetched: list[tuple[str, Path]] = []
-    tb.exs["s1"].get = lambda remote, local: fetched.append((remote, local))  # type: ignore[attr-defined]
+
+    def get(remote: str, local: Path) -> Fetched:
+        fetched.append((remote, local))
+        return Fetched("s1", remote, local.with_name(local.name + ".gz"), 9_000_000, 1_000_000,
+                       True, 2.5, 78.0)  # fmt: skip
+
+    tb.exs["s1"].get = get  # type: ignore[attr-defined]
     nodes = _siftr_start(tb, SEED_SCALE, ["s1"])  # type: ignore[arg-type]
     assert nodes["s1"]["logger"] == "siftr" and nodes["s1"]["ppl"] == 97
     assert nodes["s1"]["port_filter"] == 5202 and nodes["s1"]["within_budget"]
@@ -124,6 +131,36 @@ def test_siftr_logs_the_run_and_is_fetched_where_there_is_no_siftr2(tmp_path: Pa
         ["rm", "-f", SIFTR_LOG],
     ]
     assert fetched == [(SIFTR_LOG, tmp_path / "siftr-s1.log")]
+    assert nodes["s1"]["fetch"] == {"node_bytes": 9_000_000, "fetched_bytes": 1_000_000,
+                                    "compressed": True, "seconds": 2.5}  # fmt: skip
+
+
+def test_a_siftr_log_not_fetched_makes_the_run_invalid_and_stays_on_the_node(
+    tmp_path: Path,
+) -> None:
+    from ccbench.run_senders import SIFTR_LOG
+    from ccbench.run_senders import siftr_collect as _siftr_collect
+    from ccbench.run_senders import siftr_start as _siftr_start
+
+    tb = FakeTestbed()
+    tb.exs["s1"] = NoSiftr2Ex()
+    why = "exit 255 (ssh: the connection or the ssh client ended)"
+    lost = FetchFailed("s1", SIFTR_LOG, tmp_path / "siftr-s1.log", 5_931_008, why, 255)
+
+    def get(remote: str, local: Path) -> Fetched:
+        raise lost
+
+    tb.exs["s1"].get = get  # type: ignore[attr-defined]
+    nodes = _siftr_start(tb, SEED_SCALE, ["s1"])  # type: ignore[arg-type]
+    _siftr_collect(tb, nodes, tmp_path)  # type: ignore[arg-type]
+    assert tb.exs["s1"].calls[-1] == ["sysctl", "net.inet.siftr.enabled=0"]  # no rm after it
+    assert nodes["s1"]["fetch"] == {"error": str(lost)}
+    (tmp_path / "spec.json").write_text(json.dumps(SEED_SCALE.to_dict()))
+    (tmp_path / "meta.json").write_text(json.dumps({"siftr": nodes}))
+    summary = summarize(tmp_path)
+    assert not summary["valid"]
+    assert f"siftr-s1.log: not fetched: {lost}" in summary["reasons"]
+    assert "5931008 bytes received" in str(lost)
 
 
 def test_siftr2_is_chosen_where_the_kernel_has_it(tmp_path: Path) -> None:
@@ -132,7 +169,9 @@ def test_siftr2_is_chosen_where_the_kernel_has_it(tmp_path: Path) -> None:
     from ccbench.run_senders import siftr_start as _siftr_start
 
     tb = FakeTestbed()  # every command succeeds: `sysctl -N net.inet.siftr2` finds the tree
-    tb.exs["s1"].get = lambda remote, local: None  # type: ignore[attr-defined]
+    tb.exs["s1"].get = lambda remote, local: Fetched(  # type: ignore[attr-defined]
+        "s1", remote, local, 10, 10, False, 0.1, 60.0
+    )
     nodes = _siftr_start(tb, SEED_SCALE, ["s1"])  # type: ignore[arg-type]
     assert nodes["s1"]["logger"] == "siftr2"
     _siftr_collect(tb, nodes, tmp_path)  # type: ignore[arg-type]

@@ -19,9 +19,9 @@ from bench.streams import data_pps
 from ccbench.parse.fping import parse_fping
 from ccbench.parse.iperf3 import parse_iperf3
 from ccbench.parse.qdisc import parse_qdisc_samples
-from ccbench.parse.siftr import parse_siftr
+from ccbench.parse.siftr_stream import parse_siftr
 from ccbench.parse.ss import parse_ss_samples
-from ccbench.summary import parse_run_dir
+from ccbench.summarize.judge import parse_run_dir
 from tests.conftest import REPO
 
 D = 3.0
@@ -66,6 +66,6 @@ def test_the_benchmarks_run_directory_parses_valid_with_every_source(
     names = [n for files in seed_scale.STREAMS.values() for n, _, _ in files]
     root = seed_scale.run_dir(tmp_path / "run", streams, names, D, 4)
     s = parse_run_dir(root)
-    assert s["valid"], s["reasons"]
+    assert s.valid, s.reasons
     sources = set(pd.read_parquet(root / "timeseries.parquet")["source"])
     assert sources == {"iperf3", "ss", "siftr", "qdisc"}

@@ -183,6 +183,10 @@ class SiftrLogging(Part):
     within_budget: bool | None = d("false: even the largest ppl overran siftr_budget_mb", None)
     resolution: str | None = d("how finely the cwnd/srtt series are sampled, for the report",
                                None)  # fmt: skip
+    fetch_node_bytes: int | None = d("the log's size on the node, bytes", None)
+    fetch_fetched_bytes: int | None = d("bytes that crossed the link (gzip -1 when large)",
+                                        None)  # fmt: skip
+    fetch_seconds: float | None = d("wall time of the fetch, s", None)
 
 
 class Srtt(Part):

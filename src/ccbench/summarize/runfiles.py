@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ccbench import validity
+from ccbench import layout, validity
 from ccbench.jsonio import is_number
 from ccbench.layout import RawDir
 from ccbench.parse.procstat import usage_between
@@ -60,6 +60,12 @@ def siftr_logging(rd: RawDir, meta: dict[str, Any]) -> dict[str, Any] | None:
             keys = ("logger", "ppl", "port_filter", "log_bytes_est", "within_budget",
                     "resolution")  # fmt: skip
             out[str(node)] = {k: v.get(k) for k in keys}
+            fetch = v.get("fetch")
+            if isinstance(fetch, dict) and fetch.get("error"):
+                rd.problem(layout.siftr(str(node)), f"not fetched: {fetch['error']}")
+            elif isinstance(fetch, dict):
+                for k in ("node_bytes", "fetched_bytes", "seconds"):
+                    out[str(node)][f"fetch_{k}"] = fetch.get(k)
         else:
             rd.problem("meta.json", f"siftr {node}: not a logger record")
     return out
