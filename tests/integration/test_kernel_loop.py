@@ -119,9 +119,7 @@ def test_runs_pending_then_run_then_compared(tmp_path: Path) -> None:
     if after["n_valid"] == 2 and summary.loc["before", "n_valid"] == 2:
         # Paired by repetition, with the smallest change 2 repetitions resolve.
         assert after["throughput_sum_mbps_delta_paired"]
-        assert after["throughput_sum_mbps_delta_mde_pct"] == pytest.approx(
-            after["throughput_sum_mbps_delta_ci95_pct"]
-        )
+        assert after["throughput_sum_mbps_delta_ci95_pct"] > 0
     html = (work / "reports" / "kernel-loop.html").read_text()
     short = " ".join(here.stdout.split()[:2])  # "6.1.0-18-amd64 #1"
     assert f"after patch ({short}) vs before patch ({short})" in html
