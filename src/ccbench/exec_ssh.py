@@ -23,14 +23,40 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ccbench import fetch, safe
+from ccbench import fetch, leftovers, safe
 from ccbench.errors import CcbenchError
 from ccbench.exec import GATE, CommandFailed, LocalProc, Result, run_captured
 from ccbench.fetch import Fetched, FetchFailed
 
-# Prints the remote pid first (to stderr), then becomes the command: stop() can signal
-# the remote process itself, not only the local ssh client.
-PID_WRAPPER = ["sh", "-c", 'echo "ccbench-pid $$" >&2; exec "$@"', "ccbench-pid"]
+# Records the process on the node (ccbench.leftovers: a crash's leftovers are found by
+# the next run), prints the remote pid (to stderr) so stop() can signal the remote
+# process itself, not only the local ssh client, then becomes the command.
+PID_WRAPPER = leftovers.wrapper()
+
+
+STDERR_PREFIX = "ccb-ssh-"  # + ccbench's pid: spawn()'s temporary stderr files
+
+
+def remove_stale_stderr() -> int:
+    """Remove spawn()'s temporary files left by a ccbench process that was killed (its
+    pid in the name no longer runs); how many."""
+    n = 0
+    for f in Path(tempfile.gettempdir()).glob(f"{STDERR_PREFIX}*-*.err"):
+        pid = f.name[len(STDERR_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _running(int(pid)):
+            f.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # An ssh_config option as `-o` takes it: "Keyword=value" or "Keyword value", one line.
@@ -161,7 +187,7 @@ class SshExecutor:
         inner = [*PID_WRAPPER, *(GATE if gated else []), *self.wrap_spawned(list(argv))]
         own = stderr is None
         if stderr is None:  # the remote pid arrives on stderr: it needs a file
-            fd, name = tempfile.mkstemp(prefix="ccb-ssh-", suffix=".err")
+            fd, name = tempfile.mkstemp(prefix=f"{STDERR_PREFIX}{os.getpid()}-", suffix=".err")
             os.close(fd)
             stderr = Path(name)
         local = LocalProc(self.command(inner), stdout, stderr, stdin_pipe=gated)

@@ -8,8 +8,11 @@ and a hosts inventory, reaching every node only over SSH -- as on Emulab.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -140,6 +143,61 @@ def test_run_over_ssh_matches_the_local_checks(ssh_dumbbell: Path) -> None:
     starts = {f["flow"]: f["started_s"] for f in meta["flows"]}
     assert 0.95 <= starts[2] - starts[1] <= 1.1
     assert (d / "out" / "raw" / "ss-s1.txt").read_text().startswith("TS ")
+
+
+def _tools_on_hosts() -> list[str]:
+    """Processes in the senders' and receivers' namespaces other than their sshd."""
+    out = []
+    for node in ("s1", "s2", "r1", "r2"):
+        pids = subprocess.run(["ip", "netns", "pids", f"ccb-{TB}-{node}"],
+                              capture_output=True, text=True).stdout.split()  # fmt: skip
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                if comm != "sshd":
+                    out.append(f"{node}:{comm}")
+    return sorted(out)
+
+
+def test_a_run_whose_control_machine_died_is_cleaned_up_by_the_next(ssh_dumbbell: Path) -> None:
+    """The control machine dies mid-run (its ccbench's process group SIGKILLed: the ssh
+    clients die, the remote iperf3s and samplers run on); the next run over the same
+    nodes ends them first, says so, and runs valid; nothing is left on the hosts."""
+    d = ssh_dumbbell
+    cfg = {
+        "testbed": {"kind": "ssh", "id": "itsshr", "inventory": str(d / "hosts.yaml")},
+        "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_bdp": 1}},
+        "run": {"duration_s": 30, "interval_s": 0.5,
+                "flows": [{"cc": "cubic", "pair": 1}, {"cc": "cubic", "pair": 2}]},
+    }  # fmt: skip
+    (d / "long.yaml").write_text(yaml.safe_dump(cfg))
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", CTL, sys.executable, "-m", "ccbench.cli", "run", "--config",
+         str(d / "long.yaml"), "--out", str(d / "killed")],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while sum(t.endswith(":iperf3") for t in _tools_on_hosts()) < 4:  # clients + servers
+            assert proc.poll() is None and time.monotonic() < deadline, "no traffic started"
+            time.sleep(0.2)
+        time.sleep(1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    time.sleep(1)
+    orphans = _tools_on_hosts()
+    assert any(t.endswith(":iperf3") for t in orphans), orphans  # what the sweep is for
+
+    cfg["run"]["duration_s"] = 3
+    (d / "short.yaml").write_text(yaml.safe_dump(cfg))
+    cp = ctl_ccbench("run", "--config", str(d / "short.yaml"), "--out", str(d / "after"))
+    assert cp.returncode == 0, cp.stderr
+    said = [ln for ln in cp.stderr.splitlines() if "left behind by an earlier run" in ln]
+    assert said and all("iperf3" in ln or "ss" in ln or "ping" in ln for ln in said), said
+    s = json.loads((d / "after" / "summary.json").read_text())
+    assert s["valid"], s["reasons"]
+    assert _tools_on_hosts() == []
 
 
 def test_unreachable_host_is_one_clear_line(ssh_dumbbell: Path) -> None:

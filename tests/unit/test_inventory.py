@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
-from ccbench import inventory
+from ccbench import inventory, leftovers
 from ccbench.errors import CcbenchError
 from ccbench.exec_ssh import SshExecutor, SshTarget
 
@@ -132,11 +132,12 @@ def test_container_tools_over_ssh_command_plan(tmp_path: Path, monkeypatch) -> N
     ex.spawn(["iperf3", "-c", "10.1.3.11", "-C", "bbr"], stderr=tmp_path / "e", gated=True)
     remote = shlex.split(seen[0][-1])
     assert remote[:2] == ["sudo", "-n"]
-    assert remote[2:6] == ["sh", "-c", 'echo "ccbench-pid $$" >&2; exec "$@"', "ccbench-pid"]
-    assert remote[6:10] == ["sh", "-c", 'read _go; exec "$@"', "ccbench-gate"]
+    # recorded on the node for a later sweep (ccbench.leftovers), then gated
+    assert remote[2:7] == leftovers.wrapper() and remote[6] == "/var/tmp/ccbench/procs"
+    assert remote[7:11] == ["sh", "-c", 'read _go; exec "$@"', "ccbench-gate"]
     name = remote[remote.index("--name") + 1]
     assert name.startswith("ccb-t1-s1-4242-")
-    assert remote[10:] == ["podman", "run", "--rm", "--pull=never", "--network", "host",
+    assert remote[11:] == ["podman", "run", "--rm", "--pull=never", "--network", "host",
                            "--privileged", "--dns", "127.0.0.1", "--name", name,
                            "localhost/ccbench-linux-node:latest",
                            "iperf3", "-c", "10.1.3.11", "-C", "bbr"]  # fmt: skip

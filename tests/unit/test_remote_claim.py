@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ccbench import config
+from ccbench import config, leftovers
 from ccbench.exec import Result
 from ccbench.spec import Topology
+
+NODES = ["r1", "rt1", "rt2", "s1"]
 
 
 class Rec:
@@ -64,7 +66,10 @@ def test_a_run_puts_its_own_queue_back_and_removes_the_others_loss_rules(beds: A
     _up_without_calibration(lossy)  # rt1 now has 48 packets, r1 a loss rule
     log.clear()
     bdp.prepare_run()
-    # lossy's loss rule deleted on r1, then rt1's queue rebuilt for 331 packets
+    # every node swept first for what a crashed run left (ccbench.leftovers) ...
+    assert sorted(n for n, argv in log[:4] if argv == leftovers.sweep_argv()) == NODES
+    log[:] = log[4:]
+    # ... then lossy's loss rule deleted on r1, then rt1's queue rebuilt for 331 packets
     deleted = [argv for node, argv in log if node == "r1" and "-D" in argv]
     assert len(deleted) == 1 and "statistic" in deleted[0]
     rt1 = [argv for node, argv in log if node == "rt1"]
@@ -72,8 +77,9 @@ def test_a_run_puts_its_own_queue_back_and_removes_the_others_loss_rules(beds: A
     assert any(argv[-3:] == ["pfifo", "limit", "331"] for argv in rt1)
     assert lossy.read_state()["loss_rules"] == []
     log.clear()
-    bdp.prepare_run()  # still its own: nothing to do
-    assert log == []
+    bdp.prepare_run()  # still its own: nothing to do but the sweep
+    assert sorted(n for n, argv in log if argv == leftovers.sweep_argv()) == NODES
+    assert len(log) == 4
     lossy.prepare_run()  # and back: lossy's rule is added again
     assert any(node == "r1" and "-A" in argv for node, argv in log)
     assert any(argv[-3:] == ["pfifo", "limit", "48"] for _, argv in log)

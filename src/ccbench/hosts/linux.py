@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+from ccbench import leftovers
 from ccbench.errors import CcbenchError
 from ccbench.hosts.base import NIC_RECORDS_SCRIPT, SOCKBUF_MAX, Argv, Step, iperf3_client_argv
 from ccbench.spec import Topology
@@ -103,6 +104,9 @@ class LinuxHost:
         ring asked vs set, offloads: /var/tmp/ccbench/nic-<interface>.json), one JSON
         object per line; nothing where there are none (a constant script)."""
         return ["sh", "-c", NIC_RECORDS_SCRIPT]
+
+    def leftovers_plan(self) -> list[Argv]:
+        return [leftovers.sweep_argv()]
 
     # --- what FreeBSD senders need and Linux does not (HostDriver) ----------------
     def variant_plan(self, cc: str, stack: str = "default") -> list[Step]:

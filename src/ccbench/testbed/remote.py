@@ -18,14 +18,15 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, delaynode, inventory, jsonio, ledger
+from ccbench import calibration, delaynode, inventory, jsonio, ledger, leftovers
 from ccbench.container import DEFAULT_IMAGE, host_network_argv
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.exec import Result
-from ccbench.exec_ssh import SshExecutor, SshProc
+from ccbench.exec_ssh import SshExecutor, SshProc, remove_stale_stderr
 from ccbench.hosts import driver_for
 from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
+from ccbench.leftovers import Swept
 from ccbench.progress import info
 from ccbench.spec import TestbedConfig, Topology, stable_hash
 from ccbench.testbed import base
@@ -171,15 +172,35 @@ class RemoteTestbed(TestbedBase):
                     return str(link["ifname"])
         raise CcbenchError(f"{node}: no interface has the experiment address {want}")
 
-    def _all(self, fn: Any) -> list[Any]:
+    def _names(self) -> list[str]:
         # Every node ccbench logs in to: not the delay node (a dummynet bridge).
-        names = [n for n in sorted(self.nodes) if self.nodes[n].os != "dummynet"]
+        return [n for n in sorted(self.nodes) if self.nodes[n].os != "dummynet"]
+
+    def _all(self, fn: Any) -> list[Any]:
+        names = self._names()
         with ThreadPoolExecutor(max_workers=len(names)) as pool:
             return list(pool.map(fn, names))
+
+    def end_leftovers(self) -> dict[str, Swept]:
+        """End what an earlier run whose control machine died left on the nodes
+        (ccbench.leftovers: its processes, a FreeBSD logger still on), and say so."""
+
+        def sweep(n: str) -> Swept:
+            out = [
+                self.ex(n).run(argv, check=False).stdout for argv in self.driver(n).leftovers_plan()
+            ]
+            return leftovers.parse_sweep("\n".join(out))
+
+        remove_stale_stderr()  # this machine's side of such a run
+        found = {n: sw for n, sw in zip(self._names(), self._all(sweep), strict=True) if sw}
+        for n, sw in found.items():
+            info(f"testbed {self.id}: {n}: {sw.summary()}, left behind by an earlier run")
+        return found
 
     def up(self) -> dict[str, Any]:
         t0 = time.monotonic()
         self._all(lambda n: self.ex(n).run(["true"], timeout=30))  # reachable, or say who not
+        self.end_leftovers()
         if self.cfg.tools == "container":
             self._check_image()
         used = [f"s{i}" for i in range(1, self.topo.pairs + 1)]
@@ -322,7 +343,8 @@ class RemoteTestbed(TestbedBase):
     def prepare_run(self) -> None:
         """Before a run: if another testbed configured this dumbbell since this one's
         `up`, put this topology's queue and loss rules back (no recalibration: the
-        path itself is the same)."""
+        path itself is the same). First, what a crashed earlier run left is ended."""
+        self.end_leftovers()
         if self._claimed_by() == self.id:
             return
         st = self.read_state() or {}

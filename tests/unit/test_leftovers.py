@@ -1,0 +1,92 @@
+"""ccbench.leftovers for real, on this machine's sh and ps (the same scripts run on the
+nodes over SSH; FreeBSD's ps has the same `-o lstart=` and `-o comm=`): a process the
+wrapper started is found and ended by the sweep, a stubborn one is killed, and files of
+processes that are gone (or whose pid was reused) are removed without a word."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+from ccbench import leftovers
+from ccbench.hosts.freebsd import FreeBSDHost
+from ccbench.hosts.linux import LinuxHost
+
+
+def spawn(proc_dir: Path, *argv: str) -> subprocess.Popen[bytes]:
+    p = subprocess.Popen([*leftovers.wrapper(str(proc_dir)), *argv],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 10
+    while not (proc_dir / str(p.pid)).exists():
+        assert time.monotonic() < deadline, "the wrapper recorded nothing"
+        time.sleep(0.01)
+    return p
+
+
+def sweep(proc_dir: Path) -> leftovers.Swept:
+    out = subprocess.run(leftovers.sweep_argv(str(proc_dir)), capture_output=True, text=True,
+                         check=True, timeout=30).stdout  # fmt: skip
+    return leftovers.parse_sweep(out)
+
+
+def test_the_wrapper_records_the_command_under_its_own_pid(tmp_path: Path) -> None:
+    p = spawn(tmp_path, "sleep", "60")
+    try:
+        assert p.stderr is not None
+        assert p.stderr.readline().decode().strip() == f"ccbench-pid {p.pid}"  # for stop()
+        started = subprocess.run(["ps", "-o", "lstart=", "-p", str(p.pid)],
+                                 capture_output=True, text=True).stdout  # fmt: skip
+        assert (tmp_path / str(p.pid)).read_text() == started
+        assert Path(f"/proc/{p.pid}/comm").read_text().strip() == "sleep"  # exec'd, same pid
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_left_process_is_ended_and_named(tmp_path: Path) -> None:
+    p = spawn(tmp_path, "sleep", "60")
+    got = sweep(tmp_path)
+    assert p.wait(timeout=5) == -15  # SIGTERM
+    assert got.ended == (f"{p.pid} sleep",) and got.killed == ()
+    assert got.summary() == "ended 1 process(es) (sleep)"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_one_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
+    p = spawn(tmp_path, "sh", "-c", "trap '' TERM; while :; do sleep 0.1; done")
+    got = sweep(tmp_path)
+    assert p.wait(timeout=5) == -9
+    assert got.killed == (str(p.pid),)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_files_of_ended_or_reused_pids_go_quietly(tmp_path: Path) -> None:
+    done = spawn(tmp_path, "true")
+    done.wait()
+    me = tmp_path / "1"  # pid 1 runs, but it is not the process that was recorded
+    me.write_text("Thu Jan  1 00:00:00 1970\n")
+    (tmp_path / "not-a-pid").write_text("x")
+    got = sweep(tmp_path)
+    assert not got and got.summary() == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_directory_no_output(tmp_path: Path) -> None:
+    assert not sweep(tmp_path / "never-made")
+
+
+def test_parse_names_loggers_and_ignores_noise() -> None:
+    got = leftovers.parse_sweep("left 812 iperf3\nleft 813 \nkilled 812\nlogger siftr\nnoise\n")
+    assert got.ended == ("812 iperf3", "813 ?") and got.killed == ("812",)
+    assert got.loggers == ("siftr",)
+    assert got.summary() == "ended 2 process(es) (?, iperf3); turned off siftr"
+
+
+def test_plans_per_os() -> None:
+    """Plan test: Linux sweeps; FreeBSD also turns off siftr/siftr2 (no FreeBSD here)."""
+    assert LinuxHost().leftovers_plan() == [leftovers.sweep_argv()]
+    plan = FreeBSDHost().leftovers_plan()
+    assert plan[0] == leftovers.sweep_argv() and plan[1][:2] == ["sh", "-c"]
+    assert "sysctl net.inet.$m.enabled=0" in plan[1][2] and "siftr siftr2" in plan[1][2]
+    assert leftovers.sweep_argv()[-1] == leftovers.PROC_DIR
