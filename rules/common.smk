@@ -51,16 +51,19 @@ wildcard_constraints:
 # --- Runs waiting for a kernel (a variant's `kernel: {label, match}`) -------------
 # `ccbench run` reads the senders' kernel first; when none runs the kernel the variant
 # needs, it records the run as waiting (attempts.json and raw/skipped.json hold
-# "waiting"), measures nothing, and the report lists it as waiting. Every invocation
-# checks such runs again: while the workflow is read, a waiting run's attempts.json is
-# moved to waiting.json and its summary.json and timeseries.parquet (made from raw/
-# by `parse`) are removed, so its outputs are missing and Snakemake runs it (and only
-# it, besides the tables and the report). A missing output is the one reason Snakemake
-# finds for a job downstream of another that must run: a file that is merely newer is
-# not looked at there (a rewritten matrix.json after a config change would hide it),
-# and its .snakemake records are not needed (a results directory carried to another
-# machine behaves the same). The regex lives beside the run's spec, not in it: a
-# changed regex changes no run id and reruns nothing that is done.
+# "waiting", with the time of the check), measures nothing, and the report lists it as
+# waiting. Every invocation checks such runs again, and reading the workflow changes no
+# file: a waiting run's `kernel_check` param is the time of its last check, so it
+# differs from the one Snakemake recorded when the run last executed (params are a
+# rerun trigger: profiles/default), and the run (and only it, besides the tables and
+# the report) is due. When the run is measured at last, its attempts.json keeps that
+# time (`rechecked_from`), so its param stays what Snakemake recorded and it is never
+# redone. A run that never waited has a param Snakemake cannot represent and so does
+# not record: the same (no) params as before the param existed, so results made by an
+# older ccbench are not redone either. (A missing output is not needed, and a missing
+# input token would not do: Snakemake does not remake a missing input of a job whose
+# output exists.) The regex lives beside the run's spec, not in it: a changed regex
+# changes no run id and reruns nothing that is done.
 
 
 def read_json(path):
@@ -72,20 +75,31 @@ def read_json(path):
         return None
 
 
-def recheck_waiting(run):
-    """Make a run recorded as waiting for a kernel due again; True if it was one."""
-    d = f"{RESULTS}/runs/{run}"
-    att = read_json(f"{d}/attempts.json")
-    if not (isinstance(att, dict) and "waiting" in att):
-        return False
-    os.replace(f"{d}/attempts.json", f"{d}/waiting.json")
-    for name in ("summary.json", "timeseries.parquet"):
-        if os.path.exists(f"{d}/{name}"):
-            os.remove(f"{d}/{name}")
-    return True
+class _NotRecorded:
+    # Not a builtin type: Snakemake leaves such a param out of its records.
+    def __repr__(self):
+        return "never waited"
 
 
-WAITING = {r for r in RUNS if recheck_waiting(r)}
+NEVER_WAITED = _NotRecorded()
+
+
+def kernel_check(wc):
+    att = read_json(f"{RESULTS}/runs/{wc.run}/attempts.json")
+    if not isinstance(att, dict):
+        return NEVER_WAITED
+    last = att.get("waiting") or att.get("rechecked_from")
+    if isinstance(last, dict) and "checked_unix" in last:
+        return f"kernel checked at {last['checked_unix']!r}"
+    return NEVER_WAITED
+
+
+def is_waiting(run):
+    att = read_json(f"{RESULTS}/runs/{run}/attempts.json")
+    return isinstance(att, dict) and "waiting" in att
+
+
+WAITING = {r for r in RUNS if is_waiting(r)}
 
 
 # Runs still to do wait for the one before them in the seeded order of their testbed,
@@ -98,7 +112,7 @@ for _tb in TESTBEDS:
         r
         for r in RUNS
         if MATRIX["runs"][r]["testbed_id"] == _tb
-        and not os.path.exists(f"{RESULTS}/runs/{r}/attempts.json")
+        and (r in WAITING or not os.path.exists(f"{RESULTS}/runs/{r}/attempts.json"))
     ]
     PREV.update({rid: (_todo[i - 1] if i else None) for i, rid in enumerate(_todo)})
 

@@ -18,6 +18,7 @@ rule run:
         **RUN_RESOURCES,
     params:
         out=lambda wc, output: os.path.dirname(output[0]),
+        kernel_check=kernel_check,
     shell:
         "ccbench run --matrix {input.matrix:q} --run-id {wildcards.run:q}"
         " --out {params.out:q} --calibration {input.cal:q} --keep-testbed --raw-only"

@@ -29,6 +29,7 @@ def execute(
         raise CcbenchError(f"attempts: {attempts}; a run needs at least one")
     out.mkdir(parents=True, exist_ok=True)
     _remove_dead_attempts(out)
+    since = rechecked_from(out)
     # The verdict's modules (pandas, pyarrow) load while the first attempt's traffic
     # runs, at the lowest CPU priority, instead of after it (a run's wall time).
     warm = threading.Thread(target=_load_judge, daemon=True)
@@ -77,7 +78,7 @@ def execute(
     assert summary is not None
     if write_summary:
         record.write(out / layout.SUMMARY, summary)
-    jsonio.write_json(out / layout.ATTEMPTS, {"run_id": spec.run_id, "attempts": tried})
+    jsonio.write_json(out / layout.ATTEMPTS, {"run_id": spec.run_id, "attempts": tried, **since})
     from ccbench.summarize.judge import keep_for_parse
 
     # `parse` would judge the same raw files again: it takes these instead.
@@ -112,14 +113,29 @@ def _load_judge() -> None:
     import ccbench.summarize.judge  # noqa: F401
 
 
+def rechecked_from(out: Path) -> dict[str, Any]:
+    """A run that was waiting for its kernel until now: its last check, kept in the
+    attempts.json that replaces the waiting one. The workflow's `kernel_check` param
+    (rules/common.smk) reads it back, so the run's params stay what its last execution
+    recorded and Snakemake does not run it again. Read from raw/ (Snakemake has already
+    removed the job's output, attempts.json, when the job starts)."""
+    got = jsonio.read_json(out / layout.RAW / layout.SKIPPED)
+    waiting = got.get("waiting") if isinstance(got, dict) else None
+    if isinstance(waiting, dict) and "checked_unix" in waiting:
+        return {"rechecked_from": {"checked_unix": waiting["checked_unix"]}}
+    return {}
+
+
 def record_skip(spec: RunSpec, out: Path, reason: str) -> None:
     """A run that cannot happen here (e.g. missing AQM): raw/ says why, nothing is faked."""
+    since = rechecked_from(out)
     raw = out / layout.RAW
     raw.mkdir(parents=True, exist_ok=True)
     jsonio.write_json(raw / layout.SPEC, spec.to_dict())
     jsonio.write_json(raw / layout.SKIPPED, {"reason": reason})
     jsonio.write_json(
-        out / layout.ATTEMPTS, {"run_id": spec.run_id, "skipped": reason, "attempts": []}
+        out / layout.ATTEMPTS,
+        {"run_id": spec.run_id, "skipped": reason, "attempts": [], **since},
     )
 
 

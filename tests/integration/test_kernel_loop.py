@@ -10,6 +10,7 @@ both sides with paired deltas, naming the kernels. A third invocation has nothin
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -58,6 +59,13 @@ def _config(before: str, after: str) -> dict:
     }
 
 
+def _tree(root: Path) -> dict[str, tuple[str, int]]:
+    """Every file under `root`: its content's sha256 and modification time (ns)."""
+    return {str(p.relative_to(root)): (hashlib.sha256(p.read_bytes()).hexdigest(),
+                                       p.stat().st_mtime_ns)
+            for p in sorted(root.rglob("*")) if p.is_file()}  # fmt: skip
+
+
 def test_runs_pending_then_run_then_compared(tmp_path: Path) -> None:
     work = tmp_path / "wf"
     work.mkdir()
@@ -102,8 +110,11 @@ def test_runs_pending_then_run_then_compared(tmp_path: Path) -> None:
     cfg_path.write_text(yaml.safe_dump(_config(NOT_BOOTED, booted)))
     m2 = json.loads(ccbench("matrix", "--config", str(cfg_path), "--json").stdout)
     assert sorted(m2["runs"]) == sorted(m1["runs"])
+    before_dry = _tree(res)
     dry = run_snakemake(work, cfg_path, "--dry-run", "--quiet", "rules", timeout=600)
     assert dry.returncode == 0, dry.stderr[-2000:]
+    # reading the workflow changed nothing: every file's bytes and times as they were
+    assert _tree(res) == before_dry
     counts = job_counts(dry)
     assert counts.get("run") == 2 and counts.get("parse") == 2, dry.stdout
     cp = run_snakemake(work, cfg_path, env=dict(os.environ), timeout=600)
