@@ -240,3 +240,23 @@ def test_the_variant_table_names_the_regex_finished_runs_were_judged_on() -> Non
     cells = tables.variant_kernels(runs, v)
     assert cells["kernel_judged"] == ["/^6\\.1/ (2 runs)"]  # not the current one, not waiting
     assert tables.variant_kernels(runs.drop(columns="kernel_match"), v)["kernel_judged"] == []
+
+
+def test_a_run_that_waited_keeps_its_last_check_when_it_is_recorded_again(tmp_path: Path) -> None:
+    """The workflow's kernel_check param (rules/common.smk) reads `waiting.checked_unix`
+    of a waiting run and `rechecked_from` of one that waited before: the record that
+    replaces a waiting one keeps that time; a run that never waited has none."""
+    from ccbench import attempts
+    from ccbench.spec import Flow, RunSpec, Topology
+
+    spec = RunSpec(topology=Topology(pairs=1), flows=(Flow(pair=1, cc="cubic"),))
+    out = tmp_path / "run"
+    assert attempts.rechecked_from(out) == {}  # nothing recorded yet
+    attempts.record_wait(spec, out, {"label": "after patch", "match": "x"}, {"s1": "6.1"})
+    waited = json.loads((out / "attempts.json").read_text())["waiting"]["checked_unix"]
+    assert attempts.rechecked_from(out) == {"rechecked_from": {"checked_unix": waited}}
+    attempts.record_skip(spec, out, "no fq_codel here")  # e.g. not run after all
+    again = json.loads((out / "attempts.json").read_text())
+    assert again["rechecked_from"] == {"checked_unix": waited} and "waiting" not in again
+    attempts.record_skip(spec, out, "no fq_codel here")  # raw/ no longer says waiting
+    assert "rechecked_from" not in json.loads((out / "attempts.json").read_text())
