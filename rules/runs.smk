@@ -3,7 +3,7 @@
 
 rule run:
     input:
-        matrix=ancient(f"{RESULTS}/matrix.json"),
+        matrix=run_matrix,
         cal=run_cal,
         prev=previous_run,
     output:
