@@ -8,8 +8,6 @@ and not; a log that breaks after its rows were spilled gives none and leaves no 
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -30,11 +28,7 @@ SIFTR2 = REPO / "tests" / "captures" / "freebsd" / "siftr2-2.4-written-from-docs
 @pytest.fixture(scope="module")
 def streams(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("streams")
-    for files in seed_scale.STREAMS.values():
-        for name, kind, k in files:
-            subprocess.run([sys.executable, str(REPO / "bench" / "streams.py"), kind, "--out",
-                            str(d / name), "--duration", f"{D:g}", "--flow", str(k),
-                            "--ppl", "4"], check=True, timeout=60)  # fmt: skip
+    seed_scale.write_streams(d, D, 4)
     return d
 
 
