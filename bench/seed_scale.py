@@ -382,7 +382,7 @@ def measure(n: SshNode, work: Path, duration: float, ppl: int, a: argparse.Names
                    siftr)  # fmt: skip
     total.parse_s, total.rss_mb, total.parse_note = parse(root, a.parse_mem_gb, True)
     log(f"{duration:g} s, ppl {ppl}: aggregate, verdicts, figures, report")
-    stages = report_stages(work / "results", matrix, a.parse_mem_gb)
+    stages = report_stages(work / "results", matrix, a.stage_mem_gb)
     shutil.rmtree(work / "results")
     shutil.rmtree(fetched)
     return rows, total, stages
@@ -429,8 +429,10 @@ def main() -> int:
     ap.add_argument("--ppl", default="4,budget",
                     help="siftr ppl values, comma-separated; 'budget': choose_ppl's")  # fmt: skip
     ap.add_argument("--mgmt-mbit", type=float, default=100.0, help="management link (tbf)")
-    ap.add_argument("--parse-mem-gb", type=float, default=12.0,
-                    help="address-space cap of each ccbench child (GiB)")  # fmt: skip
+    ap.add_argument("--parse-mem-gb", type=float, default=4.0,
+                    help="address-space cap of the parse child (GiB)")  # fmt: skip
+    ap.add_argument("--stage-mem-gb", type=float, default=6.0,
+                    help="the same for aggregate, verdicts, figures, report (GiB)")  # fmt: skip
     ap.add_argument("--quick", action="store_true", help="smoke test: 5 s, budget ppl")
     ap.add_argument("--workdir", default="/var/tmp/ccb-seed-scale")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
