@@ -49,19 +49,25 @@ class SshNode:
         sh("ip", "netns", "exec", self.ns, "tc", "qdisc", "del", "dev", NODE_DEV, "root")
 
 
-# The login user's ~/.bashrc is this machine's, not a node's: hidden in sshd's own mount
-# namespace (bash reads it for every ssh command; here pyenv's init costs 0.38 s each).
-HIDE_BASHRC = 'if [ -f "$1" ]; then mount --bind /dev/null "$1"; fi; shift; exec "$@"'
+# In sshd's own mount namespace: the login user's ~/.bashrc is this machine's, not a
+# node's, so it is hidden (bash reads it for every ssh command; here pyenv's init costs
+# 0.38 s each); and the node may get a /var/tmp of its own (where ccbench keeps a
+# FreeBSD sender's siftr log, run_senders.SIFTR_LOG), a directory of this machine.
+NODE_MOUNTS = (
+    'if [ -f "$1" ]; then mount --bind /dev/null "$1"; fi; '
+    'if [ -n "$2" ]; then mount --bind "$2" /var/tmp; fi; shift 2; exec "$@"'
+)
 
 
-def sshd_argv(ns: str, addr: str, keys: Path) -> list[str]:
-    """A throw-away sshd in namespace `ns` (foreground, no config file, keys in `keys`).
-    nsenter, not `ip netns exec`: only the network namespace changes, so sessions keep
-    this machine's /sys (podman needs its cgroup mounts)."""
+def sshd_argv(ns: str, addr: str, keys: Path, var_tmp: Path | None = None) -> list[str]:
+    """A throw-away sshd in namespace `ns` (foreground, no config file, keys in `keys`;
+    `var_tmp`: the node's /var/tmp). nsenter, not `ip netns exec`: only the network
+    namespace changes, so sessions keep this machine's /sys (podman needs its cgroup
+    mounts)."""
     return [
         "nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--propagation", "private",
-        "sh", "-c", HIDE_BASHRC, "hide-bashrc", str(Path.home() / ".bashrc"),
-        "/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null",
+        "sh", "-c", NODE_MOUNTS, "node-mounts", str(Path.home() / ".bashrc"),
+        str(var_tmp or ""), "/usr/sbin/sshd", "-D", "-e", "-f", "/dev/null",
         "-h", str(keys / "hostkey"), "-o", f"ListenAddress={addr}",
         "-o", f"AuthorizedKeysFile={keys / 'authorized_keys'}",
         "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no", "-o", "UsePAM=no",
@@ -70,9 +76,12 @@ def sshd_argv(ns: str, addr: str, keys: Path) -> list[str]:
 
 
 @contextlib.contextmanager
-def ssh_node(name: str, ns: str, net: str, workdir: Path) -> Iterator[SshNode]:
+def ssh_node(
+    name: str, ns: str, net: str, workdir: Path, var_tmp: Path | None = None
+) -> Iterator[SshNode]:
     """`net`: the first three octets of a /24 nobody else on this machine uses (the
-    link takes .1, this machine's side, and .2, the node)."""
+    link takes .1, this machine's side, and .2, the node). `var_tmp`: a directory here
+    that is the node's /var/tmp (None: it shares this machine's)."""
     if not Path("/usr/sbin/sshd").exists():
         raise RuntimeError("openssh-server is not installed (./setup.sh installs it)")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -98,7 +107,7 @@ def ssh_node(name: str, ns: str, net: str, workdir: Path) -> Iterator[SshNode]:
         sh("ip", "link", "set", host_dev, "up")
         sh("ip", "-n", ns, "link", "set", NODE_DEV, "up")
         sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sshd = subprocess.Popen(sshd_argv(ns, addr, workdir), stderr=subprocess.DEVNULL)
+        sshd = subprocess.Popen(sshd_argv(ns, addr, workdir, var_tmp), stderr=subprocess.DEVNULL)
         _wait_listening(addr, 22, sshd)
         target = SshTarget(
             addr, "root", identity=str(workdir / "clientkey"),

@@ -12,27 +12,29 @@ are empty on the other sources' rows.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ccbench import layout, metrics
 from ccbench import timeseries_samplers as samplers
 from ccbench.layout import RawDir, load_spec
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
 from ccbench.spec import Flow, RunSpec
+from ccbench.timeseries_sink import Series, Sink
+from ccbench.timeseries_stats import SENDER_SOURCES, SeriesStats
 
 COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "rtt_us",
            "retransmits", "backlog_pkts", "backlog_bytes", "drops", "sent_pkts",
            "overlimits"]  # fmt: skip
 QUEUE_COLUMNS = COLUMNS[-5:]
-
-
-# The sender's own cwnd/RTT samples, finest first: ss (Linux), siftr (FreeBSD); iperf3's
-# per-interval TCP_INFO is the fallback every OS has.
-SENDER_SOURCES = ("ss", "siftr")
 
 
 def finest_source(ts: pd.DataFrame) -> str:
@@ -43,29 +45,64 @@ def finest_source(ts: pd.DataFrame) -> str:
 
 
 def build(raw: Path) -> pd.DataFrame:
-    """The time series; rows from files that do not parse are left out (build_checked
-    says which)."""
-    return build_checked(raw, load_spec(raw))[0]
+    """The time series in memory (small runs, tests); rows from files that do not parse
+    are left out (write_checked says which)."""
+    spec = load_spec(raw)
+    with tempfile.TemporaryDirectory(prefix=".timeseries-", dir=raw.parent) as d:
+        series, _, _ = write_checked(raw, spec, Path(d) / layout.TIMESERIES)
+        return series.frame()
 
 
-def build_checked(raw: Path, spec: RunSpec) -> tuple[pd.DataFrame, list[str]]:
-    """The time series and one problem (naming the file) per sampler file (ss, siftr)
-    that is not text, does not parse, or was cut short: its rows are left out, and
-    the verdict (summarize.judge) makes the run invalid. iperf3 and meta.json problems
-    are the summary's (they are its files too); here such a file just gives no rows.
-    `spec` is the run's (layout.load_spec)."""
-    if (raw / layout.SKIPPED).exists():
-        return _frame([]), []
-    rd = RawDir(raw)
+def write_checked(
+    raw: Path, spec: RunSpec, path: Path, bound_us: float | None = None
+) -> tuple[Series, SeriesStats, list[str]]:
+    """Write the time series to `path` as its files are read (timeseries_sink: row
+    groups, never the whole table in memory); returns it, what the verdict needs of it
+    (timeseries_stats, RTT excess counted above `bound_us`), and one problem (naming
+    the file) per sampler file (ss, siftr) that is not text, does not parse, or was cut
+    short: its rows are left out, and the verdict (summarize.judge) makes the run
+    invalid. iperf3 and meta.json problems are the summary's (they are its files too);
+    here such a file just gives no rows. `spec` is the run's (layout.load_spec)."""
+    stats = SeriesStats(bound_us)
+    sink = Sink(path, spec.run_id, _frame, stats)
+    problems: list[str] = []
+    try:
+        if not (raw / layout.SKIPPED).exists():
+            problems = _read(RawDir(raw), spec, sink)
+        return sink.close(), stats, problems
+    except BaseException:
+        sink.abort()
+        raise
+
+
+def _read(rd: RawDir, spec: RunSpec, sink: Sink) -> list[str]:
     meta = rd.json(layout.META) or {}
     t0 = _started_unix(meta)
     frames, local_to_flow = _iperf3_rows(rd, spec, _flow_starts(meta))
-    frames += samplers.ss_rows(rd, t0, spec.traffic_s, local_to_flow)
-    frames += samplers.siftr_rows(rd, t0, local_to_flow)
+    for f in frames:
+        sink.add(f)
+    samplers.ss_rows(rd, t0, spec.traffic_s, local_to_flow, sink)
+    samplers.siftr_rows(rd, t0, local_to_flow, sink)
     if t0 is not None:
-        frames += samplers.qdisc_rows(rd, meta, t0)
-    problems = [p for p in rd.problems if not p.startswith(f"{layout.META}:")]
-    return _frame([f.assign(run_id=spec.run_id) for f in frames]), problems
+        samplers.qdisc_rows(rd, meta, t0, sink)
+    return [p for p in rd.problems if not p.startswith(f"{layout.META}:")]
+
+
+def iperf3_frame(st: SeriesStats) -> pd.DataFrame:
+    """The iperf3 rows the statistics kept, as the table has them (jain_series)."""
+    return _frame(st.iperf3)
+
+
+def sender_samples(path: Path, flow: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Flow `flow`'s sender RTT samples (t_s, rtt_us: ss and siftr rows) read back from
+    a written time series, a row group at a time (timeseries_stats.rtt_excess)."""
+    pf = pq.ParquetFile(path)
+    for b in pf.iter_batches(columns=["flow", "source", "t_s", "rtt_us"]):
+        src = b.column("source")
+        mine = pc.and_(pc.equal(b.column("flow"), flow), pc.is_in(src, pa.array(SENDER_SOURCES)))
+        t = b.column("t_s").filter(mine).to_numpy(zero_copy_only=False)
+        r = b.column("rtt_us").filter(mine).to_numpy(zero_copy_only=False)
+        yield np.asarray(t, dtype=float), np.asarray(r, dtype=float)
 
 
 def _started_unix(meta: dict[str, Any]) -> float | None:

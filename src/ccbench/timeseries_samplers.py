@@ -9,9 +9,12 @@ A file that does not parse gives no rows and one problem naming it (RawDir.probl
 
 from __future__ import annotations
 
+import functools
+import itertools
 import lzma
 import zlib
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any
 
 import numpy as np
 import pandas as pd
@@ -20,13 +23,19 @@ import pyarrow.compute as pc
 
 from ccbench import layout
 from ccbench.layout import RawDir
-from ccbench.parse.qdisc import iter_qdisc_samples, iter_queue_points
+from ccbench.parse.qdisc import QueuePoint, iter_qdisc_samples, iter_queue_points
 from ccbench.parse.siftr_stream import SiftrReader
 from ccbench.parse.ss import SsReader
+from ccbench.timeseries_sink import FileRows, Sink
 
 # The sampler runs from before the first flow to after the last: its samples must
 # reach this share of the traffic, else the file was cut short.
 SS_MIN_COVERAGE = 0.9
+# ss records become a batch from a list of dicts (40-odd keys each): a few thousand at
+# a time keep that list small.
+SS_BATCH_ROWS = 4096
+QUEUE_BATCH_ROWS = 8192  # queue samples per part (each a QueuePoint until then)
+SIFTR_THREADS = 2  # logs read at once: a run has one per FreeBSD sender, the seeds two
 # What reading a damaged or truncated stored file may raise (before ValueError: a
 # UnicodeDecodeError is one).
 _READ_ERRORS = (UnicodeDecodeError, OSError, EOFError, lzma.LZMAError, zlib.error)
@@ -52,115 +61,193 @@ def _float(col: Any) -> np.ndarray:
     return np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=float)
 
 
+def _open(rd: RawDir, name: str) -> IO[str] | None:
+    """The stored file (plain or compressed) as a text stream; None and a problem when
+    it cannot be opened."""
+    p = layout.stored(rd.path, name)
+    if p is None:
+        return None
+    try:
+        return layout.open_text(p)
+    except OSError as e:
+        rd.problem(name, f"unreadable ({e.strerror or e})")
+        return None
+
+
 def ss_rows(
-    rd: RawDir, t0: float | None, traffic_s: float, local_to_flow: dict[str, int]
-) -> list[pd.DataFrame]:
-    """The ss samplers' rows (Linux senders); every file is checked, even when the
-    run's start time is unknown and it gives no rows."""
-    frames = []
+    rd: RawDir, t0: float | None, traffic_s: float, local_to_flow: dict[str, int], sink: Sink
+) -> None:
+    """The ss samplers' rows (Linux senders) into `sink`, each file's once it read whole;
+    every file is checked, even when the run's start time is unknown and it gives no
+    rows."""
     for name in rd.glob(layout.SS_GLOB):
-        lines = rd.lines(name)
-        if lines is None:
+        fh = _open(rd, name)
+        if fh is None:
             continue
-        reader = SsReader(lines)
-        parts: list[pd.DataFrame] = []
+        reader = SsReader(fh)
+        rows = sink.file_rows()
         try:
-            for b in reader.batches():
-                flow = _flow_of(b.column("local"), local_to_flow)
-                keep = flow > 0
-                if t0 is None or not keep.any():
-                    continue
-                parts.append(pd.DataFrame({
-                    "flow": flow[keep],
-                    "t_s": _float(b.column("t_s"))[keep] - t0,
-                    "throughput_bps": _float(b.column("delivery_rate_bps"))[keep],
-                    "cwnd_bytes": _float(b.column("cwnd_bytes"))[keep],
-                    "rtt_us": _float(b.column("rtt_us"))[keep],
-                }))  # fmt: skip
+            with fh:
+                for b in reader.batches(SS_BATCH_ROWS):
+                    flow = _flow_of(b.column("local"), local_to_flow)
+                    keep = flow > 0
+                    if t0 is None or not keep.any():
+                        continue
+                    rows.add(pd.DataFrame({
+                        "flow": flow[keep],
+                        "t_s": _float(b.column("t_s"))[keep] - t0,
+                        "throughput_bps": _float(b.column("delivery_rate_bps"))[keep],
+                        "cwnd_bytes": _float(b.column("cwnd_bytes"))[keep],
+                        "rtt_us": _float(b.column("rtt_us"))[keep],
+                        "source": "ss",
+                    }))  # fmt: skip
         except _READ_ERRORS as e:
+            rows.discard()
             rd.problem(name, _unreadable(e))
             continue
         except ValueError as e:
+            rows.discard()
             rd.problem(name, f"not ss samples ({e})")
             continue
         last = reader.last_ts
         if last is None:
+            rows.discard()
             rd.problem(name, "no samples")
             continue
         if t0 is not None and traffic_s > 0 and last - t0 < SS_MIN_COVERAGE * traffic_s:
             rd.problem(name, f"samples end {last - t0:.1f} s into {traffic_s:g} s of traffic "
                              "(cut short)")  # fmt: skip
-        frames += [p.assign(source="ss") for p in parts]
-    return frames
+        sink.commit(rows)
 
 
-def siftr_rows(rd: RawDir, t0: float | None, local_to_flow: dict[str, int]) -> list[pd.DataFrame]:
-    """The siftr logs' rows (FreeBSD senders: the flows' outgoing packets); every file
-    is checked, even when the run's start time is unknown and it gives no rows."""
-    frames = []
-    for name in rd.glob(layout.SIFTR_GLOB):
-        lines = rd.lines(name)
-        if lines is None:
-            continue
-        # (t_s, flow (None: siftr2, whose records name no address), flowid, cwnd, srtt)
-        parts: list[tuple[np.ndarray, np.ndarray | None, pa.Array, np.ndarray, np.ndarray]] = []
+def siftr_rows(rd: RawDir, t0: float | None, local_to_flow: dict[str, int], sink: Sink) -> None:
+    """The siftr logs' rows (FreeBSD senders: the flows' outgoing packets) into `sink`,
+    each log's once it read whole (a siftr2 log's rows find their flow by the footer's
+    addresses, so they wait for it); every file is checked, even when the run's start
+    time is unknown and it gives no rows. Two logs are read at once (most of the work,
+    gzip, pyarrow's CSV reader and compute, runs without the GIL); their rows join the
+    table, and their problems the list, in the files' order."""
+    names = rd.glob(layout.SIFTR_GLOB)
+    with ThreadPoolExecutor(max_workers=SIFTR_THREADS) as pool:
+        jobs = [pool.submit(_read_siftr, rd, n, t0, local_to_flow, sink) for n in names]
         try:
-            reader = SiftrReader(lines)
+            for name, job in zip(names, jobs, strict=True):
+                rows, problem = job.result()
+                if problem is not None:
+                    rd.problem(name, problem)
+                if rows is not None:
+                    sink.commit(rows)
+        finally:  # an error: the logs not taken leave no spill file behind
+            for job in jobs:
+                if not job.cancel() and job.exception() is None:
+                    rows, _ = job.result()
+                    if rows is not None:
+                        rows.discard()
+
+
+def _read_siftr(
+    rd: RawDir, name: str, t0: float | None, local_to_flow: dict[str, int], sink: Sink
+) -> tuple[FileRows | None, str | None]:
+    """One log's rows (None: none to take) and its problem (None: it read whole)."""
+    path = layout.stored(rd.path, name)
+    if path is None:
+        return None, None
+    try:
+        fh = layout.open_text(path)
+    except OSError as e:
+        return None, f"unreadable ({e.strerror or e})"
+    rows: FileRows | None = None
+    try:
+        with fh:
+            reader = SiftrReader(fh)
+            enable_s = reader.enable_us / 1e6  # = reader.log().enable_time_s
+            by_id: dict[str, int] = {}  # siftr2: flowid -> flow, once the footer is read
+            # siftr 1.x records name their addresses; siftr2's only their flowid
+            footer = "laddr" not in reader.layout.fields
+            rows = sink.file_rows(functools.partial(_siftr2_flows, by_id) if footer else None)
             for b in reader.batches():
-                b = b.filter(pc.equal(b.column("direction"), "out"))
-                if not b.num_rows:
-                    continue
-                local = b.column("local")
-                flow = None if local.null_count == len(local) else _flow_of(local, local_to_flow)
-                keep = np.ones(b.num_rows, dtype=bool) if flow is None else flow > 0
-                if keep.any():
-                    parts.append((_float(b.column("t_s"))[keep],
-                                  None if flow is None else flow[keep],
-                                  b.column("flowid").filter(pa.array(keep)),
-                                  _float(b.column("cwnd_bytes"))[keep],
-                                  _float(b.column("srtt_us"))[keep]))  # fmt: skip
-            log = reader.log()
-        except _READ_ERRORS as e:
-            rd.problem(name, _unreadable(e))
-            continue
-        except ValueError as e:
-            rd.problem(name, str(e))
-            continue
-        if t0 is None:
-            continue
-        # siftr2: a flow's local address is its footer's.
-        flow_of_id = {fid: local_to_flow.get(f.local or "", 0)
-                      for fid, f in reader.flows_by_id().items()}  # fmt: skip
-        for t_s, flow, fid, cwnd, srtt in parts:
-            if flow is None:
-                ids = fid.to_pylist()
-                flow = np.fromiter((flow_of_id.get(i or "", 0) for i in ids), dtype=np.int64,
-                                   count=len(ids))  # fmt: skip
-            keep = flow > 0
-            if keep.any():
-                frames.append(pd.DataFrame({
-                    "flow": flow[keep], "t_s": log.enable_time_s + t_s[keep] - t0,
-                    "cwnd_bytes": cwnd[keep], "rtt_us": srtt[keep], "source": "siftr",
-                }))  # fmt: skip
-    return frames
+                if t0 is not None:
+                    rows.add(_siftr_part(b, local_to_flow, enable_s, t0))
+            # siftr2: a flow's local address is its footer's.
+            by_id.update({fid: local_to_flow.get(f.local or "", 0)
+                          for fid, f in reader.flows_by_id().items()})  # fmt: skip
+    except _READ_ERRORS as e:
+        problem = _unreadable(e)
+    except ValueError as e:
+        problem = str(e)
+    except BaseException:
+        if rows is not None:
+            rows.discard()
+        raise
+    else:
+        return rows, None
+    if rows is not None:
+        rows.discard()
+    return None, problem
 
 
-def qdisc_rows(rd: RawDir, meta: dict[str, Any], t0: float) -> list[pd.DataFrame]:
-    """The bottleneck queue's rows (flow 0); the file's problems are the summary's."""
+def _siftr_part(
+    b: pa.RecordBatch, local_to_flow: dict[str, int], enable_s: float, t0: float
+) -> pd.DataFrame:
+    """A batch's outgoing records of the run's flows; siftr2's (no addresses) with
+    flow -1 and their flowid, for _siftr2_flows."""
+    b = b.filter(pc.equal(b.column("direction"), "out"))
+    local = b.column("local")
+    if local.null_count == len(local):
+        return pd.DataFrame({
+            "flow": np.full(b.num_rows, -1, dtype=np.int64),
+            "t_s": enable_s + _float(b.column("t_s")) - t0,
+            "cwnd_bytes": _float(b.column("cwnd_bytes")),
+            "rtt_us": _float(b.column("srtt_us")),
+            "source": "siftr",
+            "flowid": b.column("flowid").to_pandas(),
+        })  # fmt: skip
+    flow = _flow_of(local, local_to_flow)
+    keep = flow > 0
+    return pd.DataFrame({
+        "flow": flow[keep], "t_s": enable_s + _float(b.column("t_s"))[keep] - t0,
+        "cwnd_bytes": _float(b.column("cwnd_bytes"))[keep],
+        "rtt_us": _float(b.column("srtt_us"))[keep], "source": "siftr",
+    })  # fmt: skip
+
+
+def _siftr2_flows(by_id: dict[str, int], part: pd.DataFrame) -> pd.DataFrame:
+    """siftr2's rows given their flow (by flowid) and only the run's flows kept."""
+    if "flowid" not in part:
+        return part
+    ids = part["flowid"].tolist()
+    flow = np.fromiter((by_id.get(i or "", 0) for i in ids), dtype=np.int64, count=len(ids))
+    keep = flow > 0
+    return part.drop(columns="flowid")[keep].assign(flow=flow[keep]).reset_index(drop=True)
+
+
+def qdisc_rows(rd: RawDir, meta: dict[str, Any], t0: float, sink: Sink) -> None:
+    """The bottleneck queue's rows (flow 0) into `sink`, once the file read whole; the
+    file's problems are the summary's."""
     qs = meta.get("qdisc_sampler")
     if not isinstance(qs, dict):
-        return []
-    lines = rd.lines(layout.qdisc(str(qs.get("node", "rt1"))))
-    if lines is None:
-        return []
+        return
+    fh = _open(rd, layout.qdisc(str(qs.get("node", "rt1"))))
+    if fh is None:
+        return
+    rows = sink.file_rows()
+    first: QueuePoint | None = None
     try:
-        pts = list(iter_queue_points(iter_qdisc_samples(lines)))
+        with fh:
+            points = iter_queue_points(iter_qdisc_samples(fh))
+            while pts := tuple(itertools.islice(points, QUEUE_BATCH_ROWS)):
+                first = first or pts[0]
+                rows.add(_queue_part(pts, first, t0))
     except (ValueError, *_READ_ERRORS):
-        return []
-    if not pts:
-        return []
-    d0, s0, o0 = pts[0].drops, pts[0].sent_pkts, pts[0].overlimits
-    return [pd.DataFrame({
+        rows.discard()
+        return
+    sink.commit(rows)
+
+
+def _queue_part(pts: tuple[QueuePoint, ...], first: QueuePoint, t0: float) -> pd.DataFrame:
+    """Counters from the first sample on."""
+    d0, s0, o0 = first.drops, first.sent_pkts, first.overlimits
+    return pd.DataFrame({
         "flow": 0, "source": "qdisc", "t_s": [p.t_unix - t0 for p in pts],
         "backlog_pkts": [p.backlog_pkts for p in pts],
         "backlog_bytes": [p.backlog_bytes for p in pts],
@@ -168,4 +255,4 @@ def qdisc_rows(rd: RawDir, meta: dict[str, Any], t0: float) -> list[pd.DataFrame
         "sent_pkts": [p.sent_pkts - s0 for p in pts],
         "overlimits": [None if p.overlimits is None or o0 is None else p.overlimits - o0
                        for p in pts],
-    })]  # fmt: skip
+    })  # fmt: skip

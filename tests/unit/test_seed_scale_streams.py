@@ -7,8 +7,6 @@ source. If a parser's format changes, this fails before the benchmark measures n
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +20,6 @@ from ccbench.parse.qdisc import parse_qdisc_samples
 from ccbench.parse.siftr_stream import parse_siftr
 from ccbench.parse.ss import parse_ss_samples
 from ccbench.summarize.judge import parse_run_dir
-from tests.conftest import REPO
 
 D = 3.0
 
@@ -30,11 +27,7 @@ D = 3.0
 @pytest.fixture(scope="module")
 def streams(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("streams")
-    for files in seed_scale.STREAMS.values():
-        for name, kind, k in files:
-            subprocess.run([sys.executable, str(REPO / "bench" / "streams.py"), kind, "--out",
-                            str(d / name), "--duration", f"{D:g}", "--flow", str(k),
-                            "--ppl", "4"], check=True, timeout=60)  # fmt: skip
+    seed_scale.write_streams(d, D, 4)
     return d
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ccbench.parse.fping import parse_fping
+from ccbench.layout import open_text
+from ccbench.parse.fping import read_fping
 from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
 
 
@@ -23,6 +24,7 @@ class Fping(ProbeTool):
                          self.raw_file)  # fmt: skip
 
     def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
-        fp = parse_fping(path.read_text())
+        with open_text(path) as lines:  # plain or compressed, as a stream
+            fp = read_fping(lines)
         return ProbeResult(self.name, "fping (ICMP echo)", fp.rtts_us, fp.sent, fp.received,
                            self.raw_file)  # fmt: skip

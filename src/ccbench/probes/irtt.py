@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ccbench.layout import open_text
 from ccbench.parse.irtt import parse_irtt
 from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
 
@@ -28,6 +29,7 @@ class Irtt(ProbeTool):
                          listen=[(IRTT_PORT, "udp")])  # fmt: skip
 
     def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
-        r = parse_irtt(json.loads(path.read_text()))
+        with open_text(path) as f:  # plain or compressed
+            r = parse_irtt(json.load(f))
         return ProbeResult(self.name, "irtt (UDP round trips)", r.rtts_us, r.sent, r.received,
                            self.raw_file)  # fmt: skip

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ccbench.parse.ping import parse_ping
+from ccbench.layout import open_text
+from ccbench.parse.ping import read_ping
 from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
 
 
@@ -21,6 +22,7 @@ class Ping(ProbeTool):
                          self.raw_file, ends_by_itself=False)  # fmt: skip
 
     def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
-        p = parse_ping(path.read_text())
+        with open_text(path) as lines:  # plain or compressed, as a stream
+            p = read_ping(lines)
         return ProbeResult(self.name, "ping (ICMP echo)", list(p.rtts_us), p.sent, p.received,
                            self.raw_file)  # fmt: skip

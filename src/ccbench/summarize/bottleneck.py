@@ -3,11 +3,14 @@ queue sampled over time (summary.json `bottleneck`, `queue`)."""
 
 from __future__ import annotations
 
+import gzip
 import json
+import lzma
+import zlib
 from typing import Any
 
 from ccbench.jsonio import is_number
-from ccbench.layout import RawDir
+from ccbench.layout import RawDir, open_text, stored
 from ccbench.parse.tc import parse_tc_qdisc_json
 from ccbench.spec import RunSpec
 
@@ -62,14 +65,22 @@ def bottleneck_of(rd: RawDir) -> dict[str, Any]:
 
 
 QDISC_MIN_COVERAGE = 0.9  # like the ss sampler: samples must reach this share of the traffic
+# What reading a stored file may raise besides ValueError (a UnicodeDecodeError is one).
+_READ_ERRORS = (UnicodeDecodeError, OSError, EOFError, zlib.error, lzma.LZMAError,
+                gzip.BadGzipFile)  # fmt: skip
 
 
 def queue_of(rd: RawDir, spec: RunSpec, meta: dict[str, Any]) -> dict[str, Any] | None:
-    """summary.json's `queue` from raw/qdisc-<node>.txt (parse.qdisc.queue_stats); None
-    when sampling was off. A run made before queue sampling existed (no
-    `qdisc_sampler` in meta.json) says so; a sampler file that is missing, not the
-    sampler's format, or cut short is a problem like any damaged raw file."""
-    from ccbench.parse.qdisc import QUEUE_HANDLE, parse_qdisc_samples, queue_points, queue_stats
+    """summary.json's `queue` from raw/qdisc-<node>.txt (parse.qdisc.QueueStats, the file
+    read as a stream); None when sampling was off. A run made before queue sampling
+    existed (no `qdisc_sampler` in meta.json) says so; a sampler file that is missing,
+    not the sampler's format, or cut short is a problem like any damaged raw file."""
+    from ccbench.parse.qdisc import (
+        QUEUE_HANDLE,
+        QueueStats,
+        iter_qdisc_samples,
+        iter_queue_points,
+    )
 
     qs = meta.get("qdisc_sampler")
     if not isinstance(qs, dict):
@@ -78,16 +89,27 @@ def queue_of(rd: RawDir, spec: RunSpec, meta: dict[str, Any]) -> dict[str, Any] 
             return {"sampled": False, "notes": [why]}
         return None
     name = f"qdisc-{qs.get('node', 'rt1')}.txt"
-    text = rd.text(name, required=not rd.failed)
-    if text is None:
-        return {"sampled": False, "notes": [f"{name}: missing"]}
+    path = stored(rd.path, name)
+    t0 = meta.get("started_unix")
+    t0_s = float(t0) if isinstance(t0, (int, float)) and is_number(t0) else None
+    acc = QueueStats(t0_s or 0.0, spec.traffic_s, spec.qdisc_interval_s,
+                     spec.topology.frame_bytes)  # fmt: skip
     try:
-        pts = queue_points(parse_qdisc_samples(text))
+        if path is None:
+            raise FileNotFoundError(name)
+        with open_text(path) as lines:
+            for p in iter_queue_points(iter_qdisc_samples(lines)):
+                acc.add(p)
+    except _READ_ERRORS:
+        # What is wrong with it in the words of a whole-file read (RawDir.text).
+        if rd.text(name, required=not rd.failed) is None:
+            return {"sampled": False, "notes": [f"{name}: missing"]}
+        rd.problem(name, "unreadable (it changed while read)")
+        return {"sampled": False, "notes": [f"{name}: unreadable"]}
     except ValueError as e:
         rd.problem(name, f"not qdisc samples ({e})")
         return {"sampled": False, "notes": [f"{name}: unreadable"]}
-    t0 = meta.get("started_unix")
-    if not pts or not isinstance(t0, (int, float)) or not is_number(t0):
+    if not acc.n or t0_s is None:
         if not rd.failed:
             rd.problem(name, "no samples of the bottleneck queue")
         return {"sampled": False, "notes": [f"{name}: no samples"]}
@@ -98,8 +120,7 @@ def queue_of(rd: RawDir, spec: RunSpec, meta: dict[str, Any]) -> dict[str, Any] 
         except ValueError:
             stats = []  # its own reason comes from bottleneck
         counters.append(next((q for q in stats if q.handle == QUEUE_HANDLE), None))
-    out = queue_stats(pts, float(t0), spec.traffic_s, spec.qdisc_interval_s,
-                      spec.topology.frame_bytes, counters[0], counters[1])  # fmt: skip
+    out = acc.result(counters[0], counters[1])
     out["file"] = name
     if (out["last_s"] or 0) < QDISC_MIN_COVERAGE * spec.traffic_s and not rd.failed:
         rd.problem(name, f"samples end {out['last_s']:.1f} s into {spec.traffic_s:g} s of "

@@ -2,39 +2,49 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
+import tempfile
 from pathlib import Path
-from typing import Any
 
 from ccbench import __version__, jsonio, layout, record, safe, validity
 from ccbench.errors import CcbenchError
 from ccbench.record import RunRecord
 from ccbench.spec import RunSpec
 from ccbench.summarize import summarize
-from ccbench.summarize.run_metrics import rtt_excess, run_metrics
+from ccbench.summarize.run_metrics import excess_bound_ms, rtt_excess, run_metrics
+from ccbench.timeseries_sink import Series
 
 
-def judge(raw: Path) -> tuple[RunRecord, Any]:
+def judge(raw: Path, series_path: Path | None = None) -> tuple[RunRecord, Series]:
     """The whole verdict on one run's raw/: summarize, then what only the time series
     shows (sampler files cut short or unparsable, RTT samples above what the path can
     give), then the per-run metrics. The one place a run is found valid or not: `ccbench
     run` retries on it and `parse` writes it, so attempts.json and summary.json agree.
-    Returns the run record and the time series (a DataFrame)."""
+    Returns the run record and the time series, written to `series_path` (default: a
+    temporary name beside raw/) as its files are read (ccbench.timeseries_sink): the
+    file goes when the Series does, unless it is moved into place."""
     from ccbench import timeseries
 
     s = summarize(raw)
     spec = RunSpec.from_dict(s["spec"])
-    df, problems = timeseries.build_checked(raw, spec)
+    if series_path is None:
+        fd, name = tempfile.mkstemp(prefix=".timeseries-", suffix=".parquet.tmp", dir=raw.parent)
+        os.close(fd)
+        series_path = Path(name)
+    series, st, problems = timeseries.write_checked(raw, spec, series_path, excess_bound_ms(spec))
     if not s.get("skipped"):
-        s["rtt_excess"] = rtt_excess(spec, df, s.get("probe"))
+        reread = functools.partial(timeseries.sender_samples, series.path)
+        s["rtt_excess"] = rtt_excess(spec, st, s.get("probe"), reread)
         problems += validity.check_rtt_excess(s["rtt_excess"])
     # Skipped runs too: the Mathis prediction is the configuration's.
-    s.update(run_metrics(spec, s["throughput_sum_bps"], df))
+    s.update(run_metrics(spec, s["throughput_sum_bps"], st))
     new = [p for p in problems if p not in s["reasons"]]
     if new and not s.get("skipped"):
         s["reasons"] = s["reasons"] + new
         s["valid"] = False
-    return RunRecord.from_dict(s), df
+    return RunRecord.from_dict(s), series
 
 
 def parse_run_dir(run_dir: Path) -> RunRecord:
@@ -53,7 +63,7 @@ def parse_run_dir(run_dir: Path) -> RunRecord:
         raise CcbenchError(f"{run_dir}: not a run directory (no raw/spec.json)")
     if _take_kept(rd):
         return record.load(run_dir)
-    rec, df = judge(rd.raw)
+    rec, series = judge(rd.raw, rd.timeseries.with_name(rd.timeseries.name + ".tmp"))
     if rd.attempts.exists():
         att = jsonio.read_json(rd.attempts)
         try:
@@ -63,32 +73,30 @@ def parse_run_dir(run_dir: Path) -> RunRecord:
                 "reasons": [*rec.reasons, "attempts.json: unreadable (not the run's attempt list)"],
                 "valid": False,
             })  # fmt: skip
-    _write(rd.summary, rd.timeseries, rec, df, run_dir)
+    _write(rd.summary, rd.timeseries, rec, series, run_dir)
     return rec
 
 
-def _write(summary: Path, timeseries: Path, rec: RunRecord, df: Any, run_dir: Path) -> None:
+def _write(summary: Path, timeseries: Path, rec: RunRecord, series: Series, run_dir: Path) -> None:
     text = jsonio.dumps(rec.to_dict())
-    ts_tmp = timeseries.with_name(timeseries.name + ".tmp")
     try:
         timeseries.parent.mkdir(parents=True, exist_ok=True)
-        df.to_parquet(ts_tmp, index=False)
-        ts_tmp.replace(timeseries)
+        series.move_to(timeseries)
         jsonio.write_text_atomic(summary, text)
     except OSError as e:
         raise CcbenchError(f"{run_dir}: cannot write its outputs ({e.strerror or e})") from None
     finally:
-        ts_tmp.unlink(missing_ok=True)
+        series.discard()  # not moved: its temporary file goes
 
 
 KEPT = ".judged"  # in the run directory: what `ccbench run` judged, for `parse`
 
 
-def keep_for_parse(run_dir: Path, rec: RunRecord, df: Any) -> None:
+def keep_for_parse(run_dir: Path, rec: RunRecord, series: Series) -> None:
     """`ccbench run` judged its last attempt (judge): keep the outputs `parse` would
     write, with the key of what they were made from (see _key)."""
     kept = run_dir / KEPT
-    _write(kept / layout.SUMMARY, kept / layout.TIMESERIES, rec, df, run_dir)
+    _write(kept / layout.SUMMARY, kept / layout.TIMESERIES, rec, series, run_dir)
     jsonio.write_json(kept / "key.json", {"key": _key(layout.RunDir(run_dir))})
 
 

@@ -3,41 +3,50 @@ convergence time, the Mathis prediction, the RTT-excess share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ccbench import metrics, validity
+from ccbench import metrics, timeseries_stats, validity
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.spec import RunSpec
+from ccbench.timeseries_stats import SeriesStats
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 
-def rtt_excess(spec: RunSpec, df: Any, probe: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Share of RTT samples (sender srtt from ss/siftr, the probe record's) above what
-    the configured path can give; None for AQM queues (no fixed bound) or no samples."""
-    from ccbench.timeseries import SENDER_SOURCES
-
+def excess_bound_ms(spec: RunSpec) -> float | None:
+    """The RTT (ms) above which a sample is excess: what the configured path can give
+    plus validity.HIDDEN_QUEUE_MS; None for AQM queues (no fixed bound)."""
     bound = spec.topology.rtt_bound_ms
-    if bound is None:
+    return None if bound is None else bound + validity.HIDDEN_QUEUE_MS
+
+
+def rtt_excess(
+    spec: RunSpec, st: SeriesStats, probe: dict[str, Any] | None,
+    reread: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray]]],
+) -> dict[str, Any] | None:  # fmt: skip
+    """Share of RTT samples (sender srtt from ss/siftr, the probe record's) above what
+    the configured path can give (metrics.rtt_excess, from the statistics gathered as
+    the time series was written: `st`, its bound excess_bound_ms; `reread` gives a
+    flow's samples again, see timeseries_stats); None for AQM queues (no fixed bound)
+    or no samples."""
+    if excess_bound_ms(spec) is None:
         return None
-    timed: dict[str, list[tuple[float, float]]] = {}
-    if len(df):
-        rows = df[df["source"].isin(SENDER_SOURCES)].dropna(subset=["rtt_us"])
-        for flow, g in rows.groupby("flow"):
-            timed[f"flow {flow}"] = list(zip(g["t_s"], g["rtt_us"], strict=True))
     untimed = list((probe or {}).get("samples_us") or [])
-    ex = metrics.rtt_excess(bound + validity.HIDDEN_QUEUE_MS, timed, untimed)
+    ex = timeseries_stats.rtt_excess(st, untimed, reread)
     return ex if ex["samples"] else None
 
 
 def run_metrics(
-    spec: RunSpec, throughput_sum_bps: float | None, df: pd.DataFrame | None
+    spec: RunSpec, throughput_sum_bps: float | None, df: pd.DataFrame | SeriesStats | None
 ) -> dict[str, Any]:
     """summary.json's `srtt`, `convergence_s` and `mathis` of a run of `spec` from its
-    throughput sum and its time series `df` (timeseries.parquet's rows; None: the run
-    has none). The one computation of them: parse stores them, and ccbench.upgrade
-    calls this for a summary.json written before they existed.
+    throughput sum and its time series `df` (timeseries.parquet's rows, or the
+    statistics gathered while they were written; None: the run has none). The one
+    computation of them: parse stores them, and ccbench.upgrade calls this for a
+    summary.json written before they existed.
 
     - srtt: mean, p95 and max of the sender's RTT samples from the finest source
       (timeseries.finest_source); None without samples.
@@ -51,14 +60,15 @@ def run_metrics(
 
     srtt = conv = None
     if df is not None:
-        src = timeseries.finest_source(df)
-        rtts = df.loc[(df["source"] == src) & df["rtt_us"].notna(), "rtt_us"].tolist()
-        if rtts:
-            st = metrics.srtt_stats(rtts)
-            srtt = {"source": src, "samples": len(rtts), "mean_us": st.mean_us,
-                    "p95_us": st.p95_us, "max_us": st.max_us}  # fmt: skip
+        st = df if isinstance(df, SeriesStats) else SeriesStats.from_frame(df)
+        got = st.srtt()
+        if got is not None:
+            src, n, s = got
+            srtt = {"source": src, "samples": n, "mean_us": s.mean_us,
+                    "p95_us": s.p95_us, "max_us": s.max_us}  # fmt: skip
         if len(spec.flows) > 1:
-            times, jains = timeseries.jain_series(df, spec.flows, spec.interval_s)
+            ip = timeseries.iperf3_frame(st)
+            times, jains = timeseries.jain_series(ip, spec.flows, spec.interval_s)
             if times:
                 conv = metrics.convergence_time_s(times, jains, JAIN_CONVERGED, JAIN_WINDOW_S)
     t = spec.topology
