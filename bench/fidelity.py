@@ -52,7 +52,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import fidelity_tables as tables  # noqa: E402
-from bench.fidelity_runs import Setup, failed, measure, setups, testbeds_up, why  # noqa: E402
+from bench.fidelity_runs import (  # noqa: E402
+    Accounting,
+    Setup,
+    failed,
+    measure,
+    setups,
+    testbeds_up,
+    why,
+)
 from ccbench.spec import Topology, bdp_packets  # noqa: E402
 
 # key -> (label, flows' CCs, queue: 0 = 1 BDP)
@@ -76,8 +84,8 @@ def topo_of(key: str, rate: int) -> Topology:
 class Runner:
     """Runs cases and logs each run (one JSON line) as it ends."""
 
-    def __init__(self, a: argparse.Namespace, work: Path):
-        self.a, self.work = a, work
+    def __init__(self, a: argparse.Namespace, work: Path, acct: Accounting):
+        self.a, self.work, self.acct = a, work, acct
         self.records: list[dict[str, Any]] = []
         self.n = 0
 
@@ -96,7 +104,7 @@ class Runner:
                     else:
                         try:
                             r = measure(tb, beds, ccs, self.a.duration, self.work / f"run-{self.n}",
-                                        rep)  # fmt: skip
+                                        rep, self.acct)  # fmt: skip
                         except Exception as e:  # e.g. a tool failed: the others go on
                             r = failed(why(e))
                     r.update({"scenario": key, "label": label, "rate": rate, "setup": s.name,
@@ -185,10 +193,12 @@ def main() -> int:
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="ccb-fidelity-"))
     work.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=work))
-    run = Runner(a, work)
+    acct = Accounting()
+    run = Runner(a, work, acct)
     try:
         {"table": table, "envelope": envelope, "paired": paired}[mode](a, run, todo)
     finally:
+        acct.close()
         if not a.keep:
             shutil.rmtree(work, ignore_errors=True)
     print(f"\n{time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} CPUs, kernel "

@@ -9,9 +9,9 @@ how much of it other people's work took.
   verdicts), irq + softirq (forwarding hops, qdiscs, veth receive, timers); per CPU
   busy share; the hypervisor's steal.
 - Foreign load ("other %"): user time the machine spent, over the whole run, beyond
-  this process, its reaped children (every tool a run starts) and the testbeds' delay
-  elements, as a share of all CPUs. Other sessions share this VM; a run above
-  CLEAN_OTHER_PCT is marked, and the CPU tables average clean runs only.
+  this bench and every process it started (Accounting), as a share of all CPUs. Other
+  sessions share this VM; a run above CLEAN_OTHER_PCT is marked, and the CPU tables
+  average clean runs only.
 """
 
 from __future__ import annotations
@@ -70,6 +70,45 @@ def cpu_split(before: str, after: str, pkts: int) -> dict[str, float]:
     return out
 
 
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+class Accounting:
+    """User time of this bench and everything it starts, exited processes included: a
+    cgroup-v1 cpuacct group (accounting only: the controller is mounted alone here, so
+    the group changes no scheduling) holding this process, which its children inherit.
+    Removed on close, this process moved back first. Without cpuacct: this process, its
+    reaped children and the testbeds' delay elements (a process re-parented to init
+    would then count as foreign)."""
+
+    def __init__(self) -> None:
+        self.group: Path | None = CPUACCT / f"ccbench-fidelity-{os.getpid()}"
+        try:
+            self.group.mkdir()
+            (self.group / "cgroup.procs").write_text(str(os.getpid()))
+        except OSError:
+            self.close()
+            self.group = None
+
+    def user_ticks(self, pids: list[int]) -> float:
+        if self.group is not None:
+            for line in (self.group / "cpuacct.stat").read_text().splitlines():
+                k, _, v = line.partition(" ")
+                if k == "user":
+                    return float(v)
+        t = os.times()
+        return (t.user + t.children_user) * USER_HZ + sum(_utime_ticks(p) for p in pids)
+
+    def close(self) -> None:
+        if self.group is None:
+            return
+        with contextlib.suppress(OSError):
+            (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+        with contextlib.suppress(OSError):
+            self.group.rmdir()  # empty by now: every testbed process has ended
+        self.group = None
+
+
 def _utime_ticks(pid: int) -> float:
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -78,10 +117,14 @@ def _utime_ticks(pid: int) -> float:
     return float(fields[11])  # utime (field 14; fields[0] is field 3)
 
 
-def own_user_ticks(pids: list[int]) -> float:
-    """User time of this process, its reaped children and `pids` (ticks)."""
-    t = os.times()
-    return (t.user + t.children_user) * USER_HZ + sum(_utime_ticks(p) for p in pids)
+def timer_interrupts() -> int:
+    """Local timer interrupts (/proc/interrupts LOC) so far, all CPUs: on this VM each
+    is an exit to the hypervisor, and a backlogged tbf arms one per packet."""
+    for line in Path("/proc/interrupts").read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0] == "LOC:":
+            return sum(int(x) for x in parts[1:] if x.isdigit())
+    return 0
 
 
 def machine_user_ticks() -> float:
@@ -153,7 +196,7 @@ def _element_pids(beds: list[local.LocalTestbed | Exception]) -> list[int]:
 
 def measure(
     tb: local.LocalTestbed, beds: list[local.LocalTestbed | Exception], ccs: list[str],
-    duration: float, out: Path, rep: int,
+    duration: float, out: Path, rep: int, acct: Accounting,
 ) -> dict[str, Any]:  # fmt: skip
     """One run on `tb` (up); its numbers, validity and CPU. `beds`: every testbed up
     now (their elements' CPU is this bench's, not foreign)."""
@@ -162,12 +205,14 @@ def measure(
     spec = RunSpec(topology=topo, flows=flows, interval_s=1.0, ss_interval_s=0.1,
                    scenario="bench", variant="+".join(ccs), repetition=rep)  # fmt: skip
     pids = _element_pids(beds)
-    t0, m0, o0 = time.time(), machine_user_ticks(), own_user_ticks(pids)
+    t0, m0, o0, i0 = time.time(), machine_user_ticks(), acct.user_ticks(pids), timer_interrupts()
     s = execute(tb, spec, out, attempts=1)
-    wall, m1, o1 = time.time() - t0, machine_user_ticks(), own_user_ticks(pids)
+    wall, m1, o1 = time.time() - t0, machine_user_ticks(), acct.user_ticks(pids)
+    timers = timer_interrupts() - i0
     rtts = [f.rtt_mean_us for f in s.flows if f.rtt_mean_us]
     d = s.delay_element
     queue = s.bottleneck.queue if s.bottleneck else None
+    shaper = s.bottleneck.shaper if s.bottleneck else None
     pkts = (queue.sent_pkts if queue else 0) or 0
     raw = out / "raw"
     try:
@@ -191,6 +236,13 @@ def measure(
         "outside": ledger.outside_pkts if ledger else None,
         "bn_pkts": pkts,
         "bn_drops": s.bottleneck.drops if s.bottleneck else None,
+        # the shaper's overlimits (a dequeue that found too few tokens: tbf then arms
+        # its watchdog) and timer interrupts over the whole run (set-up included)
+        "overlimits_per_pkt": (shaper.overlimits / pkts if shaper and pkts else math.nan),
+        "timers_per_pkt": timers / pkts if pkts else math.nan,
+        # what the element held per data packet: with delay reverse, the ACKs (stretch
+        # ACKs: fewer than one per two segments)
+        "held_per_pkt": d.packets / pkts if d and pkts else math.nan,
         "valid": s.valid,
         "reasons": list(s.reasons),
         "method": (s.calibration.delay_method if s.calibration else None),

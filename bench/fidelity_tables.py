@@ -80,10 +80,12 @@ def case_table(recs: list[dict[str, Any]]) -> None:
             "" if runs[0]["label"].startswith("1 x") else _range([_num(r, "jain") for r in runs], 3)
         )
         other = max((_num(r, "other_pct") for r in runs), default=math.nan)
+        timers = "/".join(cell(_mean([_num(r, k) for r in runs]), 2)
+                          for k in ("timers_per_pkt", "overlimits_per_pkt"))  # fmt: skip
         print(f"| {runs[0]['label']} | {rate} | {setup} | {n_ok}/{len(runs)} "
               f"| {_range([_num(r, 'util') for r in runs], 1)} | {jain} "
               f"| {cell(_mean([_num(r, 'rtt') for r in runs]), 1)} | {lost} | {cpu_text(runs)} "
-              f"| {busy} | {cell(other, 1)} | {_why(runs)} |")  # fmt: skip
+              f"| {busy} | {timers} | {cell(other, 1)} | {_why(runs)} |")  # fmt: skip
 
 
 def best_rates(recs: list[dict[str, Any]], reps: int) -> None:
