@@ -69,9 +69,10 @@ def cpu_text(runs: list[dict[str, Any]]) -> str:
 def case_table(recs: list[dict[str, Any]]) -> None:
     print(
         "| scenario | rate | setup | valid | util % (range) | Jain | mean RTT ms | lost outside "
-        "| CPU µs/pkt usr/sys/irq+si = total | CPU0/CPU1 busy % | other % (max) | why invalid |"
+        "| CPU µs/pkt usr/sys/irq+si = total | CPU0/CPU1 busy % | timers/overlimits per pkt "
+        "| other % (max) | why invalid |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---" * 13 + "|")
     for (_, rate, setup), runs in cases(recs).items():
         n_ok = sum(1 for r in runs if r["valid"])
         lost = ", ".join("?" if r.get("outside") is None else str(r["outside"]) for r in runs)
