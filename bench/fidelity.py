@@ -1,35 +1,45 @@
 """Fidelity of the local emulated dumbbell: does it behave like the configured path,
-and what does each forwarded packet cost?
+and what does each forwarded packet cost? Every run is ccbench's own (every validity
+rule in force); bench/fidelity_runs.py measures one and says how.
 
-Default (table): for 100 Mbit/s, 500 Mbit/s and 1 Gbit/s at 40 ms RTT it runs, for real,
+Default (table): for 100 Mbit/s, 500 Mbit/s and 1 Gbit/s at 40 ms RTT it runs
   - one cubic flow through a 1-BDP pfifo (utilization should approach the 95.6 %
     wire limit of goodput over 1514-byte frames),
   - 2 x bbr and 2 x cubic through the seeds' 48-packet pfifo,
 and prints one table: utilization, Jain, mean RTT vs configured, share of packets the
 delay element released > 5 ms late, its CPU, machine CPU, machine CPU per packet
-through the bottleneck (µs), and validity (every rule, the loss ledger included); then
-where that CPU went per packet: user space, kernel for processes, irq + softirq
-(forwarding, qdiscs, veth receive), and the hypervisor's steal.
+through the bottleneck (µs), and validity; then where that CPU went per packet: user
+space, kernel for processes, irq + softirq, and the hypervisor's steal.
 
 --envelope: for each seed scenario (1 x cubic 1-BDP; 2 x cubic, 2 x bbr, cubic + bbr
 through 48 packets) the highest rate of --rates (default 100,200,300,500,750,1000) at
-which --reps (3) of 3 runs are valid; a scenario stops climbing at its first rate that
-is not all valid (--all-rates measures every rate anyway). One table, plus the runs.
+which --reps (3) of 3 runs are valid; a setup stops climbing at its first rate that is
+not all valid (--all-rates measures every rate anyway). Per case: valid count,
+utilization, Jain, mean RTT, packets lost outside the bottleneck, CPU per packet by
+kind, other people's load, and why runs were invalid.
 
---directions both,reverse: every case with the RTT split both ways (as the seeds' delay
-node) and with the whole RTT on the ACK path (testbed.delay_direction), side by side.
+--layouts routed,macvlan / --directions both,reverse: every testbed layout x delay
+direction a layout offers (testbed.layout, testbed.delay_direction) is a setup; the
+setups of a case are built side by side and their runs interleaved (rep 1 of each,
+then rep 2 ...), so the host's noise of the day hits all alike.
 
-A case that could not be measured (e.g. the testbed failed calibration every try) is a
-row saying why; the other cases go on.
+--paired: the setups' runs of each case (--rates, --scenarios), paired by repetition,
+compared with the report's own delta and CI (ccbench.aggregate.summarize_groups: per
+metric the % change vs the first setup, t-interval of the paired deltas).
+
+--log FILE appends one JSON line per run (every number of the tables; the run's
+directory if --keep DIR keeps them); --from-log FILE... prints the tables of earlier
+logs (an envelope measured in chunks) without running anything.
 
 Run as root: sudo .venv/bin/python bench/fidelity.py [--duration 10] [--rates ...]
-             sudo .venv/bin/python bench/fidelity.py --envelope [--reps 3]
+             sudo .venv/bin/python bench/fidelity.py --envelope --layouts routed,macvlan \\
+                 --directions both,reverse --rates 1000 --reps 3 --log env.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
 import os
 import shutil
 import sys
@@ -38,196 +48,104 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ccbench.attempts import execute
-from ccbench.errors import CcbenchError
-from ccbench.spec import Flow, RunSpec, TestbedConfig, Topology, bdp_packets
-from ccbench.testbed import local
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
-USER_HZ = os.sysconf("SC_CLK_TCK")
+from bench import fidelity_tables as tables  # noqa: E402
+from bench.fidelity_runs import (  # noqa: E402
+    Accounting,
+    Setup,
+    failed,
+    measure,
+    setups,
+    testbeds_up,
+    why,
+)
+from ccbench.spec import Topology, bdp_packets  # noqa: E402
 
-
-# /proc/stat's cpu line: user nice system idle iowait irq softirq steal (then guest
-# times, already inside user and nice).
-STAT_COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-
-
-def cpu_times() -> dict[str, float]:
-    """The machine's CPU time so far by kind, in clock ticks (/proc/stat)."""
-    parts = [float(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    return dict(zip(STAT_COLUMNS, parts, strict=False))
-
-
-def cpu_split(before: dict[str, float], after: dict[str, float], pkts: int) -> dict[str, float]:
-    """Where the machine's CPU went between two cpu_times(): busy share (%), and µs per
-    packet through the bottleneck in user space (iperf3, the delay element's own code,
-    ccbench's samplers), the kernel on behalf of processes (sendmsg, the element's
-    netlink verdicts) and interrupts with softirqs (forwarding hops, qdiscs, veth
-    receive); steal is time the hypervisor gave to other guests (%)."""
-    d = {k: after[k] - before[k] for k in STAT_COLUMNS}
-    total = sum(d.values()) or math.nan
-    per_pkt = 1e6 / USER_HZ / pkts if pkts else math.nan
-    return {
-        "cpu": 100 * (total - d["idle"] - d["iowait"]) / total,
-        "us_per_pkt": (total - d["idle"] - d["iowait"]) * per_pkt,
-        "usr_us": (d["user"] + d["nice"]) * per_pkt,
-        "sys_us": d["system"] * per_pkt,
-        "sirq_us": (d["irq"] + d["softirq"]) * per_pkt,
-        "steal": 100 * d["steal"] / total,
-    }
+# key -> (label, flows' CCs, queue: 0 = 1 BDP)
+SCENARIOS = {
+    "cubic-1bdp": ("1 x cubic, 1 BDP", ["cubic"], 0),
+    "2cubic": ("2 x cubic, 48 pkts", ["cubic", "cubic"], 48),
+    "2bbr": ("2 x bbr, 48 pkts", ["bbr", "bbr"], 48),
+    "cubic-bbr": ("cubic + bbr, 48 pkts", ["cubic", "bbr"], 48),
+}
 
 
-def scenarios(rate: int) -> list[tuple[str, int, list[str]]]:
-    bdp = bdp_packets(rate, 40, 1500)
-    return [
-        (f"1 x cubic, 1 BDP ({bdp} pkts)", bdp, ["cubic"]),
-        ("2 x cubic, 48 pkts", 48, ["cubic", "cubic"]),
-        ("2 x bbr, 48 pkts", 48, ["bbr", "bbr"]),
-        ("cubic + bbr, 48 pkts", 48, ["cubic", "bbr"]),
-    ]
+def queue_of(key: str, rate: int) -> int:
+    return SCENARIOS[key][2] or bdp_packets(rate, 40, 1500)
 
 
-def measure(
-    tb: local.LocalTestbed, topo: Topology, ccs: list[str], duration: float, out: Path
-) -> dict[str, Any]:
-    """One run on a testbed that is up; its numbers and validity."""
-    flows = tuple(Flow(pair=i + 1, cc=cc, duration_s=duration) for i, cc in enumerate(ccs))
-    spec = RunSpec(topology=topo, flows=flows, interval_s=1.0, ss_interval_s=0.1,
-                   scenario="bench", variant="+".join(ccs))  # fmt: skip
-    c0 = cpu_times()
-    s = execute(tb, spec, out, attempts=1)
-    c1 = cpu_times()
-    rtts = [f["rtt_mean_us"] for f in s["flows"] if f["rtt_mean_us"]]
-    d = s.get("delay_element") or {}
-    pkts = ((s.get("bottleneck") or {}).get("queue") or {}).get("sent_pkts") or 0
-    return {
-        # Whole-machine CPU (every host, hop, the shaper, the element, the tools) per
-        # data packet through the bottleneck, over the run (set-up and parse included),
-        # and its split by kind (cpu_split).
-        **cpu_split(c0, c1, pkts),
-        "util": s["utilization_pct"],
-        "jain": s["jain"],
-        "rtt": sum(rtts) / len(rtts) / 1000 if rtts else math.nan,
-        "late": (d.get("late_share") or 0.0) * 100 if d else math.nan,
-        "elem_cpu": d.get("cpu_s", math.nan) / duration * 100 if d else math.nan,
-        "valid": s["valid"],
-        "reasons": s["reasons"],
-        "method": (s.get("calibration") or {}).get("delay_method"),
-    }
+def topo_of(key: str, rate: int) -> Topology:
+    return Topology(pairs=2, rate_mbit=rate, rtt_ms=40, queue_kind="pfifo",
+                    queue_limit_pkts=queue_of(key, rate))  # fmt: skip
 
 
-def with_testbed(rate: int, queue: int, fn: Any, direction: str = "both") -> Any:
-    topo = Topology(pairs=2, rate_mbit=rate, rtt_ms=40, queue_kind="pfifo",
-                    queue_limit_pkts=queue)  # fmt: skip
-    tb = local.LocalTestbed(TestbedConfig(id="bench", delay_direction=direction), topo)
-    local.down("bench")
-    tb.up()
-    try:
-        return fn(tb, topo)
-    finally:
-        local.down("bench")
+class Runner:
+    """Runs cases and logs each run (one JSON line) as it ends."""
+
+    def __init__(self, a: argparse.Namespace, work: Path, acct: Accounting):
+        self.a, self.work, self.acct = a, work, acct
+        self.records: list[dict[str, Any]] = []
+        self.n = 0
+
+    def case(self, key: str, rate: int, todo: list[Setup], reps: int) -> list[dict[str, Any]]:
+        """`reps` runs of scenario `key` at `rate` on each setup, interleaved."""
+        label, ccs, _ = SCENARIOS[key]
+        out: list[dict[str, Any]] = []
+        print(f"# {label} at {rate} Mbit/s: {', '.join(s.name for s in todo)} x {reps} ...",
+              file=sys.stderr, flush=True)  # fmt: skip
+        with testbeds_up(todo, topo_of(key, rate)) as beds:
+            for rep in range(1, reps + 1):
+                for s, tb in zip(todo, beds, strict=True):
+                    self.n += 1
+                    if isinstance(tb, Exception):
+                        r = failed(why(tb))
+                    else:
+                        try:
+                            r = measure(tb, beds, ccs, self.a.duration, self.work / f"run-{self.n}",
+                                        rep, self.acct)  # fmt: skip
+                        except Exception as e:  # e.g. a tool failed: the others go on
+                            r = failed(why(e))
+                    r.update({"scenario": key, "label": label, "rate": rate, "setup": s.name,
+                              "rep": rep, "queue": queue_of(key, rate),
+                              "duration": self.a.duration})  # fmt: skip
+                    if not r["valid"]:
+                        print(f"#   {s.name} rep {rep}: invalid: {'; '.join(r['reasons'])[:300]}",
+                              file=sys.stderr, flush=True)  # fmt: skip
+                    self.log(r)
+                    out.append(r)
+        return out
+
+    def log(self, r: dict[str, Any]) -> None:
+        self.records.append(r)
+        if self.a.log:
+            with open(self.a.log, "a") as fh:
+                fh.write(json.dumps(r, allow_nan=True) + "\n")
 
 
-def failed(reason: str) -> dict[str, Any]:
-    """The row of a case that could not be measured: no numbers, the reason."""
-    nan = math.nan
-    return {"util": nan, "jain": nan, "rtt": nan, "late": nan, "elem_cpu": nan, "cpu": nan,
-            "us_per_pkt": nan, "usr_us": nan, "sys_us": nan, "sirq_us": nan, "steal": nan,
-            "valid": False, "reasons": [f"not measured: {reason}"], "method": None}  # fmt: skip
+def table(a: argparse.Namespace, run: Runner, todo: list[Setup]) -> None:
+    for rate in a.rates:
+        for key in a.scenarios:
+            run.case(key, rate, todo, 1)
 
 
-def why(e: Exception) -> str:
-    return str(e) if isinstance(e, CcbenchError) else f"{type(e).__name__}: {e}"
-
-
-def cell(x: float | None, digits: int) -> str:
-    return "" if x is None or math.isnan(x) else f"{x:.{digits}f}"
-
-
-def table(a: argparse.Namespace, work: Path) -> int:
-    rows = []
-    for rate in [int(r) for r in a.rates.split(",")]:
-        for label, queue, ccs in scenarios(rate)[:3]:
-            # Directions side by side, case by case: the host's noise hits both alike.
-            for d in a.directions:
-                print(f"# {rate} Mbit/s: {label}, delay {d} ...", file=sys.stderr, flush=True)
-                out = work / f"{rate}-{len(rows)}"
-                try:
-                    r = with_testbed(rate, queue,
-                                     lambda tb, topo: measure(tb, topo, ccs, a.duration, out),  # noqa: B023
-                                     d)  # fmt: skip
-                except Exception as e:  # e.g. calibration failed every try: go on
-                    print(f"#   not measured: {why(e)}", file=sys.stderr, flush=True)
-                    r = failed(why(e))
-                rows.append((rate, label if len(a.directions) == 1 else f"{label}, {d}", r))
-    method = next((r["method"] for _, _, r in rows if r["method"]), "n/a")
-    print(f"\nFidelity, 40 ms RTT, {a.duration:g} s per run, delay via {method}, "
-          f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs\n")  # fmt: skip
-    print("| rate | scenario | util % | Jain | mean RTT ms (cfg 40) | late >5 ms % "
-          "| element CPU % | machine CPU % | µs CPU/pkt | valid |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for rate, label, r in rows:
-        jain = "" if label.startswith("1 x") else cell(r["jain"], 3)
-        print(f"| {rate} Mbit/s | {label} | {cell(r['util'], 1)} | {jain} | {cell(r['rtt'], 1)} | "
-              f"{cell(r['late'], 2)} | {cell(r['elem_cpu'], 0)} | {cell(r['cpu'], 0)} | "
-              f"{cell(r['us_per_pkt'], 1)} | "
-              f"{'yes' if r['valid'] else 'no: ' + '; '.join(r['reasons'])} |")  # fmt: skip
-    print_cpu_split(rows)
-    return 0
-
-
-def print_cpu_split(rows: list[tuple[int, str, dict[str, Any]]]) -> None:
-    """Where each case's CPU per packet went (cpu_split)."""
-    print("\nWhere the CPU went, µs per packet through the bottleneck (/proc/stat over the run)\n")
-    print("| rate | scenario | user | kernel (process) | irq + softirq | total | steal % |")
-    print("|---|---|---|---|---|---|---|")
-    for rate, label, r in rows:
-        print(f"| {rate} Mbit/s | {label} | {cell(r['usr_us'], 1)} | {cell(r['sys_us'], 1)} | "
-              f"{cell(r['sirq_us'], 1)} | {cell(r['us_per_pkt'], 1)} | "
-              f"{cell(r['steal'], 1)} |")  # fmt: skip
-
-
-def envelope(a: argparse.Namespace, work: Path) -> int:
-    rates = [int(r) for r in a.rates.split(",")]
-    best: dict[str, int | None] = {}
-    runs: list[tuple[str, int, int, dict[str, Any]]] = []
-    cases = [(k, label, ccs, d) for k, (label, _, ccs) in enumerate(scenarios(rates[0]))
-             for d in a.directions]  # fmt: skip
-    for k, label, ccs, d in cases:
-        name = label.split(" (")[0] + ("" if len(a.directions) == 1 else f", delay {d}")
-        best[name] = None
-        for rate in rates:
-            queue = scenarios(rate)[k][1]
-            print(f"# {name} at {rate} Mbit/s x {a.reps} ...", file=sys.stderr, flush=True)
-
-            def reps(tb: local.LocalTestbed, topo: Topology) -> list[dict[str, Any]]:
-                return [measure(tb, topo, ccs, a.duration, work / f"{k}-{d}-{rate}-{i}")  # noqa: B023
-                        for i in range(a.reps)]  # fmt: skip
-
-            try:
-                results = with_testbed(rate, queue, reps, d)
-            except Exception as e:
-                print(f"#   not measured: {why(e)}", file=sys.stderr, flush=True)
-                results = [failed(why(e))]
-            for i, r in enumerate(results, 1):
-                runs.append((name, rate, i, r))
-            if len(results) == a.reps and all(r["valid"] for r in results):
-                best[name] = rate
-            elif not a.all_rates:
+def envelope(a: argparse.Namespace, run: Runner, todo: list[Setup]) -> None:
+    for key in a.scenarios:
+        climbing = list(todo)
+        for rate in a.rates:
+            if not climbing:
                 break
-    print(f"\nEnvelope, 40 ms RTT, {a.duration:g} s per run, {a.reps} runs per rate, "
-          f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} CPUs, "
-          f"kernel {os.uname().release}\n")  # fmt: skip
-    print(f"| scenario | highest rate with {a.reps}/{a.reps} valid (of {a.rates} Mbit/s) |")
-    print("|---|---|")
-    for name, rate in best.items():
-        print(f"| {name} | {f'{rate} Mbit/s' if rate else 'none'} |")
-    print("\n| scenario | rate | run | util % | mean RTT ms | µs CPU/pkt | valid |")
-    print("|---|---|---|---|---|---|---|")
-    for name, rate, i, r in runs:
-        print(f"| {name} | {rate} | {i} | {cell(r['util'], 1)} | {cell(r['rtt'], 1)} | "
-              f"{cell(r['us_per_pkt'], 1)} | "
-              f"{'yes' if r['valid'] else 'no: ' + '; '.join(r['reasons'])} |")  # fmt: skip
-    return 0
+            rows = run.case(key, rate, climbing, a.reps)
+            if not a.all_rates:
+                climbing = [s for s in climbing
+                            if all(r["valid"] for r in rows if r["setup"] == s.name)]  # fmt: skip
+
+
+def paired(a: argparse.Namespace, run: Runner, todo: list[Setup]) -> None:
+    for key in a.scenarios:
+        for rate in a.rates:
+            run.case(key, rate, todo, a.reps)
 
 
 def main() -> int:
@@ -235,20 +153,58 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--rates", help="Mbit/s, comma-separated")
     ap.add_argument("--envelope", action="store_true", help="the envelope table (see above)")
-    ap.add_argument("--reps", type=int, default=3, help="with --envelope: runs per rate")
+    ap.add_argument("--paired", action="store_true", help="paired deltas vs the first setup")
+    ap.add_argument("--reps", type=int, default=3, help="runs per case (--envelope, --paired)")
     ap.add_argument("--all-rates", action="store_true",
                     help="with --envelope: every rate, not only up to a failure")  # fmt: skip
-    ap.add_argument("--directions", default="both",
-                    help="testbed.delay_direction values to measure side by side, "
-                         "comma-separated (both, reverse)")  # fmt: skip
+    ap.add_argument(
+        "--directions",
+        default="both",
+        help="testbed.delay_direction values, comma-separated (both, reverse)",
+    )
+    ap.add_argument(
+        "--layouts",
+        default="routed",
+        help="testbed.layout values, comma-separated (routed, macvlan)",
+    )
+    ap.add_argument("--scenarios", help=f"comma-separated, of {', '.join(SCENARIOS)}")
+    ap.add_argument("--log", help="append one JSON line per run to this file")
+    ap.add_argument("--keep", help="keep every run's directory under this directory")
+    ap.add_argument("--from-log", nargs="+", help="print the tables of these logs; run nothing")
     a = ap.parse_args()
-    a.directions = a.directions.split(",")
-    a.rates = a.rates or ("100,200,300,500,750,1000" if a.envelope else "100,500,1000")
-    work = Path(tempfile.mkdtemp(prefix="ccb-fidelity-"))
+    mode = "paired" if a.paired else "envelope" if a.envelope else "table"
+    if a.from_log:
+        recs = [json.loads(ln) for f in a.from_log for ln in Path(f).read_text().splitlines()
+                if ln.strip()]  # fmt: skip
+        tables.show(mode, recs, a.reps)
+        return 0
+    a.rates = [int(r) for r in (a.rates or ("100,200,300,500,750,1000" if a.envelope
+                                            else "100,500,1000")).split(",")]  # fmt: skip
+    default = list(SCENARIOS) if a.envelope or a.paired else ["cubic-1bdp", "2bbr", "2cubic"]
+    a.scenarios = a.scenarios.split(",") if a.scenarios else default
+    bad = [s for s in a.scenarios if s not in SCENARIOS]
+    if bad:
+        ap.error(f"--scenarios: unknown {', '.join(bad)} (of {', '.join(SCENARIOS)})")
+    todo, notes = setups(a.layouts.split(","), a.directions.split(","))
+    for n in notes:
+        print(f"# {n}", file=sys.stderr)
+    if not todo:
+        ap.error("no setup to measure")
+    work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="ccb-fidelity-"))
+    work.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=work))
+    acct = Accounting()
+    run = Runner(a, work, acct)
     try:
-        return envelope(a, work) if a.envelope else table(a, work)
+        {"table": table, "envelope": envelope, "paired": paired}[mode](a, run, todo)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        acct.close()
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} CPUs, kernel "
+          f"{os.uname().release}; " + "; ".join(notes))  # fmt: skip
+    tables.show(mode, run.records, a.reps)
+    return 0
 
 
 if __name__ == "__main__":

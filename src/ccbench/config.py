@@ -19,13 +19,14 @@ from ccbench.testbed.kinds import kind
 
 def _registry_lists() -> dict[str, Any]:
     """What the schemas' `x-from` / `x-max-from` name: each list's one source."""
-    from ccbench import metric_catalog, probes, queues
+    from ccbench import metric_catalog, probes, queues, topology
     from ccbench.probes.flent import FLENT_TESTS
     from ccbench.testbed import kinds
 
     oses = [o for k in kinds.REGISTRY.values() for o in k.caps.oses]
     return {
         "testbed_kinds": list(kinds.NAMES),
+        "testbed_layouts": list(topology.NAMES),
         "probe_tools": list(probes.NAMES),
         "flent_tests": list(FLENT_TESTS),
         "queue_kinds": list(queues.NAMES),

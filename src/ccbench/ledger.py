@@ -26,6 +26,15 @@ Each lost packet is counted once, though the kernel counts some in two or three 
   topology.links), checked against each end's ifindex and peer ifindex; `ip -j link`
   names the peer's namespace only by a number private to each namespace, so indexes
   alone cannot say which node holds the peer. Other interfaces count both counters.
+- A macvlan transmits through its lower device (the local `macvlan` layout: a host's
+  macvlan on its hub's veth end): a packet the lower veth drops is also the macvlan's
+  tx_dropped (dev_queue_xmit returns the drop to macvlan_start_xmit; checked here by
+  taking the peer down, 2026-11-25). The snapshot names each such stacking ("stacked":
+  "<node> <macvlan>" -> "<hub> <lower>", from the testbed), and the lower's direction
+  counts max(its pair's count, the sum of its macvlans' tx_dropped): a macvlan counts
+  an skb (with TSO, several frames) the veth counts as frames, so each lost packet is
+  counted once at most, a lower bound where both happen. A macvlan's rx and error
+  counters are its own.
 - softnet_stat is counted once per kernel: nodes whose snapshots recorded one boot_id
   share a kernel; in a snapshot with a "host" entry (the local testbed reads softnet
   once, for all its namespaces) a node without a boot_id is on the host's kernel, any
@@ -61,15 +70,16 @@ _HOST_WIDE = ("softnet", "boot_id")
 
 def collect(
     executors: dict[str, Executor], oses: dict[str, str], dest: Path, *,
-    control_route: bool, softnet_host_wide: bool,
+    control_route: bool, softnet_host_wide: bool, stacked: dict[str, str] | None = None,
 ) -> None:  # fmt: skip
     """Snapshot every node's drop counters into `dest` (raw tool output, parsed later).
 
     `control_route`: nodes have a control network (Emulab): record the default route so
     its interface is left out. `softnet_host_wide`: the nodes share one kernel (network
-    namespaces): softnet_stat and the boot id are read once, as node "host". A counter
-    that cannot be read is listed under "errors" (the ledger says what it could not
-    count)."""
+    namespaces): softnet_stat and the boot id are read once, as node "host". `stacked`:
+    "<node> <dev>" of each macvlan -> "<node> <dev>" of the device it transmits
+    through (module docstring), kept in the snapshot. A counter that cannot be read is
+    listed under "errors" (the ledger says what it could not count)."""
     reads: dict[tuple[str, str], tuple[str, list[str]]] = {}  # (owner, key) -> node, argv
     for node in executors:
         for key, argv in node_driver(oses[node]).drop_counters().items():
@@ -98,7 +108,10 @@ def collect(
                 nodes.setdefault(owner, {})[key] = res.stdout
             else:
                 errors[f"{node} {key}"] = (res.stderr.strip().splitlines() or ["failed"])[-1]
-    snap = {"schema": SCHEMA, "time_unix": time.time(), "nodes": nodes, "errors": errors}
+    snap: dict[str, Any] = {"schema": SCHEMA, "time_unix": time.time(), "nodes": nodes,
+                            "errors": errors}  # fmt: skip
+    if stacked:
+        snap["stacked"] = dict(stacked)
     jsonio.write_json(dest, snap)
 
 
@@ -130,23 +143,46 @@ def _veth_peer(
     return peer if ends.get(peer) == (peer_index, index) else None
 
 
+def _stacked_tx(
+    deltas: dict[str, dict[str, dict[str, int]]], stacked: Any
+) -> dict[tuple[str, str], int]:
+    """{(lower node, lower iface): sum of its macvlans' tx_dropped growth} for the
+    snapshot's `stacked` entries whose both devices were read."""
+    out: dict[tuple[str, str], int] = {}
+    for upper, lower in (stacked or {}).items() if isinstance(stacked, dict) else ():
+        un, _, ui = str(upper).partition(" ")
+        ln, _, li = str(lower).partition(" ")
+        if ui in deltas.get(un, {}) and li in deltas.get(ln, {}):
+            out[ln, li] = out.get((ln, li), 0) + deltas[un][ui]["tx_dropped"]
+            deltas[un][ui] = {**deltas[un][ui], "tx_dropped": 0}  # counted at the lower
+    return out
+
+
 def _interface_losses(
-    deltas: dict[str, dict[str, dict[str, int]]], ends: dict[tuple[str, str], tuple[int, int]]
-) -> dict[str, int]:
+    deltas: dict[str, dict[str, dict[str, int]]], ends: dict[tuple[str, str], tuple[int, int]],
+    stacked: Any = None,
+) -> dict[str, int]:  # fmt: skip
     """Per place: {"<node> <iface> <counter>": n} for counters that grew, but a veth
-    pair's dropped counters once per direction: {"<x> <if> -> <y> <if> dropped": n}."""
+    pair's dropped counters once per direction: {"<x> <if> -> <y> <if> dropped": n},
+    which also holds the tx drops of macvlans stacked on <x> <if> (module docstring)."""
+    deltas = {n: dict(ifs) for n, ifs in deltas.items()}
+    upper_tx = _stacked_tx(deltas, stacked)
     out: dict[str, int] = {}
     for node, ifaces in sorted(deltas.items()):
         for iface, grew in sorted(ifaces.items()):
             counters = dict(grew)
+            above = upper_tx.get((node, iface), 0)
             peer = _veth_peer(node, iface, ends)
             if peer is not None and peer[1] in deltas.get(peer[0], {}):
                 # A refused packet is this end's tx_dropped and the peer's rx_dropped
                 # (module docstring); the peer's own tx_dropped is the other direction.
-                n = max(counters.pop("tx_dropped"), deltas[peer[0]][peer[1]]["rx_dropped"])
+                n = max(counters.pop("tx_dropped"), deltas[peer[0]][peer[1]]["rx_dropped"],
+                        above)  # fmt: skip
                 counters.pop("rx_dropped")
                 if n:
                     out[f"{node} {iface} -> {peer[0]} {peer[1]} dropped"] = n
+            else:
+                counters["tx_dropped"] = max(counters["tx_dropped"], above)
             out.update({f"{node} {iface} {key}": n for key, n in counters.items() if n})
     return out
 
@@ -212,7 +248,7 @@ def account(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
             loss_rules += _delta(
                 parse_drops.iptables_drops(a["iptables"]), parse_drops.iptables_drops(b["iptables"])
             )
-    outside.update(_interface_losses(deltas, ends))
+    outside.update(_interface_losses(deltas, ends, after.get("stacked")))
     # rx_dropped seen per kernel: a backlog drop is counted there too (module docstring)
     rx_dropped: dict[str, int] = {}
     for name, ifaces in deltas.items():

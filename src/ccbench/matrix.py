@@ -205,6 +205,7 @@ def _check_config(source: str, cfg: dict[str, Any], variants: list[Variant]) -> 
     _check_results_dir(source, cfg["results_dir"])
     try:
         kind(tb_cfg["kind"]).check_delay_direction(tb_cfg["delay_direction"])
+        kind(tb_cfg["kind"]).check_layout(tb_cfg["layout"], tb_cfg["delay_direction"])
     except CcbenchError as e:
         raise CcbenchError(f"{source}: {e}") from None
     for v in variants:
@@ -313,6 +314,7 @@ def _testbed_config(tb_cfg: dict[str, Any], tb_id: str, dumbbell: int) -> Testbe
         kind=tb_cfg["kind"], id=tb_id, delay=tb_cfg["delay"],
         delay_direction=tb_cfg["delay_direction"], shaper=tb_cfg["shaper"],
         tools=tb_cfg["tools"], inventory=tb_cfg.get("inventory"), dumbbell=dumbbell,
+        layout=tb_cfg["layout"],
     )  # fmt: skip
 
 

@@ -215,6 +215,7 @@ class TestbedConfig:
     tools: str = "host"
     inventory: str | None = None
     dumbbell: int = 1
+    layout: str = "routed"  # ccbench.topology's layouts; the default is the seeds' shape
 
     def __post_init__(self) -> None:
         from ccbench.testbed.kinds import kind
@@ -223,6 +224,7 @@ class TestbedConfig:
         # namespaces and a state directory: check it before anything uses it.
         safe.testbed_id(self.id, "testbed.id")
         kind(self.kind).check_delay_direction(self.delay_direction)
+        kind(self.kind).check_layout(self.layout, self.delay_direction)
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> TestbedConfig:
@@ -235,10 +237,12 @@ class TestbedConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """As matrix.json and state files hold it: the defaults of later keys
-        (delay_direction, inventory) left out, so older files read back the same."""
+        (delay_direction, inventory, layout) left out, so older files read back the same."""
         d = asdict(self)
         if self.delay_direction == "both":
             del d["delay_direction"]
+        if self.layout == "routed":
+            del d["layout"]
         if self.inventory is None:
             del d["inventory"]
         return d

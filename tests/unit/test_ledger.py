@@ -422,3 +422,68 @@ def test_collect_reads_the_boot_id_with_softnet(tmp_path: Path, host_wide: bool)
         assert "host" not in nodes and reads == 2
         assert nodes["s1"]["boot_id"] == BOOT_A + "\n"
     assert set(ledger._kernels(nodes).values()) == {BOOT_A}
+
+
+# --- the macvlan layout: a macvlan's drop is its lower veth's (tests/captures/README.md)
+
+
+def mv_snap(name: str) -> dict:
+    return json.loads(read(f"{name}.json"))
+
+
+def test_macvlan_drop_is_counted_once_at_its_lower_veth() -> None:
+    """rt1's end of the senders' veth down, s1 pinging it: the hub's veth counted 5 tx
+    drops and the macvlans above it the same 5 (s1 4, s2 1). Counted once, at the veth."""
+    before, after = mv_snap("macvlan-peer-down-before"), mv_snap("macvlan-peer-down-after")
+    assert after["stacked"] == {"s1 mv0": "hubs to-rt1", "s2 mv0": "hubs to-rt1",
+                                "r1 mv0": "hubr to-rt1", "r2 mv0": "hubr to-rt1"}  # fmt: skip
+    led = ledger.account(before, after)
+    assert led["outside"] == {"hubs to-rt1 -> rt1 to-hubs dropped": 5}
+    assert led["outside_pkts"] == 5 and led["softnet_backlog_pkts"] == 0
+    # without the stacking the same counters say 10 (each packet twice)
+    del after["stacked"]
+    assert ledger.account(before, after)["outside"] == {
+        "hubs to-rt1 -> rt1 to-hubs dropped": 5,
+        "s1 mv0 tx_dropped": 4,
+        "s2 mv0 tx_dropped": 1,
+    }
+
+
+def test_macvlan_layout_veth_drop_alone_still_counts() -> None:
+    """The same with pings 50 ms apart: only the veth counted (12), the macvlans none."""
+    led = ledger.account(mv_snap("macvlan-peer-down-burst-before"),
+                         mv_snap("macvlan-peer-down-burst-after"))  # fmt: skip
+    assert led["outside"] == {"hubs to-rt1 -> rt1 to-hubs dropped": 12}
+
+
+def test_macvlan_tx_drops_beyond_the_veths_count() -> None:
+    """More macvlan tx drops than the veth saw (a drop in the macvlan itself): the larger
+    count is the direction's; a macvlan's rx drops are its own place."""
+    before, after = mv_snap("macvlan-peer-down-before"), mv_snap("macvlan-peer-down-after")
+    _bump(after, "s2", "mv0", "tx", 3)  # macvlans 8 > veth 5
+    _bump(after, "r1", "mv0", "rx", 2)
+    led = ledger.account(before, after)
+    assert led["outside"] == {"hubs to-rt1 -> rt1 to-hubs dropped": 8, "r1 mv0 rx_dropped": 2}
+
+
+@pytest.mark.parametrize(("capture", "drops"), [("qdisc/{}-2cubic-100m.json", 318),
+                                                 ("macvlan/{}-2cubic-100m.json", 221)])  # fmt: skip
+def test_bottleneck_drops_are_not_counted_twice(tmp_path: Path, capture: str, drops: int) -> None:
+    """tbf's own drop counter already holds its child's (real tc files of a routed and a
+    macvlan run, tests/captures/README.md): the run's bottleneck drops are the larger of
+    the two, never their sum, in both layouts."""
+    from ccbench.layout import RawDir
+    from ccbench.summarize.bottleneck import bottleneck_of
+    from ccbench.summarize.losses import ledger_reasons
+
+    for when in ("before", "after"):
+        (tmp_path / f"tc-{when}.json").write_text(
+            (CAP.parent / capture.format(f"tc-{when}")).read_text()
+        )
+    bneck = bottleneck_of(RawDir(tmp_path))
+    assert bneck["queue"]["dropped"] == bneck["shaper"]["dropped"] == drops
+    led = {"outside": {}, "outside_pkts": 0, "loss_rules_pkts": 0}
+    assert ledger_reasons(led, [{"retransmits": drops}], bneck, None) == []
+    assert led["bottleneck_pkts"] == drops
+    # with 2 x the drops retransmitted, the ledger finds the second half unaccounted for
+    assert ledger_reasons(led, [{"retransmits": 2 * drops}], bneck, None)

@@ -5,8 +5,9 @@ whether it needs root, whether its senders run this machine's kernel, which send
 OSes it hosts, how many dumbbells it has. No other module compares kind names.
 Adding a kind (a VM per node, say) is one class here and its Testbed implementation.
 
-Standard library only: the CLI asks `needs_root` before anything heavy is imported,
-and ccbench.spec checks a TestbedConfig against its kind.
+Standard library only (and ccbench.topology, which is): the CLI asks `needs_root`
+before anything heavy is imported, and ccbench.spec checks a TestbedConfig against its
+kind.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ccbench import topology
 from ccbench.errors import CcbenchError
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ class Capabilities:
     needs_inventory: bool  # its hosts come from an inventory file
     oses: tuple[str, ...]  # sender OSes it hosts
     delay_directions: tuple[str, ...]  # testbed.delay_direction values it supports
+    layouts: tuple[str, ...]  # testbed.layout values it builds (ccbench.topology)
     dumbbells: int  # most independent dumbbells
     # Calibration times pings on this machine's CPU: no other job may run beside it.
     exclusive_calibration: bool
@@ -72,6 +75,20 @@ class TestbedKind:
 
     delay_direction_hint: ClassVar[str] = ""
 
+    def check_layout(self, name: str, direction: str) -> None:
+        """testbed.layout: one this kind builds, with a delay direction it offers."""
+        lay = topology.layout(name)
+        if name not in self.caps.layouts:
+            raise CcbenchError(
+                f"testbed.layout: {name} is not for a {self.name} testbed "
+                f"(it builds: {', '.join(self.caps.layouts)})"
+            )
+        if direction not in lay.delay_directions:
+            raise CcbenchError(
+                f"testbed.layout: {name} needs testbed.delay_direction "
+                f"{' or '.join(lay.delay_directions)}, not {direction}: {lay.directions_why}"
+            )
+
 
 class LocalKind(TestbedKind):
     name = "local"
@@ -79,7 +96,7 @@ class LocalKind(TestbedKind):
     caps = Capabilities(
         needs_root=True, senders_here=True, one_kernel=True, nic_records=False,
         needs_inventory=False, oses=("linux",), delay_directions=("both", "reverse"),
-        dumbbells=1, exclusive_calibration=True,
+        layouts=topology.NAMES, dumbbells=1, exclusive_calibration=True,
     )  # fmt: skip
     testbed_class = "ccbench.testbed.local:LocalTestbed"
     remover = "ccbench.testbed.local:down_from_state"
@@ -91,7 +108,7 @@ class SshKind(TestbedKind):
     caps = Capabilities(
         needs_root=False, senders_here=False, one_kernel=False, nic_records=True,
         needs_inventory=True, oses=("linux", "freebsd"), delay_directions=("both",),
-        dumbbells=MAX_DUMBBELLS, exclusive_calibration=False,
+        layouts=(topology.DEFAULT,), dumbbells=MAX_DUMBBELLS, exclusive_calibration=False,
     )  # fmt: skip
     delay_direction_hint = "on Emulab the delay node's dummynet pipes set the delay (profile.py)"
     testbed_class = "ccbench.testbed.remote:RemoteTestbed"

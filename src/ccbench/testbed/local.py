@@ -4,7 +4,8 @@ Every namespace is named `ccb-<id>-<node>`, so testbeds with different ids coexi
 and `down` removes only its own. All iptables rules live inside those namespaces and
 die with them; no host sysctl is changed (CCs are set per socket with `iperf3 -C`,
 which root may do for any built-in CC), so removing the namespaces and the processes
-in them leaves the machine as found.
+in them leaves the machine as found. Which namespaces and links: the testbed's layout
+(testbed.layout, ccbench.topology), built from its command plan (local_layouts).
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from ccbench import calibration, jsonio, layout, ledger, safe
 from ccbench import topology as tp
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.exec import CommandFailed, NetnsExecutor
-from ccbench.hosts.linux import OFFLOADS, LinuxHost
+from ccbench.hosts.linux import LinuxHost
 from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
 from ccbench.progress import info
 from ccbench.spec import TestbedConfig, Topology
 from ccbench.testbed import base
+from ccbench.testbed import local_layouts as plans
 from ccbench.testbed.base import TestbedBase, signals_deferred
 
 # Testbed state: root's under /run (gone at reboot, like the namespaces); a lab user
@@ -79,9 +81,13 @@ class LocalTestbed(TestbedBase):
     def __init__(self, cfg: TestbedConfig, topo: Topology):
         super().__init__(cfg, topo)
         self.host = LinuxHost()
+        self.lay = tp.layout(cfg.layout)
+
+    def nodes(self) -> list[str]:
+        return self.lay.nodes(self.topo.pairs)
 
     def node_os(self) -> dict[str, str]:
-        return dict.fromkeys(tp.nodes(self.topo.pairs), "linux")
+        return dict.fromkeys(self.nodes(), "linux")
 
     # --- what a run uses (testbed.base.Testbed) -----------------------------
     def driver(self, node: str) -> LinuxHost:
@@ -89,7 +95,7 @@ class LocalTestbed(TestbedBase):
 
     @property
     def bottleneck(self) -> tuple[str, str]:
-        return tp.BOTTLENECK
+        return self.lay.bottleneck
 
     def snapshot_delay(self, dest: Path) -> None:
         """Ask the delay element for fresh stats (SIGUSR1) and copy them."""
@@ -111,10 +117,11 @@ class LocalTestbed(TestbedBase):
 
     def snapshot_drops(self, dest: Path) -> None:
         # Counters are read with the host's tools, also with `tools: container`.
-        nodes = tp.nodes(self.topo.pairs)
+        nodes = self.nodes()
+        stacked = self.lay.stacked(self.topo.pairs)
         ledger.collect({n: NetnsExecutor(self.ns(n)) for n in nodes},
-                       dict.fromkeys(nodes, "linux"), dest,
-                       control_route=False, softnet_host_wide=True)  # fmt: skip
+                       dict.fromkeys(nodes, "linux"), dest, control_route=False,
+                       softnet_host_wide=True, stacked=stacked)  # fmt: skip
 
     # --- naming --------------------------------------------------------------
     def ns(self, node: str) -> str:
@@ -128,14 +135,14 @@ class LocalTestbed(TestbedBase):
         return NetnsExecutor(self.ns(node))
 
     def address(self, node: str) -> str:
-        return tp.address(node, self.topo.pairs)
+        return self.lay.address(node, self.topo.pairs)
 
     def prepare_run(self) -> None:
         """Before a run: processes an earlier run left in the testbed's namespaces (one
         killed with its workflow: iperf3, samplers, probes) are ended, and it says so.
         The delay element is the testbed's own and stays."""
         keep = {(self.read_state() or {}).get("ccdelay_pid")}
-        namespaces = [self.ns(n) for n in tp.nodes(self.topo.pairs)]
+        namespaces = [self.ns(n) for n in self.nodes()]
 
         def left() -> list[int]:
             return [p for p in pids_in_any(namespaces) if p not in keep]
@@ -149,12 +156,18 @@ class LocalTestbed(TestbedBase):
 
     # --- state ---------------------------------------------------------------
     def is_up(self) -> bool:
-        """Up, complete, and built for this very topology."""
+        """Up, complete, and built for this very topology, layout and delay direction."""
         st = self.read_state()
         if not st or st.get("topology_key") != self.topo.key() or not st.get("complete"):
             return False
+        built: dict[str, Any] = st["testbed"] if isinstance(st.get("testbed"), dict) else {}
+        if (built.get("layout", tp.DEFAULT), built.get("delay_direction", "both")) != (
+            self.cfg.layout,
+            self.cfg.delay_direction,
+        ):
+            return False
         have = set(list_namespaces(ns_prefix(self.id)))
-        if not {self.ns(n) for n in tp.nodes(self.topo.pairs)} <= have:
+        if not {self.ns(n) for n in self.nodes()} <= have:
             return False
         pid = st.get("ccdelay_pid")
         return pid is None or _alive(pid)
@@ -202,7 +215,7 @@ class LocalTestbed(TestbedBase):
                 "testbed": self.cfg.to_dict(),
                 "topology": asdict(self.topo),
                 "topology_key": self.topo.key(),
-                "namespaces": [self.ns(n) for n in tp.nodes(self.topo.pairs)],
+                "namespaces": [self.ns(n) for n in self.nodes()],
             }
         )
         st.update(extra)
@@ -210,40 +223,16 @@ class LocalTestbed(TestbedBase):
 
     def _build(self) -> None:
         host = NetnsExecutor(None)
-        pairs = self.topo.pairs
-        for node in tp.nodes(pairs):
+        plan = plans.build_plan(self.lay, self.ns, self.topo, self.host, self.cfg.shaper,
+                                os.cpu_count() or 1)  # fmt: skip
+        for node in plan.namespaces:
             host.run(["ip", "netns", "add", self.ns(node)])
             _no_dns(self.ns(node))
-        for ln in tp.links(pairs):
-            # Create both ends directly inside their namespaces: no names on the host.
-            host.run(["ip", "link", "add", ln.a_if, "netns", self.ns(ln.a), "type", "veth",
-                      "peer", "name", ln.b_if, "netns", self.ns(ln.b)])  # fmt: skip
-            for node, dev, addr in ((ln.a, ln.a_if, ln.a_addr), (ln.b, ln.b_if, ln.b_addr)):
-                ex = self.ex(node)
-                ex.run(["ip", "addr", "add", f"{addr}/{ln.prefix}", "dev", dev])
-                ex.run(["ip", "link", "set", dev, "mtu", str(self.topo.mtu)])
-                ex.run(self.host.offloads_off(dev))
-                # Receive processing on every CPU but the last (FACTS §2: one RPS set per
-                # device stops reordering); the last CPU is the delay element's releaser's
-                # own: forwarding happens inside its verdicts (native/ccdelay/README.md).
-                ex.write_file(f"/sys/class/net/{dev}/queues/rx-0/rps_cpus", _rps_mask())
-                ex.run(["ip", "link", "set", dev, "up"])
-        for node in tp.nodes(pairs):
-            ex = self.ex(node)
-            ex.run(["ip", "link", "set", "lo", "up"])
-            if node in tp.ROUTERS:
-                for argv in self.host.forwarding():
-                    ex.run(argv)
-            else:
-                for argv in self.host.tune(netns_local=True):
-                    ex.run(argv)
-        for node, rts in tp.routes(pairs).items():
-            for dst, via in rts:
-                self.ex(node).run(["ip", "route", "add", dst, "via", via])
-        node, dev = tp.BOTTLENECK
+        for step in [*plan.links, *plan.nodes, *plan.routes]:
+            self._do(step)
         try:
-            for argv in self.host.bottleneck(dev, self.topo, self.cfg.shaper)[1:]:
-                self.ex(node).run(argv)
+            for step in plan.bottleneck:
+                self._do(step)
         except CommandFailed as e:
             if "unknown" in str(e).lower() or "no such file" in str(e).lower():
                 raise Unavailable(
@@ -251,12 +240,19 @@ class LocalTestbed(TestbedBase):
                     f"(no sch_{self.topo.queue_kind} module); use pfifo or bfifo here"
                 ) from e
             raise
-        for i in range(1, pairs + 1):
-            for argv in self.host.loss(self.topo):
-                self.ex(f"r{i}").run(argv)
+        for step in plan.loss:
+            self._do(step)
+
+    def _do(self, step: plans.Step) -> None:
+        if isinstance(step, plans.Write):
+            self.ex(step.node).write_file(step.path, step.text)
+        elif step.node is None:
+            NetnsExecutor(None).run(list(step.argv))
+        else:
+            self.ex(step.node).run(list(step.argv))
 
     def _netem_available(self) -> bool:
-        dl = self.ex("dl")
+        dl = self.ex(self.lay.delay_node)
         res = dl.run(["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
                      check=False)  # fmt: skip
         if res.ok:
@@ -264,35 +260,30 @@ class LocalTestbed(TestbedBase):
         return res.ok
 
     def _delay(self) -> str:
-        """Put the RTT on the path through dl: RTT/2 each way (delay_direction both), or
-        the whole RTT on the reverse path r -> s only (reverse: the senders' data is not
-        delayed, their ACKs carry the RTT; a constant delay anywhere in the loop gives the
-        bottleneck queue the same arrivals, and the element then handles only the ACKs,
-        not every data packet too). Returns the method used."""
+        """Put the RTT on the path through the layout's delay node: RTT/2 each way
+        (delay_direction both), or the whole RTT on the reverse path r -> s only
+        (reverse: the senders' data is not delayed, their ACKs carry the RTT; a constant
+        delay anywhere in the loop gives the bottleneck queue the same arrivals, and the
+        element then handles only the ACKs, not every data packet too). Returns the
+        method used."""
         reverse = self.cfg.delay_direction == "reverse"
-        one_way = self.topo.rtt_ms if reverse else self.topo.rtt_ms / 2
+        one_way = plans.one_way_ms(self.topo.rtt_ms, reverse)
         want = self.cfg.delay
         netem = self._netem_available()
         if want == "netem" and not netem:
             raise Unavailable("testbed.delay: netem is not available in this kernel")
-        dl = self.ex("dl")
         if want == "netem" or (want == "auto" and netem):
-            for dev in (tp.DELAY_REVERSE_EGRESS,) if reverse else tp.DELAY_IFS:
-                for argv in self.host.netem_delay(dev, one_way)[1:]:
-                    dl.run(argv)
+            for step in plans.netem_plan(self.lay, reverse, one_way, self.host):
+                self._do(step)
             return "netem"
         if one_way <= 0:
             return "none"
-        binary = ccdelay_path()
         stats = self.state_dir / "ccdelay-stats.json"
         # The element is the project's own binary on the host, never a container tool.
-        proc = NetnsExecutor(self.ns("dl")).spawn(
-            # Real-time priority keeps releases on time when iperf3 loads both cores
-            # (native/ccdelay/README.md, Fidelity).
-            [binary, "--queue", "0", "--delay-us", str(round(one_way * 1000)), "--stats",
-             str(stats), "--rt-prio", "10", "--cpu", f"0,{_last_cpu()}"],
+        proc = NetnsExecutor(self.ns(self.lay.delay_node)).spawn(
+            plans.ccdelay_argv(ccdelay_path(), one_way, stats, _last_cpu()),
             stderr=self.state_dir / "ccdelay.log",
-        )  # fmt: skip
+        )
         # The element must be bound to the queue before packets are sent to it.
         deadline = time.monotonic() + 5
         while not stats.exists():
@@ -300,7 +291,7 @@ class LocalTestbed(TestbedBase):
                 log = (self.state_dir / "ccdelay.log").read_text().strip()
                 raise CcbenchError(f"delay element did not start: {log or 'no output'}")
             time.sleep(0.02)
-        dl.run(self.host.nfqueue_forwarded(0, tp.DELAY_REVERSE_INGRESS if reverse else None))
+        self._do(plans.nfqueue_plan(self.lay, reverse, self.host))
         self._write_state({"ccdelay_pid": proc.pid, "ccdelay_stats": str(stats)})
         return "ccdelay"
 
@@ -310,12 +301,7 @@ class LocalTestbed(TestbedBase):
         raises CalibrationFailed with every try if the last one still failed."""
         try:
             cal = calibration.calibrate(
-                self,
-                method,
-                lambda problems: {
-                    "offloads": self._readback_offloads(problems),
-                    "delay_direction": self.cfg.delay_direction,
-                },
+                self, method, lambda problems: self._readbacks(method, problems)
             )
         except CalibrationFailed as e:
             jsonio.write_json(self.state_dir / layout.CALIBRATION, e.record)
@@ -323,38 +309,43 @@ class LocalTestbed(TestbedBase):
         jsonio.write_json(self.state_dir / layout.CALIBRATION, cal)
         return cal
 
+    def _readbacks(self, method: str, problems: list[str]) -> dict[str, Any]:
+        """What the build must have set and jitter cannot change: offloads per device,
+        and no qdisc on any device but the bottleneck's (and netem's)."""
+        kinds = {k for _, _, k in plans.offload_devices(self.lay, self.topo.pairs)}
+        return {
+            "layout": self.lay.name,
+            "offloads": self._readback_offloads(problems),
+            "offload_rule": [plans.OFFLOAD_RULE[k] for k in sorted(kinds, reverse=True)],
+            "queues": self._readback_queues(method, problems),
+            "delay_direction": self.cfg.delay_direction,
+        }
+
     def _readback_offloads(self, problems: list[str]) -> dict[str, dict[str, str]]:
         seen: dict[str, dict[str, str]] = {}
-        for ln in tp.links(self.topo.pairs):
-            for node, dev in ((ln.a, ln.a_if), (ln.b, ln.b_if)):
-                out = self.ex(node).run(self.host.offloads_show(dev)).stdout
-                state = _offload_state(out)
-                seen[f"{node}/{dev}"] = state
-                on = [k for k, v in state.items() if v.startswith("on")]
-                if on:
-                    problems.append(f"{node}/{dev}: offloads still on: {', '.join(on)}")
+        for node, dev, kind in plans.offload_devices(self.lay, self.topo.pairs):
+            out = self.ex(node).run(self.host.offloads_show(dev)).stdout
+            state = plans.offload_state(out)
+            seen[f"{node}/{dev}"] = state
+            problem = plans.offload_problem(f"{node}/{dev}", kind, state)
+            if problem:
+                problems.append(problem)
         return seen
 
-
-def _rps_mask() -> str:
-    n = os.cpu_count() or 1
-    return format((1 << max(1, n - 1)) - 1, "x")  # all CPUs but the last (CPU 0 if n <= 2)
+    def _readback_queues(self, method: str, problems: list[str]) -> dict[str, list[str]]:
+        allowed = plans.queue_devices(self.lay, method == "netem",
+                                      self.cfg.delay_direction == "reverse")  # fmt: skip
+        seen: dict[str, list[str]] = {}
+        for node in self.nodes():
+            out = self.ex(node).run(list(plans.QDISCS_ARGV)).stdout
+            kinds, found = plans.queue_problems(node, out, allowed)
+            seen.update({f"{node}/{dev}": k for dev, k in kinds.items() if dev != "lo"})
+            problems.extend(found)
+        return seen
 
 
 def _last_cpu() -> int:
     return (os.cpu_count() or 1) - 1
-
-
-def _offload_state(ethtool_k: str) -> dict[str, str]:
-    names = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
-             "generic-receive-offload": "gro"}  # fmt: skip
-    out = {}
-    for line in ethtool_k.splitlines():
-        k, _, v = line.strip().partition(":")
-        if k in names:
-            out[names[k]] = v.strip()
-    assert set(out) <= set(OFFLOADS)
-    return out
 
 
 def _alive(pid: int) -> bool:
