@@ -10,11 +10,12 @@ from typing import Any
 
 import pandas as pd
 
-from ccbench import record, upgrade
+from ccbench import layout, record, upgrade
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix
 from ccbench.record import RunRecord
 from ccbench.record.parts import Recorded
+from ccbench.report import thinned
 from ccbench.report.fmt import as_float, fmt
 from ccbench.spec import Flow, Topology
 
@@ -219,8 +220,8 @@ def representative(valid_runs: pd.DataFrame) -> str | None:
 
 
 def load_timeseries(runs_dir: Path, run_id: str) -> pd.DataFrame | None:
-    p = runs_dir / run_id / "timeseries.parquet"
-    return pd.read_parquet(p) if p.exists() else None
+    p = runs_dir / run_id / layout.TIMESERIES
+    return thinned.load(p) if p.exists() else None
 
 
 def group(df: pd.DataFrame, scenario: str, variant: str | None = None) -> pd.DataFrame:
