@@ -26,10 +26,17 @@ CONFIG = REPO / ".test" / "config" / "config.yaml"
 
 
 def _ccbench_processes() -> set[str]:
-    """Processes of ccbench runs and their tools on this machine (pid and command)."""
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    """Live processes of ccbench runs and their tools on this machine (pid and command).
+    A zombie has ended: a killed run's tool waits there until init reaps it, which
+    this VM's init does in its own time."""
+    out = subprocess.run(["ps", "-eo", "pid=,stat=,args="], capture_output=True, text=True)
     tools = ("iperf3", "ccdelay", "ccbench run", "ccbench-ss", "ccbench-qdisc", "ping -n -D")
-    return {line.strip() for line in out.splitlines() if any(t in line for t in tools)}
+    live = []
+    for line in out.stdout.splitlines():
+        pid, stat, args = (line.split(None, 2) + ["", ""])[:3]
+        if not stat.startswith("Z") and any(t in args for t in tools):
+            live.append(f"{pid} {args}")
+    return set(live)
 
 
 def test_a_killed_comparison_resumes_without_measuring_again(tmp_path: Path) -> None:
