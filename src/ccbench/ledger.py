@@ -277,11 +277,14 @@ def account(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
 
 
 def check(
-    ledger: dict[str, Any], bottleneck_pkts: int | None, delay_pkts: int, retransmits: int | None
-) -> list[str]:
+    ledger: dict[str, Any], bottleneck_pkts: int | None, delay_pkts: int,
+    retransmits: int | None, spurious: int | None = None,
+) -> list[str]:  # fmt: skip
     """Validity reasons from a ledger (empty: every lost packet is accounted for).
     The delay element's own drops (`delay_pkts`) are reported by its check
-    (validity.check_delay); here they only count as drops that were seen."""
+    (validity.check_delay); here they only count as drops that were seen.
+    `spurious`: retransmissions the receivers reported as duplicates (D-SACK): their
+    original arrived, so no drop needs to be behind them."""
     reasons = []
     outside = ledger["outside"]
     if outside:
@@ -294,11 +297,13 @@ def check(
     configured = bottleneck_pkts + ledger["loss_rules_pkts"]
     seen = configured + ledger["outside_pkts"] + delay_pkts
     slack = max(RETX_SLACK_PKTS, RETX_SLACK_SHARE * configured)
-    if retransmits > seen + slack:
+    lost = retransmits - (spurious or 0)
+    if lost > seen + slack:
+        dup = f", {spurious} of them received twice (D-SACK)" if spurious else ""
         reasons.append(
-            f"the senders retransmitted {retransmits} packets, the path dropped {configured} "
-            f"(bottleneck {bottleneck_pkts}, loss rules {ledger['loss_rules_pkts']}): "
-            f"{retransmits - seen} retransmissions have no counted drop behind them "
-            "(packets lost or held in the host)"
+            f"the senders retransmitted {retransmits} packets{dup}, the path dropped "
+            f"{configured} (bottleneck {bottleneck_pkts}, loss rules "
+            f"{ledger['loss_rules_pkts']}): {lost - seen} retransmissions have no counted "
+            "drop behind them (packets lost or held in the host)"
         )
     return reasons

@@ -72,6 +72,7 @@ def test_cubic_capture_one_socket_exact() -> None:
         "lost": 2,
         "reordering": None,
         "reord_seen": None,
+        "dsack_dups": None,
         "bbr_bw_bps": None,
         "bbr_mrtt_us": None,
         "bbr_pacing_gain": None,

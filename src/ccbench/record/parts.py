@@ -123,6 +123,9 @@ class LossLedger(Part):
     outside: dict[str, int] = d("drops anywhere else, by place (an invalid run)")
     outside_pkts: int = d("sum of outside")
     retransmits: int | None = d("all flows' retransmitted segments", None)
+    spurious_retransmits: int | None = d(
+        "retransmitted segments the receivers reported as received twice (DSACK, ss "
+        "dsack_dups): no loss behind them; null without ss samples", None)  # fmt: skip
     softnet_backlog_pkts: int = d("the kernels' receive backlog drops (softnet_stat)")
     softnet_time_squeeze: int = d("times receive processing ran out of budget")
     unread: list[str] = d("counters that could not be read (node and what)")

@@ -28,7 +28,7 @@ from ccbench.summarize.bottleneck import bottleneck_of, queue_of
 from ccbench.summarize.delay import delay_element
 from ccbench.summarize.flows import flows_of, jain_of, throughput_sum
 from ccbench.summarize.hosts import kernel_of, nics_of, sockstat_of
-from ccbench.summarize.losses import ledger_reasons, loss_ledger
+from ccbench.summarize.losses import dsack_dups, ledger_reasons, loss_ledger
 from ccbench.summarize.probe import probe_record
 from ccbench.summarize.runfiles import (
     calibration_of,
@@ -67,7 +67,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     reasons += validity.check_bottleneck_config(spec, bneck.get("configured"))
     queue = queue_of(rd, spec, meta)
     if losses is not None:
-        reasons += ledger_reasons(losses, flows, bneck, delay)
+        reasons += ledger_reasons(losses, flows, bneck, delay, dsack_dups(rd))
     probe = probe_record(rd)
     if meta.get("probe_argv") and not (probe and probe.get("tool") == "unreadable"):
         reasons += validity.check_probe(probe, spec.probe_tool)

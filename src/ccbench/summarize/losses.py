@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ccbench import ledger
+from ccbench import layout, ledger
 from ccbench.layout import RawDir
+from ccbench.parse.ss import SsReader
 
 
 def loss_ledger(rd: RawDir) -> dict[str, Any] | None:
@@ -26,7 +27,7 @@ def loss_ledger(rd: RawDir) -> dict[str, Any] | None:
 
 def ledger_reasons(
     led: dict[str, Any], flows: list[dict[str, Any]], bneck: dict[str, Any],
-    delay: dict[str, Any] | None,
+    delay: dict[str, Any] | None, spurious: int | None = None,
 ) -> list[str]:  # fmt: skip
     retx = [f["retransmits"] for f in flows]
     # tbf/htb count their child queue's drops in their own: the larger is the total.
@@ -36,4 +37,30 @@ def ledger_reasons(
     total_retx = sum(retx) if retx and None not in retx else None
     led["bottleneck_pkts"] = bottleneck
     led["retransmits"] = total_retx
-    return ledger.check(led, bottleneck, delay_pkts, total_retx)
+    led["spurious_retransmits"] = spurious
+    return ledger.check(led, bottleneck, delay_pkts, total_retx, spurious)
+
+
+def dsack_dups(rd: RawDir) -> int | None:
+    """Segments the receivers reported as received twice (D-SACK; ss's `dsack_dups`, a
+    per-connection counter since kernel 5.x), summed over the senders' connections at
+    their last sample: retransmissions that had no loss behind them. None without ss
+    samples (FreeBSD senders, runs without them); read as a stream."""
+    names = rd.glob(layout.SS_GLOB)
+    if not names:
+        return None
+    total = 0
+    for name in names:
+        p = layout.stored(rd.path, name)
+        if p is None:
+            continue
+        last: dict[tuple[str, str], int] = {}
+        try:
+            with layout.open_text(p) as fh:
+                for rec in SsReader(fh):
+                    if rec.get("dsack_dups") is not None:
+                        last[(str(rec["local"]), str(rec["peer"]))] = int(rec["dsack_dups"])
+        except (OSError, ValueError, EOFError):
+            continue  # what is wrong with the file is said where its samples are read
+        total += sum(last.values())
+    return total
