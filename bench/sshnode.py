@@ -89,8 +89,9 @@ def ssh_node(
     sshd: subprocess.Popen[bytes] | None = None
     ex: SshExecutor | None = None
     control: Path | None = None
-    with contextlib.suppress(RuntimeError):
-        sh("ip", "netns", "delete", ns)  # a leftover of an interrupted earlier use
+    for leftover in (("ip", "link", "delete", host_dev), ("ip", "netns", "delete", ns)):
+        with contextlib.suppress(RuntimeError):  # of an interrupted earlier use
+            sh(*leftover)
     try:
         for key in ("hostkey", "clientkey"):
             (workdir / key).unlink(missing_ok=True)
@@ -129,8 +130,12 @@ def ssh_node(
             if sshd.poll() is None:
                 sshd.kill()
                 sshd.wait()
-        with contextlib.suppress(RuntimeError):
-            sh("ip", "netns", "delete", ns)
+        # The veth first: a namespace goes away when its last process has, and the
+        # kernel frees its devices later still; the next node of the same name needs
+        # the link name now.
+        for gone in (("ip", "link", "delete", host_dev), ("ip", "netns", "delete", ns)):
+            with contextlib.suppress(RuntimeError):
+                sh(*gone)
 
 
 def _wait_listening(addr: str, port: int, proc: subprocess.Popen[bytes]) -> None:
