@@ -216,6 +216,17 @@ def test_conditions_say_where_the_delay_sat() -> None:
     assert old["delay_where"] == "RTT/2 on each direction"
 
 
+def test_the_testbed_table_names_the_layout() -> None:
+    """testbed.layout reaches the report from calibration.json (`layout`, as built);
+    a calibration without it (SSH testbeds, older local ones) names none."""
+    mv = provenance._calibration({"delay_method": "ccdelay", "layout": "macvlan"}, 3)
+    assert mv["layout"].startswith("macvlan: ") and "macvlan" in mv["layout"][9:]
+    assert provenance._calibration({"delay_method": "ccdelay", "layout": "routed"}, 3)[
+        "layout"
+    ].startswith("routed: s_i -> rt1 -> dl -> rt2 -> r_i")
+    assert provenance._calibration({"delay_method": "ccdelay"}, 3)["layout"] == ""
+
+
 def test_the_report_reads_run_data_from_summary_json(tmp_path: Path) -> None:
     """Provenance (calibration, facts, qdisc) and the probe samples come from summary.json
     (`recorded`, `probe.samples_us`), a declared output of parse: the report no longer

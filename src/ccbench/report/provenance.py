@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from ccbench import topology
+from ccbench.errors import CcbenchError
 from ccbench.model import Matrix
 from ccbench.report import data
 from ccbench.report.fmt import as_float, fmt
@@ -89,6 +91,7 @@ def _calibration(cal: dict[str, Any], n_runs: int) -> dict[str, Any]:
             if cal.get("delay_direction") == "reverse"
             else "RTT/2 on each direction"
         ),
+        "layout": _layout_text(cal),
         "rtt_configured": fmt(cal.get("rtt_configured_ms")),
         "idle_rtt": idle,
         "rate_ratio": fmt(rate.get("ratio", cal.get("rate_ratio")), 3),
@@ -99,6 +102,18 @@ def _calibration(cal: dict[str, Any], n_runs: int) -> dict[str, Any]:
         "delay_node": _delay_node_text(cal.get("delay_node")),
         "problems": list(cal.get("problems") or []),
     }
+
+
+def _layout_text(cal: dict[str, Any]) -> str:
+    """The local dumbbell's layout as built; "" where the calibration names none (SSH
+    testbeds, local ones calibrated before layouts existed)."""
+    name = cal.get("layout")
+    if not isinstance(name, str):
+        return ""
+    try:
+        return f"{name}: {topology.layout(name).description}"
+    except CcbenchError:
+        return name
 
 
 def _delay_node_text(dl: Any) -> str:
