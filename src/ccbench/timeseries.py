@@ -97,7 +97,8 @@ def sender_samples(path: Path, flow: int) -> Iterator[tuple[np.ndarray, np.ndarr
     """Flow `flow`'s sender RTT samples (t_s, rtt_us: ss and siftr rows) read back from
     a written time series, a row group at a time (timeseries_stats.rtt_excess)."""
     pf = pq.ParquetFile(path)
-    for b in pf.iter_batches(columns=["flow", "source", "t_s", "rtt_us"]):
+    for g in range(pf.metadata.num_row_groups):  # (iter_batches held every group's buffers)
+        b = pf.read_row_group(g, columns=["flow", "source", "t_s", "rtt_us"], use_threads=False)
         src = b.column("source")
         mine = pc.and_(pc.equal(b.column("flow"), flow), pc.is_in(src, pa.array(SENDER_SOURCES)))
         t = b.column("t_s").filter(mine).to_numpy(zero_copy_only=False)
