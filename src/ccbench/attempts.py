@@ -12,6 +12,7 @@ from typing import Any
 
 from ccbench import jsonio, kernel, layout, record, safe
 from ccbench.errors import CcbenchError
+from ccbench.exec import pid_alive
 from ccbench.progress import info
 from ccbench.record import RunRecord
 from ccbench.run import run_once
@@ -91,20 +92,10 @@ def _remove_dead_attempts(out: Path) -> None:
     run: removed, and the run is measured again."""
     for tmp in out.glob(".raw.tmp-*"):
         pid = tmp.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             info(f"{out.name}: removing {tmp.name}, the raw files of an attempt whose "
                  "process died")  # fmt: skip
             safe.remove_tree(tmp, out)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _load_judge() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 class CcbenchError(Exception):
@@ -27,3 +30,12 @@ class CalibrationFailed(Unavailable):
     def __init__(self, msg: str, record: dict[str, Any] | None = None):
         super().__init__(msg)
         self.record = record or {}
+
+
+def registered(table: Mapping[str, T], name: str, key: str, what: str) -> T:
+    """`table[name]` of a registry (testbed kinds, layouts, probe tools), or the one line
+    naming the config key, the unknown name and the choices."""
+    try:
+        return table[name]
+    except KeyError:
+        raise CcbenchError(f"{key}: unknown {what} '{name}' (one of {', '.join(table)})") from None

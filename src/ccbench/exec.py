@@ -154,6 +154,17 @@ class LocalProc:
         self._out = self._err = None
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this machine (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def run_captured(
     full: Sequence[str], name: str, *, input: str | None, timeout: float | None,
     shown: Sequence[str] | None = None,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ccbench import fetch, leftovers, safe
 from ccbench.errors import CcbenchError
-from ccbench.exec import GATE, CommandFailed, LocalProc, Result, run_captured
+from ccbench.exec import GATE, CommandFailed, LocalProc, Result, pid_alive, run_captured
 from ccbench.fetch import Fetched, FetchFailed
 
 # Records the process on the node (ccbench.leftovers: a crash's leftovers are found by
@@ -43,20 +43,10 @@ def remove_stale_stderr() -> int:
     n = 0
     for f in Path(tempfile.gettempdir()).glob(f"{STDERR_PREFIX}*-*.err"):
         pid = f.name[len(STDERR_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and not _running(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             f.unlink(missing_ok=True)
             n += 1
     return n
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # An ssh_config option as `-o` takes it: "Keyword=value" or "Keyword value", one line.

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ccbench.errors import CcbenchError
+from ccbench.errors import registered
 
 ROUTERS = ("rt1", "dl", "rt2")
 
@@ -278,9 +278,4 @@ DEFAULT = "routed"
 
 
 def layout(name: str) -> Layout:
-    try:
-        return LAYOUTS[name]
-    except KeyError:
-        raise CcbenchError(
-            f"testbed.layout: unknown layout '{name}' (one of {', '.join(NAMES)})"
-        ) from None
+    return registered(LAYOUTS, name, "testbed.layout", "layout")

@@ -146,13 +146,13 @@ def test_unreadable_snapshot_is_an_error() -> None:
 RUN = Path(__file__).resolve().parents[1] / "captures" / "run-local-2cubic-ledger"
 
 
-def _parse_copy(tmp_path: Path, mutate=None) -> dict:  # type: ignore[no-untyped-def]
+def _parse_copy(tmp_path: Path, mutate=None, capture: Path = RUN) -> dict:  # type: ignore[no-untyped-def]
     import shutil
 
     from ccbench.summarize.judge import parse_run_dir
 
     run = tmp_path / "run"
-    shutil.copytree(RUN, run / "raw")
+    shutil.copytree(capture, run / "raw")
     if mutate:
         mutate(run / "raw")
     return parse_run_dir(run).to_dict()
@@ -492,23 +492,11 @@ def test_bottleneck_drops_are_not_counted_twice(tmp_path: Path, capture: str, dr
 DSACK_RUN = Path(__file__).resolve().parents[1] / "captures" / "run-local-macvlan-1g-dsack"
 
 
-def _parse_dsack_copy(tmp_path: Path, mutate=None) -> dict:  # type: ignore[no-untyped-def]
-    import shutil
-
-    from ccbench.summarize.judge import parse_run_dir
-
-    run = tmp_path / "run"
-    shutil.copytree(DSACK_RUN, run / "raw")
-    if mutate:
-        mutate(run / "raw")
-    return parse_run_dir(run).to_dict()
-
-
 def test_retransmissions_the_receiver_got_twice_need_no_drop(tmp_path: Path) -> None:
     """A real 1 Gbit/s run (macvlan layout): 734 retransmissions, 273 bottleneck drops,
     no other drop; s1's receiver reported 461 segments twice (D-SACK). Those had no
     loss behind them, so every retransmission is accounted for."""
-    s = _parse_dsack_copy(tmp_path)
+    s = _parse_copy(tmp_path, capture=DSACK_RUN)
     led = s["loss_ledger"]
     assert (led["retransmits"], led["bottleneck_pkts"], led["outside_pkts"]) == (734, 273, 0)
     assert led["spurious_retransmits"] == 461
@@ -524,7 +512,7 @@ def test_retransmissions_without_dsack_or_drop_stay_unexplained(tmp_path: Path) 
         for ss in raw.glob("ss-s*.txt"):
             ss.write_text(re.sub(r" dsack_dups:\d+", "", ss.read_text()))
 
-    s = _parse_dsack_copy(tmp_path, no_dsack)
+    s = _parse_copy(tmp_path, no_dsack, DSACK_RUN)
     assert s["loss_ledger"]["spurious_retransmits"] == 0
     assert not s["valid"]
     assert any("461 retransmissions have no counted drop behind them" in r for r in s["reasons"])

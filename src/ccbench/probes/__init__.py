@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ccbench import layout
-from ccbench.errors import CcbenchError
+from ccbench.errors import CcbenchError, registered
 from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
 from ccbench.probes.flent import Flent
 from ccbench.probes.fping import Fping
@@ -25,12 +25,7 @@ NAMES = tuple(REGISTRY)
 
 
 def tool(name: str) -> ProbeTool:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise CcbenchError(
-            f"probe_tool: unknown tool '{name}' (one of {', '.join(NAMES)})"
-        ) from None
+    return registered(REGISTRY, name, "probe_tool", "tool")
 
 
 def plan(name: str, s: ProbeSettings, sender_os: str) -> ProbePlan:

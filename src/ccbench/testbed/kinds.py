@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ccbench import topology
-from ccbench.errors import CcbenchError
+from ccbench.errors import CcbenchError, registered
 
 if TYPE_CHECKING:
     from ccbench.spec import TestbedConfig, Topology
@@ -121,9 +121,4 @@ DEFAULT = "local"  # what a config without testbed.kind means, and a testbed wit
 
 
 def kind(name: str) -> TestbedKind:
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise CcbenchError(
-            f"testbed.kind: unknown kind '{name}' (one of {', '.join(NAMES)})"
-        ) from None
+    return registered(REGISTRY, name, "testbed.kind", "kind")
