@@ -27,31 +27,19 @@ from typing import Any
 
 from ccbench.attempts import execute
 from ccbench.errors import CcbenchError
+from ccbench.parse import procstat
 from ccbench.spec import Flow, RunSpec, TestbedConfig, Topology
 from ccbench.testbed import local
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
 CLEAN_OTHER_PCT = 5.0
-# /proc/stat's cpu lines: user nice system idle iowait irq softirq steal (then guest
-# times, already inside user and nice).
-STAT_COLUMNS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
-
-
-def cpu_lines(text: str) -> dict[str, dict[str, float]]:
-    """/proc/stat -> {"cpu": totals, "cpu0": ..., ...} in clock ticks."""
-    out = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if parts and parts[0].startswith("cpu"):
-            out[parts[0]] = dict(zip(STAT_COLUMNS, map(float, parts[1:]), strict=False))
-    return out
 
 
 def cpu_split(before: str, after: str, pkts: int) -> dict[str, float]:
     """Where the machine's CPU went between two /proc/stat texts: busy share (%), µs
     per packet through the bottleneck by kind, steal (%), and each CPU's busy share."""
-    b, a = cpu_lines(before), cpu_lines(after)
-    d = {k: a["cpu"][k] - b["cpu"][k] for k in STAT_COLUMNS}
+    b, a = procstat.parse_cpu_lines(before), procstat.parse_cpu_lines(after)
+    d = {k: a["cpu"][k] - b["cpu"][k] for k in procstat.FIELDS}
     total = sum(d.values()) or math.nan
     busy = total - d["idle"] - d["iowait"]
     per_pkt = 1e6 / USER_HZ / pkts if pkts else math.nan
@@ -64,7 +52,7 @@ def cpu_split(before: str, after: str, pkts: int) -> dict[str, float]:
         "steal": 100 * d["steal"] / total,
     }
     for name in sorted(k for k in a if k != "cpu" and k in b):
-        dc = {k: a[name][k] - b[name][k] for k in STAT_COLUMNS}
+        dc = {k: a[name][k] - b[name][k] for k in procstat.FIELDS}
         tot = sum(dc.values()) or math.nan
         out[f"{name}_busy"] = 100 * (tot - dc["idle"] - dc["iowait"]) / tot
     return out
@@ -128,7 +116,7 @@ def timer_interrupts() -> int:
 
 
 def machine_user_ticks() -> float:
-    c = cpu_lines(Path("/proc/stat").read_text())["cpu"]
+    c = procstat.parse_cpu_line(Path("/proc/stat").read_text())
     return c["user"] + c["nice"]
 
 

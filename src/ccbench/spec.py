@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ccbench import queues, safe
+from ccbench import queues, safe, topology
 from ccbench.errors import CcbenchError
 
 ETH_OVERHEAD_BYTES = 14  # what a tbf/pfifo on a veth counts beyond the IP packet
@@ -215,7 +215,7 @@ class TestbedConfig:
     tools: str = "host"
     inventory: str | None = None
     dumbbell: int = 1
-    layout: str = "routed"  # ccbench.topology's layouts; the default is the seeds' shape
+    layout: str = topology.DEFAULT  # ccbench.topology's layouts; the seeds' shape
 
     def __post_init__(self) -> None:
         from ccbench.testbed.kinds import kind
@@ -241,7 +241,7 @@ class TestbedConfig:
         d = asdict(self)
         if self.delay_direction == "both":
             del d["delay_direction"]
-        if self.layout == "routed":
+        if self.layout == topology.DEFAULT:
             del d["layout"]
         if self.inventory is None:
             del d["inventory"]

@@ -1,4 +1,4 @@
-"""/proc/stat's aggregate `cpu` line: where a Linux host's CPU time went.
+"""/proc/stat's `cpu` lines: where a Linux host's CPU time went.
 
 On a VM, `steal` is time the hypervisor gave the vCPU to someone else; a run during
 which it was high measured the neighbours as much as the congestion control.
@@ -12,19 +12,29 @@ from typing import Any
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
-def parse_cpu_line(text: str) -> dict[str, int]:
-    """Jiffies per field from the first `cpu ` line of /proc/stat."""
+def parse_cpu_lines(text: str) -> dict[str, dict[str, int]]:
+    """Jiffies per field of every `cpu` line of /proc/stat: "cpu" (all CPUs), "cpu0", ..."""
+    out: dict[str, dict[str, int]] = {}
     for line in text.splitlines():
         parts = line.split()
-        if parts and parts[0] == "cpu":
-            try:
-                vals = {k: int(v) for k, v in zip(FIELDS, parts[1:], strict=False)}
-            except ValueError:
-                raise ValueError(f"bad /proc/stat cpu line: {line[:80]!r}") from None
-            if len(vals) < 4 or min(vals.values()) < 0:
-                raise ValueError(f"bad /proc/stat cpu line: {line[:80]!r}")
-            return vals
-    raise ValueError("no aggregate 'cpu' line in /proc/stat text")
+        if not parts or not parts[0].startswith("cpu"):
+            continue
+        try:
+            vals = {k: int(v) for k, v in zip(FIELDS, parts[1:], strict=False)}
+        except ValueError:
+            raise ValueError(f"bad /proc/stat cpu line: {line[:80]!r}") from None
+        if len(vals) < 4 or min(vals.values()) < 0:
+            raise ValueError(f"bad /proc/stat cpu line: {line[:80]!r}")
+        out.setdefault(parts[0], vals)
+    return out
+
+
+def parse_cpu_line(text: str) -> dict[str, int]:
+    """Jiffies per field from the first `cpu ` line of /proc/stat."""
+    lines = parse_cpu_lines(text)
+    if "cpu" not in lines:
+        raise ValueError("no aggregate 'cpu' line in /proc/stat text")
+    return lines["cpu"]
 
 
 def usage_between(before: str, after: str) -> dict[str, Any]:
