@@ -30,7 +30,8 @@ Wait until every node's startup service shows "Finished" (each node logs to
 `/local/logs/ccbench-setup-*.log` and writes `/var/tmp/ccbench-setup.done`).
 Then, on your control machine (where ccbench is installed):
 
-1. Save the experiment's manifest (the "Manifest" tab) as `manifest.xml`.
+1. Save the experiment's manifest (the "Manifest" tab) as `manifest.xml`, or fetch it
+   from any node of the experiment: `ssh NODE geni-get manifest > manifest.xml`.
 2. `ccbench testbed inventory --manifest manifest.xml --user YOUR_EMULAB_NAME --out hosts.yaml`
 3. `snakemake --cores 4 all --configfile config/examples/emulab-seed001.yaml`
    (a config names its inventory: `testbed.inventory: hosts.yaml`). The config must
@@ -91,6 +92,10 @@ MAX_DUMBBELLS = 4
 MAX_MACHINES = 24  # bigger requests rarely map onto one hardware type at once
 MAX_RATE_MBPS = 10000
 MAX_RTT_MS = 1000
+# Emulab inserts a delay node into a link only from this one-way latency up (libvtop_stable,
+# GenVirtLans: `$delay >= $DELAYTHRESH`, 2 ms by default in configure.ac); below it a
+# link marked "no bandwidth shaping" is a plain wire.
+EMULAB_DELAY_THRESHOLD_MS = 2
 MAX_QUEUE = 100000
 MAX_TX_RING = 8192
 MIN_RED_QUEUE = 12  # RED's min threshold (limit/12) must hold a full frame
@@ -263,6 +268,12 @@ def validate(p):
         bad("RTT must be 0 to %d ms." % MAX_RTT_MS, "rttMs")
     elif p["rttMs"] % 2:
         bad("RTT must be even: each direction gets RTT/2 whole milliseconds.", "rttMs")
+    elif p.get("delayMethod") == "linkshaping" and 0 < p["rttMs"] // 2 < EMULAB_DELAY_THRESHOLD_MS:
+        bad("Link shaping: Emulab inserts its delay node only for a one-way latency of at least "
+            "%d ms, so an RTT of %d ms would not be delayed at all: use RTT 0 or at least %d ms, "
+            "or the explicit delay node (delaynode)."
+            % (EMULAB_DELAY_THRESHOLD_MS, p["rttMs"], 2 * EMULAB_DELAY_THRESHOLD_MS),
+            "delayMethod", "rttMs")
     if not 2 <= p["queuePackets"] <= MAX_QUEUE:
         bad("Bottleneck queue must be 2 to %d packets." % MAX_QUEUE, "queuePackets")
     elif p["aqm"] == "red" and p["queuePackets"] < MIN_RED_QUEUE:
@@ -425,9 +436,11 @@ def parameter_definitions(T):
             longDescription="delaynode: the bottleneck runs through an explicit delay node named dl, a "
                             "transparent bridge with one dummynet pipe per direction, which ccbench "
                             "logs in to and checks (delay, no rate limit, clock). linkshaping: a "
-                            "delayed link; Emulab adds its own (unnamed) delay node, whose "
-                            "configuration ccbench cannot read. Either way the delay node's pipes ask "
-                            "for no rate (unlimited): they delay, rt1 shapes.")),
+                            "delayed link rt1 - rt2; Emulab inserts its own (unnamed) delay node, "
+                            "whose configuration ccbench cannot read, and only for a one-way latency "
+                            "of at least %d ms (RTT 0 or >= %d). Either way the delay node's pipes "
+                            "ask for no rate (unlimited): they delay, rt1 shapes."
+                            % (EMULAB_DELAY_THRESHOLD_MS, 2 * EMULAB_DELAY_THRESHOLD_MS))),
         ("dumbbells", "Independent dumbbells", T.INTEGER, 1, dict(
             longDescription="Number of independent dumbbells (1-%d) for parallel runs. Dumbbell d uses "
                             "10.d.x.0/24 and node names with suffix -d<d> for d >= 2 (s1-d2, rt1-d2, ...)."
@@ -442,10 +455,12 @@ def parameter_definitions(T):
                             "the only shaper is rt1's. The bottleneck rate cannot exceed it. rt1 and rt2 "
                             "need pairs + 1 ports at this speed; on d430s 10 Gb/s means the 64 machines "
                             "with X710 ports.")),
-        ("delayHwType", "Delay node hardware type", T.NODETYPE, "d430", dict(
+        ("delayHwType", "Delay node hardware type", T.NODETYPE, "", dict(
             advanced=True,
             longDescription="Emulab hardware type of the delay node dl (delay method delaynode); empty = "
-                            "any type.")),
+                            "any type Emulab offers as a delay node. A type here is a request for "
+                            "Emulab's delay-<type> node type (e.g. delay-d430), which a cluster may not "
+                            "offer: leave it empty unless you know it does.")),
         ("interSwitch", "Allow inter-switch links", T.STRING, "no", dict(
             legalValues=[("no", "no (all links on one switch)"), ("yes", "yes (easier to map)")],
             advanced=True,
@@ -641,6 +656,8 @@ def build_request(portal, pg, igext, p):
             request.addNamespace(pg.Namespaces.DELAY)  # declare "delay:" once, at the root
             name = node_name(DELAY_NODE, d)
             bridge = request.Bridge(name)
+            # A type here makes Emulab ask for node type delay-<type> (libvtop_stable,
+            # GenVirtNodes); empty lets it pick any delay-capable machine.
             if p["delayHwType"]:
                 bridge.hardware_type = p["delayHwType"]
             ifaces[plan[name]["interfaces"]["rt1"]] = bridge.iface0
@@ -658,11 +675,13 @@ def build_request(portal, pg, igext, p):
             add_link(node_name("core-a", d))
             add_link(node_name("core-b", d))
         else:
+            # A delayed link: Emulab inserts a delay node of its own (libvtop_stable,
+            # GenVirtLans), whose pipes, with "no bandwidth shaping", only delay as dl's do.
+            # Never setForceShaping(): emulab:force_shaping is end-node shaping (netem on
+            # rt1 and rt2 themselves, libvtop virtlan_use_linkdelay), and setup-router.sh
+            # deletes the root qdisc of both routers' core interface: the RTT would be lost.
             core = add_link(node_name("core", d))
             core.latency = one_way_ms  # one-way: the RTT is twice this
-            # Emulab's delay node even at RTT 0; with "no bandwidth shaping" its pipes
-            # only delay (no rate limit), as dl's do.
-            core.setForceShaping()
 
     doc = (__doc__ or "").strip()
     parts = re.split(r"\n\s*Instructions:\s*\n", doc, maxsplit=1)

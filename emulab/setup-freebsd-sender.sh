@@ -8,7 +8,8 @@
 #   cc_cdg cc_chd cc_hd cc_dctcp), the RACK and BBR stacks (tcphpts first, for
 #   kernels where it is a module) and siftr(4) loaded;
 # - the seed's sysctls: host cache off, 10 MB socket buffers;
-# - iperf3 (and, optional, fping) installed from packages;
+# - iperf3 (and, optional, fping) installed from packages, unattended and also on a
+#   release past its end of life (a package the repository lacks: one line saying so);
 # - offloads: offloads=default keeps FreeBSD's settings (as the seed: only the
 #   routers are tuned); offloads=off runs ifconfig IF -tso -lro -txcsum -rxcsum on the
 #   experiment interface (the one holding addr) and the device under a vlan;
@@ -125,16 +126,43 @@ setsysctl net.inet.tcp.hostcache.enable 0
 sysctl net.inet.tcp.hostcache.purgenow=1 || note "cannot purge the host cache"
 
 # --- packages ---
-# (ASSUME_ALWAYS_YES also lets pkg bootstrap itself without asking)
+# pkg unattended on any 14.x image, also one past its end of life: ASSUME_ALWAYS_YES
+# answers pkg's questions (its own bootstrap included); IGNORE_OSVERSION lets it take
+# packages built for a newer release of the same major version, all the repository
+# holds once a release is out of support (14.2's are built on 14.3), where pkg would
+# otherwise stop at "Newer FreeBSD version for package ..." (pkg.conf(5) IGNORE_OSVERSION).
+pkg_env() { env ASSUME_ALWAYS_YES=yes IGNORE_OSVERSION=yes pkg "$@"; }
+
+# Install package $1 unless it is there; pkg's output goes to the log. On failure,
+# pkg_why is one line: what pkg said that names the problem (a package the repository
+# lacks is "No packages available to install matching ..."), else its last error line,
+# else its last line.
+pkg_install() {
+    pkg_env info -e "$1" && return 0
+    if out=$(pkg_env install -y "$1" 2>&1); then
+        printf '%s\n' "$out"
+        return 0
+    fi
+    printf '%s\n' "$out"
+    why=$(printf '%s\n' "$out" | grep -E 'No packages available|Newer FreeBSD version' | head -n 1)
+    [ -n "$why" ] || why=$(printf '%s\n' "$out" | grep -E '^pkg(-static)?: ' | tail -n 1)
+    [ -n "$why" ] || why=$(printf '%s\n' "$out" | grep -v '^[[:space:]]*$' | tail -n 1)
+    case $why in
+    *'No packages available'*) pkg_why="$1: not in the package repository ($why)" ;;
+    *) pkg_why="$1: pkg install failed (${why:-no output})" ;;
+    esac
+    return 1
+}
+
 if ! packages_allowed; then
     command -v iperf3 >/dev/null 2>&1 || die "iperf3 missing (CCBENCH_SETUP_NO_PACKAGES=1: nothing is installed)"
-elif ! env ASSUME_ALWAYS_YES=yes pkg info -e iperf3; then
-    env ASSUME_ALWAYS_YES=yes pkg install -y iperf3 || die "pkg install iperf3 failed"
+elif ! pkg_install iperf3; then
+    die "$pkg_why"
 fi
 note "iperf3: $(iperf3 --version 2>&1 | head -n 1)"
 # fping for probe_tool fping (latency under load); optional: ping needs nothing
-if packages_allowed && ! env ASSUME_ALWAYS_YES=yes pkg info -e fping; then
-    env ASSUME_ALWAYS_YES=yes pkg install -y fping || note "warning: could not install fping (probe_tool ping still works)"
+if packages_allowed && ! pkg_install fping; then
+    note "warning: $pkg_why; probe_tool ping still works"
 fi
 
 # Record interface $1 in /var/tmp/ccbench/nic-$1.json: driver (the name without its

@@ -9,14 +9,16 @@
 # - NIC offloads off on every experiment interface (else the queue holds 64 KB
 #   super-packets instead of frames);
 # - on the bottleneck interface (the one holding core_addr, toward the other
-#   router), with shape=yes: tbf at rate_mbit with a child `pfifo limit queue`
-#   (or the AQM with `limit queue`), and the TX ring set to tx_ring (0 = leave);
-#   with shape=no: the driver's default qdisc.
+#   router), with shape=yes: one transmit queue (`ethtool -L combined 1`, or `tx 1`
+#   where the driver has separate TX channels), tbf at rate_mbit with a child
+#   `pfifo limit queue` (or the AQM with `limit queue`), and the TX ring set to
+#   tx_ring (0 = leave); with shape=no: the driver's default qdisc.
 # Idempotent: safe to rerun (the qdisc is rebuilt, so its counters restart).
 # - every experiment interface (and the device under a VLAN) recorded in
-#   /var/tmp/ccbench/nic-<interface>.json: driver, speed, offloads, and on the
-#   bottleneck the TX ring asked and set (drivers clamp silently: igb to >= 64 on
-#   Ubuntu 24.04, >= 80 on older kernels).
+#   /var/tmp/ccbench/nic-<interface>.json: driver, speed, offloads, channels, each
+#   transmit queue's BQL state, and on the bottleneck the TX queues and TX ring asked
+#   and set (drivers clamp silently: igb to >= 64 on Ubuntu 24.04, >= 80 on older
+#   kernels).
 # Log: /local/logs/ccbench-setup-router.log; on success /var/tmp/ccbench-setup.done.
 # CCBENCH_SETUP_NO_PACKAGES=1 installs nothing (scripts/emulab_rehearsal.py).
 # Tests only: CCBENCH_SETUP_ROOT prefixes every file path this script uses;
@@ -111,7 +113,38 @@ done
 # --- the bottleneck queue ---
 # Start from the driver default: a rerun must not stack on an earlier set-up.
 tc qdisc del dev "$core_if" root 2>/dev/null || true
+txq_asked='' txq_refused=''
 if [ "$shape" = yes ]; then
+    # One transmit queue. A forwarded packet takes the TX queue numbered like the RX
+    # queue it arrived on (net/core/dev.c skb_tx_hash), so on a multiqueue NIC (igb on
+    # an I350: up to 8) flows from different senders usually sit in different TX
+    # rings, each capped by its own BQL limit and served round-robin by the NIC: a
+    # per-flow layer-2 buffer behind the one tbf. Before the ring is sized: igb
+    # rebuilds its rings when the count changes (igb_ethtool.c igb_set_channels).
+    txq_asked=1
+    kind=''
+    ch_max=$(channels_of "$core_if" max Combined)
+    if is_uint "$ch_max" && [ "$ch_max" -gt 0 ]; then
+        kind=combined
+    else
+        ch_max=$(channels_of "$core_if" max TX)
+        if is_uint "$ch_max" && [ "$ch_max" -gt 0 ]; then kind=tx; fi
+    fi
+    if [ -z "$kind" ]; then
+        note "$core_if: the driver offers no combined or TX channels to set; transmit queues in use: $(tx_queue_count "$core_if")"
+    else
+        ch_name=Combined
+        [ "$kind" = tx ] && ch_name=TX
+        current=$(channels_of "$core_if" cur "$ch_name")
+        if [ "$current" != 1 ]; then
+            # Changing the count resets the link: only when it differs.
+            if ! out=$(ethtool -L "$core_if" "$kind" 1 2>&1); then
+                txq_refused=$(printf '%s' "$out" | tr '\n' ' ' | sed 's/ *$//')
+                note "$core_if: the driver refused $kind 1 (it stays $current): $txq_refused"
+            fi
+            note "$core_if: $kind channels $(channels_of "$core_if" cur "$ch_name"), transmit queues in use: $(tx_queue_count "$core_if")"
+        fi
+    fi
     if [ "$tx_ring" -gt 0 ]; then
         current=$(tx_ring_of "$core_if")
         if [ -z "$current" ]; then
@@ -159,7 +192,11 @@ if [ "$shape" = yes ] && [ "$tx_ring" -gt 0 ]; then asked=$tx_ring; fi
 for a in $addrs; do
     dev=$(iface_of "$a") || die "no interface holds $a"
     for d in $(devices_of "$dev"); do
-        if [ "$dev" = "$core_if" ]; then record_nic "$d" "$asked"; else record_nic "$d" ''; fi
+        if [ "$dev" = "$core_if" ]; then
+            record_nic "$d" "$asked" "$txq_asked" "$txq_refused"
+        else
+            record_nic "$d" ''
+        fi
     done
 done
 

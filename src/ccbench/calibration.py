@@ -19,6 +19,7 @@ from typing import Any
 
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.metrics import percentile
+from ccbench.parse.iperf3 import udp_received_bps
 from ccbench.parse.ping import parse_ping
 from ccbench.progress import info
 from ccbench.spec import RTT_TOLERANCE_MS
@@ -195,8 +196,8 @@ def measure_rate(tb: Testbed, problems: list[str]) -> dict[str, Any]:
     finally:
         srv.stop()
     try:
-        got = float(json.loads(cp.stdout)["end"]["sum_received"]["bits_per_second"])
-    except (ValueError, KeyError, TypeError):
+        got = udp_received_bps(json.loads(cp.stdout))
+    except (ValueError, TypeError):  # no output, not JSON, or not iperf3's
         got = None
     frame = payload + 28 + 14
     expected = tb.topo.rate_bps * payload / frame

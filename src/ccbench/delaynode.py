@@ -47,7 +47,10 @@ WIRE_FRAME_BYTES = 1538
 # (net.inet.ip.dummynet.tick_lost), and a tick late by one more tick doubles what waits.
 # Two ticks' arrivals survive one late tick.
 TICKS_OF_QUEUE = 2
-PIPES_PER_DUMBBELL = 2  # one per direction (Emulab numbers them 60000 + n: 60110, 60120)
+# One per direction. Emulab numbers them 60000 + n (libvtop _pipenumber): 60111 and 60121
+# on an explicit bridge such as profile.py's dl, 60110 and 60120 on a delay node Emulab
+# inserts itself (link-shaping mode, where there is no dl to read).
+PIPES_PER_DUMBBELL = 2
 
 
 @dataclass(frozen=True)
@@ -178,11 +181,14 @@ def check(
             out.append(f"{where}: queue {p.queue_slots} slots, expected >= {need} "
                        f"{_why(link_mbit, hz)}")  # fmt: skip
     if reading.tick_ms > DELAY_TOLERANCE_MS:
+        # The recovery is what Emulab's own delay set-up does (clientside/tmcc/freebsd/
+        # delaysetup): kern.hz is a boot-time tunable, so it takes a reboot.
         out.append(f"{node}: kern.hz {hz}: dummynet releases delayed packets on "
                    f"{reading.tick_ms:g} ms clock ticks, so each pipe delays up to "
                    f"{reading.tick_ms:g} ms less than set; expected kern.hz >= "
                    f"{math.ceil(1000 / DELAY_TOLERANCE_MS)} (Emulab's delay set-up uses "
-                   "10000)")  # fmt: skip
+                   f"10000): put kern.hz=10000 in {node}'s /boot/loader.conf, reboot {node} "
+                   "and run `ccbench testbed up` again")  # fmt: skip
     return out
 
 

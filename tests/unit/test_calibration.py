@@ -1,8 +1,10 @@
-"""Calibration's pure parts: the idle-RTT statistic and the retry policy."""
+"""Calibration's pure parts: the idle-RTT statistic, the retry policy, the rate probe's
+reading."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
@@ -116,3 +118,44 @@ def test_runs_not_run_pass_the_gate_unless_nothing_ran(tmp_path: Path) -> None:
     assert _gate(tmp_path, [True, False]) == 0 and (tmp_path / "ok").exists()
     with pytest.raises(CcbenchError, match="nothing could run .*calibration failed"):
         _gate(tmp_path, [True, True])
+
+
+class _RateProbeTestbed:
+    """Just what measure_rate touches: s1's iperf3 UDP client prints `stdout`."""
+
+    def __init__(self, stdout: str, rate_bps: float) -> None:
+        self.stdout = stdout
+        self.topo = SimpleNamespace(rate_bps=rate_bps, rate_mbit=rate_bps / 1e6)
+
+    def ex(self, node: str) -> Any:
+        return SimpleNamespace(
+            spawn=lambda argv: SimpleNamespace(stop=lambda: None),
+            run=lambda argv, check, timeout: SimpleNamespace(stdout=self.stdout),
+        )
+
+    def driver(self, node: str) -> Any:
+        return SimpleNamespace(
+            iperf3_server=lambda port: ["iperf3", "-s"],
+            iperf3_udp_client=lambda *args: ["iperf3", "-u"],
+        )
+
+    def address(self, node: str) -> str:
+        return "198.18.4.2"
+
+    def wait_listening(self, node: str, port: int) -> None:
+        pass
+
+
+def test_rate_probe_reads_iperf39_udp_without_sum_received() -> None:
+    # iperf3 <= 3.10 writes no end.sum_received for UDP (a real 3.9 document, about
+    # 1.05 Mbit/s received); the probe reads end.sum instead of reporting a failure.
+    doc = Path(__file__).resolve().parents[1] / "captures/iperf3.9-udp-openwisp-monitoring.json"
+    problems: list[str] = []
+    res = cal.measure_rate(_RateProbeTestbed(doc.read_text(), 1e6), problems)  # type: ignore[arg-type]
+    assert problems == []
+    assert res["measured_goodput_bps"] == pytest.approx(1310720 * 8 / 10.000115)
+    assert res["ratio"] == pytest.approx(res["measured_goodput_bps"] / (1e6 * 1400 / 1442))
+    # No output at all (iperf3 missing) is still a failed probe.
+    problems = []
+    assert cal.measure_rate(_RateProbeTestbed("", 1e6), problems)["measured_goodput_bps"] is None  # type: ignore[arg-type]
+    assert problems == ["bottleneck rate probe failed (iperf3 UDP)"]

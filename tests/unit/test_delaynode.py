@@ -2,9 +2,10 @@
 
 The `ipfw pipe show` and `sysctl -n kern.hz` captures were WRITTEN FROM SOURCE (no
 FreeBSD delay node here): the printf formats of sbin/ipfw/dummynet.c's list_pipes(),
-print_flowset_parms() and list_flow() (FreeBSD 14), with Emulab's pipe numbers (60000 +
-n: 60110, 60120) and kern.hz as Emulab's delay set-up leaves it (10000) or a stock kernel
-has it (1000). See tests/captures/freebsd/README.md.
+print_flowset_parms() and list_flow() (FreeBSD 14), with the pipe numbers Emulab gives an
+explicit bridge such as profile.py's dl (60111, 60121; libvtop _pipenumber) and kern.hz
+as Emulab's delay set-up leaves it (10000) or a stock kernel has it (1000). See
+tests/captures/freebsd/README.md.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def reading(pipes: str, hz: str = HZ_10000) -> delaynode.DelayNodeReading:
 def test_right_dl_reads_as_written_from_dummynet_c() -> None:
     r = reading(RIGHT)
     assert r.kern_hz == 10000 and r.tick_ms == pytest.approx(0.1)
-    assert [p.number for p in r.pipes] == [60110, 60120]
+    assert [p.number for p in r.pipes] == [60111, 60121]
     for p in r.pipes:
         assert (p.bandwidth, p.bandwidth_bps, p.delay_ms) == ("unlimited", None, 20)
         assert (p.queue_slots, p.queue_bytes, p.plr) == (50, None, 0.0)
@@ -51,7 +52,7 @@ def test_right_dl_reads_as_written_from_dummynet_c() -> None:
     assert json.loads(json.dumps(d)) == d  # goes into calibration.json as it is
     assert d["configuration"] == "read" and d["kern_hz"] == 10000
     assert d["pipes"][0] == {
-        "number": 60110, "delay_ms": 20, "bandwidth": "unlimited", "bandwidth_bps": None,
+        "number": 60111, "delay_ms": 20, "bandwidth": "unlimited", "bandwidth_bps": None,
         "queue_slots": 50, "queue_bytes": None, "plr": 0.0,
     }  # fmt: skip
 
@@ -66,17 +67,17 @@ def test_rate_limited_pipe_reads_bandwidth_in_bits_per_second() -> None:
 
 def test_idle_pipes_without_flow_lines_still_read() -> None:
     r = reading(IDLE)
-    assert [(p.number, p.delay_ms, p.tot_pkts) for p in r.pipes] == [(60110, 20, 0), (60120, 20, 0)]
+    assert [(p.number, p.delay_ms, p.tot_pkts) for p in r.pipes] == [(60111, 20, 0), (60121, 20, 0)]
 
 
 def test_queue_in_bytes_and_loss_rate_as_print_flowset_parms_writes_them() -> None:
-    # `ipfw pipe 60110 config bw 100Mbit/s delay 5 queue 1000KB plr 0.01`: qs "%d KB"
+    # `ipfw pipe 60111 config bw 100Mbit/s delay 5 queue 1000KB plr 0.01`: qs "%d KB"
     # then "plr %f" right after it, then the flow count.
     text = (
-        "60110: 100.000 Mbit/s    5 ms burst 0\n"
-        "q191182 1000 KBplr 0.010000 0 flows (1 buckets) sched 125646 weight 0 lmax 0 pri 0 "
+        "60111: 100.000 Mbit/s    5 ms burst 0\n"
+        "q191183 1000 KBplr 0.010000 0 flows (1 buckets) sched 125647 weight 0 lmax 0 pri 0 "
         "droptail\n"
-        " sched 125646 type FIFO flags 0x0 0 buckets 0 active\n"
+        " sched 125647 type FIFO flags 0x0 0 buckets 0 active\n"
     )
     (p,) = drops.dummynet(text).values()
     assert (p.bandwidth_bps, p.queue_slots, p.queue_bytes, p.plr) == (10**8, None, 1024000, 0.01)
@@ -132,12 +133,12 @@ def test_right_dl_passes() -> None:
 
 def test_wrong_delay_names_pipe_value_and_expectation() -> None:
     assert delaynode.check(reading(WRONG_DELAY), rtt_ms=40, link_mbit=1000) == [
-        "dl pipe 60120: delay 30 ms, expected 20 ms (RTT/2) within 0.5 ms"
+        "dl pipe 60121: delay 30 ms, expected 20 ms (RTT/2) within 0.5 ms"
     ]
     # and the right dl is wrong for another RTT
     assert delaynode.check(reading(RIGHT), rtt_ms=60, link_mbit=1000) == [
-        "dl pipe 60110: delay 20 ms, expected 30 ms (RTT/2) within 0.5 ms",
-        "dl pipe 60120: delay 20 ms, expected 30 ms (RTT/2) within 0.5 ms",
+        "dl pipe 60111: delay 20 ms, expected 30 ms (RTT/2) within 0.5 ms",
+        "dl pipe 60121: delay 20 ms, expected 30 ms (RTT/2) within 0.5 ms",
     ]
     # an odd RTT: half a millisecond either way is within
     assert delaynode.check(reading(RIGHT), rtt_ms=41, link_mbit=1000) == []
@@ -145,8 +146,8 @@ def test_wrong_delay_names_pipe_value_and_expectation() -> None:
 
 def test_unlimited_pipe_where_a_bandwidth_was_asked() -> None:
     assert delaynode.check(reading(RIGHT), 40, 1000, expect_bw_bps=10**9) == [
-        "dl pipe 60110: bandwidth unlimited, expected 1.000 Gbit/s",
-        "dl pipe 60120: bandwidth unlimited, expected 1.000 Gbit/s",
+        "dl pipe 60111: bandwidth unlimited, expected 1.000 Gbit/s",
+        "dl pipe 60121: bandwidth unlimited, expected 1.000 Gbit/s",
     ]
 
 
@@ -158,21 +159,32 @@ def test_50_slot_queue_at_1000_hz_overflows_a_1_gbit_pipe() -> None:
            "at 1000 Mbit/s and kern.hz 1000, x2 for a late tick)")  # fmt: skip
     hz_line = ("dl: kern.hz 1000: dummynet releases delayed packets on 1 ms clock ticks, so "
                "each pipe delays up to 1 ms less than set; expected kern.hz >= 2000 "
-               "(Emulab's delay set-up uses 10000)")  # fmt: skip
+               "(Emulab's delay set-up uses 10000): put kern.hz=10000 in dl's "
+               "/boot/loader.conf, reboot dl and run `ccbench testbed up` again")  # fmt: skip
     assert delaynode.check(slow_clock, 40, 1000, expect_bw_bps=10**9) == [
-        f"dl pipe 60110: queue 50 slots, expected >= 163 {why}",
-        f"dl pipe 60120: queue 50 slots, expected >= 163 {why}",
+        f"dl pipe 60111: queue 50 slots, expected >= 163 {why}",
+        f"dl pipe 60121: queue 50 slots, expected >= 163 {why}",
         hz_line,
     ]
     # what profile.py asks (unlimited): the bandwidth is wrong too
     lines = delaynode.check(slow_clock, 40, 1000)
-    assert lines[0] == ("dl pipe 60110: bandwidth 1.000 Gbit/s, expected unlimited "
+    assert lines[0] == ("dl pipe 60111: bandwidth 1.000 Gbit/s, expected unlimited "
                         "(profile.py asks for unlimited pipes: dl only delays)")  # fmt: skip
     assert len(lines) == 5 and lines[-1] == hz_line
     # the same pipes at Emulab's 10000 Hz: 8.1 frames per tick, 50 slots hold them
     assert delaynode.check(reading(GBIT_50, HZ_10000), 40, 1000, expect_bw_bps=10**9) == []
     # an unlimited pipe at 1000 Hz never queues, but its delay is tick-coarse
     assert delaynode.check(reading(RIGHT, HZ_1000), 40, 1000) == [hz_line]
+
+
+def test_slow_clock_refusal_says_how_to_recover_on_that_node() -> None:
+    """kern.hz is a boot-time tunable: the line names the fix Emulab's delay set-up
+    applies (clientside/tmcc/freebsd/delaysetup), on the node that needs it."""
+    r = delaynode.read("dl-d2", cap(HZ_1000), cap(RIGHT))
+    (line,) = delaynode.check(r, 40, 1000)
+    assert line.startswith("dl-d2: kern.hz 1000: ") and "\n" not in line
+    assert line.endswith("put kern.hz=10000 in dl-d2's /boot/loader.conf, reboot dl-d2 and "
+                         "run `ccbench testbed up` again")  # fmt: skip
 
 
 def test_slots_needed_from_rate_clock_and_wire_frames() -> None:
@@ -188,7 +200,7 @@ def test_queue_in_bytes_is_checked_in_full_frames() -> None:
     text = cap(GBIT_50).replace(" 50 sl.", "100 KB")
     r = delaynode.read("dl", cap(HZ_1000), text)
     lines = delaynode.check(r, 40, 1000, expect_bw_bps=10**9)
-    assert lines[0].startswith("dl pipe 60110: queue 102400 bytes, expected >= 246782 "
+    assert lines[0].startswith("dl pipe 60111: queue 102400 bytes, expected >= 246782 "
                                "(163 full frames)")  # fmt: skip
 
 
@@ -198,9 +210,9 @@ def test_missing_and_extra_pipes() -> None:
         "dl-d2: no dummynet pipes (ipfw pipe show lists none): the delay node bridges "
         "without delaying; expected 2 pipes of 20 ms"
     ]
-    one = cap(RIGHT).split("60120:")[0]
+    one = cap(RIGHT).split("60121:")[0]
     assert delaynode.check(delaynode.read("dl", cap(HZ_10000), one), 40, 1000) == [
-        "dl: 1 dummynet pipes (60110), expected 2 (one per direction)"
+        "dl: 1 dummynet pipes (60111), expected 2 (one per direction)"
     ]
 
 

@@ -356,6 +356,80 @@ def test_freebsd_sender_vlan_and_installed_iperf3(tmp_path):
     assert calls(tmp_path) == c
 
 
+# pkg on a release past its end of life (14.2 once the repository's 14.x packages are built
+# on 14.3), as it prints it: the OS-version check stops every install unless
+# IGNORE_OSVERSION=yes (nothing answers its question on a node's start-up), and a package
+# the repository lacks is "No packages available ...".
+PKG_NEWER_OSVERSION = (
+    "Updating FreeBSD repository catalogue...\n"
+    "Processing entries:   0%\n"
+    "Newer FreeBSD version for package zziplib:\n"
+    "To ignore this error set IGNORE_OSVERSION=yes\n"
+    "- package: 1403000\n"
+    "- running kernel: 1402000\n"
+    "Ignore the mismatch and continue? [y/N]: \n"
+)
+PKG_NO_MATCH = (
+    "pkg: No packages available to install matching '{}' have been found in the repositories"
+)
+
+
+def end_of_life_pkg(tmp_path, missing=()):
+    """FreeBSD stand-ins with a pkg that logs its environment, has nothing installed,
+    refuses without IGNORE_OSVERSION=yes and lacks the packages in `missing`."""
+    freebsd_bin(tmp_path, with_iperf3=False)
+    fx = tmp_path / "pkg-fixtures"
+    fx.mkdir()
+    (fx / "newer").write_text(PKG_NEWER_OSVERSION)
+    for name in missing:
+        (fx / f"missing-{name}").write_text(PKG_NO_MATCH.format(name) + "\n")
+    return make_bin(tmp_path, {"pkg": (
+        'echo "pkg env ASSUME_ALWAYS_YES=${ASSUME_ALWAYS_YES:-}'
+        ' IGNORE_OSVERSION=${IGNORE_OSVERSION:-}" >>"$CALLS"\n'
+        '[ "$1" = info ] && exit 1\n'
+        f'if [ "${{IGNORE_OSVERSION:-}}" != yes ]; then cat "{fx}/newer"; exit 1; fi\n'
+        f'if [ -e "{fx}/missing-$3" ]; then cat "{fx}/missing-$3" >&2; exit 1; fi\n'
+        'echo "[1/1] Installing $3..."'
+    )})  # fmt: skip
+
+
+def test_freebsd_sender_installs_on_a_release_past_end_of_life(tmp_path):
+    bindir = end_of_life_pkg(tmp_path)
+    args = [f"{k}={v}" for k, v in GOOD["setup-freebsd-sender.sh"].items()]
+    res = run_script("setup-freebsd-sender.sh", args, tmp_path, bindir)
+    assert res.returncode == 0, res.stderr
+    c = calls(tmp_path)
+    assert [x for x in c if x.startswith("pkg ") and not x.startswith("pkg env")] == [
+        "pkg info -e iperf3", "pkg install -y iperf3", "pkg info -e fping", "pkg install -y fping",
+    ]  # fmt: skip
+    # every pkg run unattended and past the OS-version check
+    assert {x for x in c if x.startswith("pkg env")} == {
+        "pkg env ASSUME_ALWAYS_YES=yes IGNORE_OSVERSION=yes"
+    }
+    log = (tmp_path / "root/local/logs/ccbench-setup-freebsd-sender.log").read_text()
+    assert "[1/1] Installing iperf3..." in log  # pkg's own output is in the log
+    assert (tmp_path / "root/var/tmp/ccbench-setup.done").exists()
+
+
+def test_freebsd_sender_names_a_missing_package_in_one_line(tmp_path):
+    args = [f"{k}={v}" for k, v in GOOD["setup-freebsd-sender.sh"].items()]
+    # fping is optional: a warning in the log, the set-up goes on
+    bindir = end_of_life_pkg(tmp_path, ["fping"])
+    res = run_script("setup-freebsd-sender.sh", args, tmp_path, bindir)
+    assert res.returncode == 0, res.stderr
+    log = (tmp_path / "root/local/logs/ccbench-setup-freebsd-sender.log").read_text()
+    assert (f"setup-freebsd-sender: warning: fping: not in the package repository "
+            f"({PKG_NO_MATCH.format('fping')}); probe_tool ping still works\n") in log  # fmt: skip
+    # iperf3 is required: the set-up stops with one line saying what is missing
+    other = tmp_path / "iperf3-missing"
+    other.mkdir()
+    res = run_script("setup-freebsd-sender.sh", args, other, end_of_life_pkg(other, ["iperf3"]))
+    assert res.returncode == 1
+    assert res.stderr == (f"setup-freebsd-sender: error: iperf3: not in the package repository "
+                          f"({PKG_NO_MATCH.format('iperf3')})\n")  # fmt: skip
+    assert not (other / "root/var/tmp/ccbench-setup.done").exists()
+
+
 # --------------------------------------------------------------------------- real namespaces
 
 
@@ -462,6 +536,10 @@ def test_router_for_real_in_a_namespace(tmp_path, router_ns):
     assert core["generic-segmentation-offload"] == "off"
     left = json.loads((nics / "nic-left0.json").read_text())
     assert left["tx_ring_asked"] is None and left["tx_ring_note"] == ""
+    # one TX queue asked; a veth has separate channels, already one TX queue: kept
+    assert (core["tx_queues_asked"], core["tx_queues"], core["tx_queues_note"]) == (1, 1, "")
+    assert core["ethtool_l"].startswith("Channel parameters for core0:\nPre-set maximums:\n")
+    assert left["tx_queues_asked"] is None and left["tx_queues"] == 1
 
     # rerun with other values: rebuilt, not stacked; small rates keep a 10-frame burst
     res = run_script(
@@ -644,17 +722,28 @@ def test_linux_host_offloads_off_when_asked(tmp_path, host_ns):
 
 # ethtool as igb (Intel I350, d430's 1 GbE) answers on Ubuntu 24.04's 6.8 kernel: TX ring
 # 64 to 4096 (IGB_MIN 64 since "igb: Change IGB_MIN to allow set rx/tx value between 64
-# and 80", 2023; 80 before), asked values below 64 clamped without an error. State in
-# $ETHTOOL_STATE (the current TX ring).
+# and 80", 2023; 80 before), asked values below 64 clamped without an error. Channels:
+# only combined ones, 8 on an I350 with MSI-X, plus 1 "Other" (the link interrupt), as
+# `ethtool -l` printed them on an igb port (tests/captures/nic/, from h-sendai/
+# network-memo); `-L combined N` sets N (igb_ethtool.c igb_set_channels), or fails as
+# netlink ethtool reports an -EINVAL when $ETHTOOL_REFUSE_L is set. State in
+# $ETHTOOL_STATE (the current TX ring) and $ETHTOOL_STATE.comb (combined channels).
 IGB_MIN_TX_RING = 64
 IGB_ETHTOOL = r"""
 state=$ETHTOOL_STATE
 [ -f "$state" ] || echo 256 >"$state"
+[ -f "$state.comb" ] || echo 8 >"$state.comb"
 case $1 in
 -g) printf 'Ring parameters for %s:\nPre-set maximums:\nRX:\t\t4096\nRX Mini:\tn/a\n' "$2"
     printf 'RX Jumbo:\tn/a\nTX:\t\t4096\nCurrent hardware settings:\nRX:\t\t256\n'
     printf 'RX Mini:\tn/a\nRX Jumbo:\tn/a\nTX:\t\t%s\n' "$(cat "$state")" ;;
 -G) n=$4; [ "$n" -ge 64 ] || n=64; echo "$n" >"$state" ;;
+-l) printf 'Channel parameters for %s:\nPre-set maximums:\nRX:\t\tn/a\nTX:\t\tn/a\n' "$2"
+    printf 'Other:\t\t1\nCombined:\t8\nCurrent hardware settings:\nRX:\t\tn/a\n'
+    printf 'TX:\t\tn/a\nOther:\t\t1\nCombined:\t%s\n' "$(cat "$state.comb")" ;;
+-L) if [ -n "${ETHTOOL_REFUSE_L:-}" ]; then echo "netlink error: Invalid argument" >&2; exit 1; fi
+    [ "$3" = combined ] && [ "$4" -ge 1 ] && [ "$4" -le 8 ] || exit 1
+    echo "$4" >"$state.comb" ;;
 -i) printf 'driver: igb\nversion: 6.8.0-48-generic\nfirmware-version: 1.63, 0x800009fa\n'
     printf 'bus-info: 0000:01:00.1\n' ;;
 -k) printf 'Features for %s:\ntcp-segmentation-offload: off\n' "$2"
@@ -702,6 +791,90 @@ def test_router_records_tx_ring_asked_and_set(tmp_path, router_ns):
     assert not any(x.startswith("ethtool -G") for x in calls(tmp_path))
     core = json.loads((tmp_path / "root/var/tmp/ccbench/nic-core0.json").read_text())
     assert core["tx_ring_asked"] is None and core["tx_ring_set"] == IGB_MIN_TX_RING
+
+
+def bql_in(ns, dev):
+    """What the record's tx_bql must hold: the namespace's own BQL files of `dev`."""
+    q = f"/sys/class/net/{dev}/queues"
+    files = [f"{q}/tx-*/byte_queue_limits/{k}" for k in ("limit", "limit_max", "inflight")]
+    cmd = f"grep -H . {' '.join(files)} 2>/dev/null; true"
+    return sh("ip", "netns", "exec", ns, "sh", "-c", cmd).rstrip("\n")
+
+
+@pytest.mark.netns
+@NEEDS_NETNS
+def test_router_sets_one_transmit_queue_before_the_ring(tmp_path, router_ns):
+    """igb on an I350 has 8 combined channels; a forwarded packet takes the TX queue of
+    its RX queue (skb_tx_hash), so two flows would wait in two rings. The plan asks for
+    one combined channel before it sizes the ring (igb rebuilds its rings on a new count),
+    and the record keeps ethtool -l, the kernel's queue count and each queue's BQL."""
+    from ccbench.summarize.hosts import nic_records
+
+    bindir = make_bin(tmp_path, {"ethtool": IGB_ETHTOOL})
+    env = {"ETHTOOL_STATE": str(tmp_path / "ring")}
+    res = run_script(
+        "setup-router.sh", router_args(), tmp_path, bindir, netns=router_ns, extra_env=env
+    )
+    assert res.returncode == 0, res.stderr
+    changes = [x for x in calls(tmp_path) if x.startswith(("ethtool -L", "ethtool -G"))]
+    assert changes == ["ethtool -L core0 combined 1", "ethtool -G core0 tx 48"]
+    nics = tmp_path / "root/var/tmp/ccbench"
+    core = json.loads((nics / "nic-core0.json").read_text())
+    assert core["ethtool_l"] == (
+        "Channel parameters for core0:\nPre-set maximums:\nRX:\t\tn/a\nTX:\t\tn/a\n"
+        "Other:\t\t1\nCombined:\t8\nCurrent hardware settings:\nRX:\t\tn/a\nTX:\t\tn/a\n"
+        "Other:\t\t1\nCombined:\t1"
+    )
+    assert (core["tx_queues_asked"], core["tx_queues_note"]) == (1, "")
+    # the kernel's own count and BQL files (the veth under the stand-in: 1 queue)
+    assert core["tx_queues"] == 1 and core["tx_bql"] == bql_in(router_ns, "core0")
+    left = json.loads((nics / "nic-left0.json").read_text())
+    assert left["tx_queues_asked"] is None and left["tx_queues_note"] == ""
+    # the record reads back: one combined channel of 8, no note on the queues
+    records, notes, problems = nic_records({"rt1": (nics / "nic-core0.json").read_text()})
+    assert problems == [] and not [n for n in notes if "TX queue" in n]
+    assert records[0]["channels"]["current"]["combined"] == 1
+    log = (tmp_path / "root/local/logs/ccbench-setup-router.log").read_text()
+    assert "core0: combined channels 1, transmit queues in use: 1" in log
+    # rerun: already one, not asked again (a new count resets the link)
+    (tmp_path / "calls").unlink()
+    res = run_script(
+        "setup-router.sh", router_args(), tmp_path, bindir, netns=router_ns, extra_env=env
+    )
+    assert res.returncode == 0, res.stderr
+    assert not any(x.startswith("ethtool -L") for x in calls(tmp_path))
+
+
+@pytest.mark.netns
+@NEEDS_NETNS
+def test_router_records_what_the_driver_refused(tmp_path, router_ns):
+    bindir = make_bin(tmp_path, {"ethtool": IGB_ETHTOOL})
+    env = {"ETHTOOL_STATE": str(tmp_path / "ring"), "ETHTOOL_REFUSE_L": "1"}
+    res = run_script(
+        "setup-router.sh", router_args(), tmp_path, bindir, netns=router_ns, extra_env=env
+    )
+    assert res.returncode == 0, res.stderr  # the ring and the qdisc still go on
+    assert "ethtool -G core0 tx 48" in calls(tmp_path)
+    core = json.loads((tmp_path / "root/var/tmp/ccbench/nic-core0.json").read_text())
+    assert core["tx_queues_note"] == "igb refused it: netlink error: Invalid argument"
+    assert core["ethtool_l"].endswith("Combined:\t8")
+    log = (tmp_path / "root/local/logs/ccbench-setup-router.log").read_text()
+    assert (
+        "core0: the driver refused combined 1 (it stays 8): netlink error: Invalid argument"
+    ) in log
+
+
+@pytest.mark.netns
+@NEEDS_NETNS
+def test_router_without_shaping_leaves_the_queues(tmp_path, router_ns):
+    bindir = make_bin(tmp_path, {"ethtool": IGB_ETHTOOL})
+    env = {"ETHTOOL_STATE": str(tmp_path / "ring")}
+    res = run_script("setup-router.sh", router_args(role="rt2", shape="no"), tmp_path, bindir,
+                     netns=router_ns, extra_env=env)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert not any(x.startswith(("ethtool -L", "ethtool -G")) for x in calls(tmp_path))
+    core = json.loads((tmp_path / "root/var/tmp/ccbench/nic-core0.json").read_text())
+    assert core["tx_queues_asked"] is None and core["ethtool_l"].endswith("Combined:\t8")
 
 
 def test_igb_minimum_is_64_wherever_the_scripts_and_the_profile_state_it():

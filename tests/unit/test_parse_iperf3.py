@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from ccbench.parse.iperf3 import is_cwnd_trusted, parse_iperf3, parse_version
+from ccbench.parse.iperf3 import (
+    Iperf3FormatError,
+    is_cwnd_trusted,
+    parse_iperf3,
+    parse_version,
+    udp_received_bps,
+)
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
 SHARED_FIXTURE = (
@@ -212,7 +218,7 @@ def test_local_capture_connection_refused() -> None:
 
 # Not a real capture: a FreeBSD-sender document written by hand from the format
 # esnet/iperf src/tcp_info.c documents (FreeBSD: snd_cwnd already in bytes,
-# retransmits = tcpi_snd_rexmitpack, pmtu and reorder -1). FACTS.md section 6: no
+# retransmits = tcpi_snd_rexmitpack, pmtu and reorder -1). No
 # real FreeBSD-sender JSON could be found. Numbers are invented but consistent.
 FREEBSD_SAMPLE: dict[str, Any] = {
     "start": {
@@ -386,3 +392,41 @@ def test_cwnd_trust_boundary() -> None:
     assert is_cwnd_trusted("freebsd", (3, 2)) is True
     assert is_cwnd_trusted("freebsd", None) is False
     assert is_cwnd_trusted("linux", None) is True
+
+
+# A real iperf 3.9 UDP client document (openwisp-monitoring's test data, see
+# tests/captures/README.md): no end.sum_received, only end.sum.
+UDP_39 = "iperf3.9-udp-openwisp-monitoring.json"
+
+
+def test_udp_received_rate_of_iperf39_reads_end_sum() -> None:
+    doc = load(UDP_39)
+    assert "sum_received" not in doc["end"]
+    total = doc["end"]["sum"]
+    assert (total["bytes"], total["packets"], total["lost_packets"]) == (1310720, 40, 0)
+    # No loss: everything sent arrived, over the receiver's 10.000115 s (end.sum.seconds;
+    # the sender's bits_per_second is over its own 10.00006 s).
+    assert udp_received_bps(doc) == pytest.approx(1310720 * 8 / 10.000115)
+    assert udp_received_bps(doc) != total["bits_per_second"]
+
+
+def test_udp_received_rate_of_iperf39_takes_off_the_lost_share() -> None:
+    doc = load(UDP_39)
+    doc["end"]["sum"]["lost_packets"] = 4  # 4 of the 40 datagrams lost
+    assert udp_received_bps(doc) == pytest.approx(1310720 * 36 / 40 * 8 / 10.000115)
+
+
+def test_udp_received_rate_prefers_sum_received_of_iperf311() -> None:
+    doc = load(UDP_39)
+    doc["end"]["sum_received"] = {"seconds": 10.0, "bytes": 1179648, "bits_per_second": 943718.4}
+    assert udp_received_bps(doc) == 943718.4
+
+
+def test_udp_received_rate_absent_or_malformed() -> None:
+    assert udp_received_bps(load("iperf3.12-error-refused.json")) is None
+    doc = load(UDP_39)
+    doc["end"]["sum"]["packets"] = 0
+    assert udp_received_bps(doc) is None
+    doc["end"]["sum"] = ["not", "an", "object"]
+    with pytest.raises(Iperf3FormatError, match="end.sum"):
+        udp_received_bps(doc)

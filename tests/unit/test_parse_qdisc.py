@@ -133,3 +133,15 @@ def test_capture_meta_matches_test_constants() -> None:
     b = json.loads((CAP / "tc-before-2cubic-100m.json").read_text())
     a = json.loads((CAP / "tc-after-2cubic-100m.json").read_text())
     assert b[1]["drops"] == 2347 and a[1]["drops"] == 2665
+
+
+def test_sampler_lines_from_iproute2_4_20_are_read() -> None:
+    # iproute2 <= 4.20 writes tbf's options as text inside its -j line (written from
+    # its print code, tests/captures/README.md): the sampler's samples still parse.
+    line = (CAP.parent / "tc-tbf-pfifo48-after-iproute2-4.20-written-from-q_tbf-c.json").read_text()
+    samples = parse_qdisc_samples(f"TS 1795445065.5\n{line}TS 1795445065.55\n{line}")
+    assert len(samples) == 2
+    tbf, fifo = samples[0].qdiscs
+    assert (tbf.kind, tbf.rate_bps, tbf.burst_bytes, tbf.latency_us) == ("tbf", 1e8, 15137, 5e4)
+    (pt, _) = queue_points(samples)
+    assert (pt.drops, pt.sent_pkts, pt.overlimits, pt.limit_pkts) == (6643, 186642, 300070, 48)

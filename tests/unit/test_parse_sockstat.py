@@ -1,5 +1,6 @@
 """FreeBSD per-flow truth: `sockstat -46 -CS -P tcp` parsed and judged against the
-variant (fixture written from sockstat(1), tests/captures/freebsd/README.md)."""
+variant (captures written from sockstat(1) and from FreeBSD 14's and main's print code,
+tests/captures/freebsd/README.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ from ccbench.validity import check_sockstat
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "freebsd"
 TEXT = (CAP / "sockstat-CS-written-from-docs.txt").read_text()
+# The previous run's two connections to 10.1.3.21:5202 in TIME_WAIT (freebsd/newreno),
+# then this run's iperf3 control (fd 5) and data (fd 7) connections (rack/cubic).
+TIMEWAIT_14 = (CAP / "sockstat-CS-14-timewait-written-from-sockstat-c.txt").read_text()
+TIMEWAIT_15 = (CAP / "sockstat-CS-15-main-timewait-written-from-main-c.txt").read_text()
 
 
 def test_written_from_docs_rows_and_columns() -> None:
@@ -31,6 +36,39 @@ def test_written_from_docs_flow_connections_are_control_and_data_only() -> None:
     assert [c.fd for c in conns] == ["5", "7"]
     assert connections_to(parse_sockstat(TEXT), "10.1.3.21", 5203) == []
     assert connections_to(parse_sockstat(TEXT), "10.1.3.22", 5201) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "unheld"), [(TIMEWAIT_14, "?"), (TIMEWAIT_15, "??")], ids=["14", "15-main"]
+)
+def test_written_from_source_timewait_of_previous_run_is_not_this_runs(
+    text: str, unheld: str
+) -> None:
+    rows = parse_sockstat(text)
+    assert len(rows) == 7
+    old = [r for r in rows if not r.held]
+    assert [(r.user, r.command, r.pid, r.fd) for r in old] == [(unheld,) * 4] * 2
+    assert [(r.local, r.stack, r.cc) for r in old] == [
+        ("10.1.1.11:54198", "freebsd", "newreno"),
+        ("10.1.1.11:54197", "freebsd", "newreno"),
+    ]
+    assert all(r.held for r in rows[:5])
+    conns = connections_to(rows, "10.1.3.21", 5202)
+    assert [(c.pid, c.fd, c.local) for c in conns] == [
+        ("2411", "5", "10.1.1.11:54320"),
+        ("2411", "7", "10.1.1.11:54321"),
+    ]
+    # This run ran what it asked; the old connections would have made it invalid.
+    assert check_sockstat(1, "s1", "10.1.3.21:5202", conns, "cubic", "rack") == []
+
+
+def test_held_is_the_pid_not_the_command() -> None:
+    # main.c getprocname(): "??" for a process that exited while sockstat ran; its PID
+    # and FD are still printed, so the socket is held.
+    lines = TIMEWAIT_15.splitlines(keepends=True)
+    row = lines[2].replace("iperf3    ", "??        ")
+    (sock,) = parse_sockstat(lines[0] + row)
+    assert sock.command == "??" and sock.held
 
 
 def test_written_from_docs_matches_rack_cubic_only() -> None:

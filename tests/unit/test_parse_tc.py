@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,45 @@ def test_after_traffic_json() -> None:
 
 def test_after_traffic_text() -> None:
     assert parse_tc_qdisc_text(read("tc-tbf-pfifo48-after.txt")) == AFTER
+
+
+# The same qdiscs as iproute2 4.20 prints them with -j (written from its print code,
+# tests/captures/README.md): tbf's options are text inside the JSON, which is then not
+# JSON; read from that text they are what a current tc prints as JSON.
+TC_420 = "tc-tbf-pfifo48-after-iproute2-4.20-written-from-q_tbf-c.json"
+
+
+def test_iproute2_4_20_text_options_inside_json() -> None:
+    text = read(TC_420)
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+    assert '"options":{rate 100Mbit burst 15137b lat 50.0ms }' in text
+    assert parse_tc_qdisc_json(text) == AFTER
+
+
+def test_text_options_beside_json_options() -> None:
+    # Should 4.20's pfifo have printed its limit as JSON, only tbf's options are text.
+    text = read(TC_420).replace('"options":{limit 48p}', '"options":{"limit":48}')
+    assert parse_tc_qdisc_json(text) == AFTER
+    # Byte sizes, details' burst/cell and a bare limit read as the text format's.
+    tbf_text = '"options":{rate 1Gbit burst 1Mb/8 mpu 0b lat 1.2s limit 3000b }'
+    (tbf,) = parse_tc_qdisc_json(
+        '[{"kind":"tbf","handle":"1:","root":true,' + tbf_text + ',"bytes":1}]'
+    )
+    assert (tbf.rate_bps, tbf.burst_bytes, tbf.latency_us, tbf.limit_bytes) == (
+        1e9,
+        1024**2,
+        1.2e6,
+        3000,
+    )
+
+
+def test_classic_text_where_json_was_asked_is_read_as_text() -> None:
+    assert parse_tc_qdisc_json(read("tc-tbf-pfifo48-after.txt")) == AFTER
+    with pytest.raises(ValueError):
+        parse_tc_qdisc_json('Option "-j" is unknown, try "tc -help".\n')
+    with pytest.raises(ValueError):  # broken elsewhere than in an options object
+        parse_tc_qdisc_json(read(TC_420).replace('"qlen":0}]', '"qlen":0'))
 
 
 def test_during_traffic_backlog() -> None:

@@ -185,3 +185,51 @@ def test_fping_two_targets_is_an_error() -> None:
             "[1.1] 10.0.0.2 : [0], 64 bytes, 1.0 ms (1.0 avg, 0% loss)\n")  # fmt: skip
     with pytest.raises(ValueError, match="two targets"):
         parse_fping(text)
+
+
+FPING_4 = "fping-4-loss-written-from-fping-4-source.txt"
+
+
+def test_fping_4_counts_lost_probes_from_the_count_asked() -> None:
+    """fping < 5.0 prints no line for a lost probe (written from fping 4.x's print code,
+    tests/captures/README.md): `-c 20` with probes 5, 11, 12, 17 and 19 lost."""
+    from ccbench.parse.fping import parse_fping
+
+    text = (CAP / FPING_4).read_text()
+    r = parse_fping(text, asked=20)
+    assert (r.target, r.sent, r.received) == ("198.18.4.2", 20, 15)
+    assert r.rtts_us[:2] == [41200.0, 41800.0] and r.times[0] == 1795376097.741387
+    # Not knowing the count, the gaps still show (all but the lost last probe).
+    assert (parse_fping(text).sent, parse_fping(text).received) == (19, 15)
+    # fping 5.x prints every probe: the count asked changes nothing there.
+    r5 = parse_fping((CAP / "fping-5.1-netns-nth5-loss.txt").read_text(), asked=20)
+    assert (r5.sent, r5.received) == (20, 16)
+
+
+def test_fping_reader_takes_the_count_from_the_runs_probe_argv(tmp_path: Path) -> None:
+    shutil.copy(CAP / FPING_4, tmp_path / "probe-fping.txt")
+    argv = probes.plan("fping", ProbeSettings("198.18.4.2", 0.1, 2), "linux").client
+    assert argv[argv.index("-c") + 1] == "20"
+    (tmp_path / "meta.json").write_text(json.dumps({"probe_argv": argv}))
+    p = probes.read(tmp_path)
+    assert p is not None and (p.tool, p.sent, p.received) == ("fping", 20, 15)
+    (tmp_path / "meta.json").unlink()  # a run that did not record it: the gaps only
+    p = probes.read(tmp_path)
+    assert p is not None and (p.sent, p.received) == (19, 15)
+
+
+@pytest.mark.parametrize(
+    ("argv", "count"),
+    [
+        (["fping", "-D", "-p", "100", "-c", "300", "h"], 300),
+        (["fping", "-c20", "h"], 20),
+        (["fping", "--count=7", "h"], 7),
+        (["fping", "--count", "9", "h"], 9),
+        (["fping", "-D", "h"], None),
+        (["fping", "-c", "x", "h"], None),
+    ],
+)
+def test_fping_count_asked(argv: list[str], count: int | None) -> None:
+    from ccbench.parse.fping import count_asked
+
+    assert count_asked(argv) == count

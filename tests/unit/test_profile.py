@@ -231,7 +231,9 @@ def test_default_explicit_delay_node(default_rspec):
     r = default_rspec
     dl = r.nodes["dl"]
     assert r.sliver_type("dl") == "delay"
-    assert r.hardware_type("dl") == "d430" and r.image("dl") is None  # pinned, like the routers
+    # no type by default: a type on a delay node is a request for Emulab's delay-<type>
+    # (libvtop_stable, GenVirtNodes), which may not be offered; no image either
+    assert r.hardware_type("dl") is None and r.image("dl") is None
     assert r.interfaces("dl") == ["dl:if0", "dl:if1"]
     assert not any(i.startswith("dl:") for i in r.addresses())  # a transparent bridge
     pipes = dl.findall("r:sliver_type/delay:sliver_type_shaping/delay:pipe", NS)
@@ -350,6 +352,7 @@ def test_default_parameters_and_tour(default_rspec):
     assert (
         "snakemake --cores 4 all --configfile config/examples/emulab-seed001.yaml" in instructions
     )
+    assert "`ssh NODE geni-get manifest > manifest.xml`" in instructions  # any node has it
 
 
 # --------------------------------------------------------------------------- variants
@@ -369,9 +372,24 @@ def test_link_shaping_without_explicit_delay_node():
     # unlimited pipe, as dl's); the capacity picks the ports' speed
     assert {int(p.get("capacity")) for p in props} == {1000000}
     assert sum(float(p.get("latency")) for p in props) == 60
-    assert r.links["core"].find("emulab:force_shaping", NS).get("enabled") == "true"
+    # a delayed link gets a delay node Emulab inserts; emulab:force_shaping would ask for
+    # end-node shaping instead (netem on rt1 and rt2, whose set-up deletes it)
+    assert r.links["core"].find("emulab:force_shaping", NS) is None
     assert r.links["core"].find("emulab:force_nobwshaping", NS).get("enabled") == "true"
     assert r.services("rt1")[0][1]["rate_mbit"] == "300"
+
+
+def test_link_shaping_needs_a_latency_emulab_delays():
+    """Emulab inserts a delay node from 2 ms one-way up (libvtop_stable's DELAYTHRESH):
+    RTT 2 would be an undelayed wire, RTT 0 and 4 are what they say."""
+    base = {d[0]: d[3] for d in prof.parameter_definitions(_AnyType())}  # the defaults
+    base["delayMethod"] = "linkshaping"
+    ((msg, names),) = prof.validate(dict(base, rttMs=2))
+    assert names == ["delayMethod", "rttMs"] and "at least 2 ms" in msg and "delaynode" in msg
+    assert prof.validate(dict(base, rttMs=0)) == prof.validate(dict(base, rttMs=4)) == []
+    assert prof.validate(dict(base, rttMs=2, delayMethod="delaynode")) == []  # dl delays any RTT
+    r = rspec_of("--delayMethod", "linkshaping", "--rttMs", "4")
+    assert {p.get("latency") for p in r.links["core"].findall("r:property", NS)} == {"2"}
 
 
 def test_zero_rtt_link_shaping_has_no_latency():
@@ -411,8 +429,8 @@ def test_two_dumbbells_four_pairs_linux_senders():
     assert len(r.nodes) == 2 * (4 * 2 + 3)
     assert {"s4-d2", "r4-d2", "rt1-d2", "rt2-d2", "dl-d2"} <= set(r.nodes)
     for name, info in plan.items():
-        # "" = any type; the delay node keeps its own (default d430)
-        assert r.hardware_type(name) == ("d430" if info["role"] == "delay" else None)
+        # "" = any type; the delay node's own is empty by default too
+        assert r.hardware_type(name) is None
         for seg, addr in info["addresses"].items():
             mask = "255.255.255.0" if seg == "core" else "255.255.255.252"
             assert r.addresses()[info["interfaces"][seg]] == (addr, mask)
@@ -494,6 +512,7 @@ def test_string_choices_are_not_bool_parsed():
         (["--rttMs", "-2"], [["rttMs"]]),
         (["--rttMs", "1002"], [["rttMs"]]),
         (["--rttMs", "41"], [["rttMs"]]),
+        (["--delayMethod", "linkshaping", "--rttMs", "2"], [["delayMethod", "rttMs"]]),
         (["--queuePackets", "1"], [["queuePackets"]]),
         (["--bandwidthMbps", "0"], [["bandwidthMbps"]]),
         (["--bandwidthMbps", "20000"], [["bandwidthMbps"]]),
@@ -657,6 +676,13 @@ def test_portal_mode_fatal_warnings_and_errors(tmp_path):
 # --------------------------------------------------------------------------- parameter definitions
 
 
+class _AnyType:
+    """A stand-in for portal.ParameterType: every type name is itself."""
+
+    def __getattr__(self, name):
+        return name
+
+
 class _RecordingContext:
     def __init__(self):
         self.defs = {}
@@ -734,6 +760,9 @@ def test_parameter_definitions():
         defs["queuePackets"]["default"],
     ) == (1000, 40, 48)
     assert defs["hwType"]["default"] == "d430"
+    # a delay node's type is a request for delay-<type>: none unless the user knows it exists
+    assert defs["delayHwType"]["default"] == ""
+    assert "delay-<type> node type (e.g. delay-d430)" in defs["delayHwType"]["long"]
     assert defs["nodeImage"]["default"] == UBUNTU24
     assert {v[0] for v in defs["senderImage"]["legal"]} == {UBUNTU24, FBSD142}
     # every default passes validation

@@ -1,7 +1,7 @@
 """profile.py as the Emulab portal runs it, under both geni-lib versions.
 
 The portal runs a profile with its own geni-lib (upstream 0.9.9.5, not on PyPI; a copy
-is in ../shared/vendor/geni-lib-upstream), twice: a parameter pass
+beside the clone, UPSTREAM below), twice: a parameter pass
 (GENILIB_PORTAL_MODE=1, GENILIB_PORTAL_DUMPPARAMS_PATH: the form as JSON) and a request
 pass (GENILIB_PORTAL_PARAMS_PATH holding {"bindings": {name: {"value": v}}},
 GENILIB_PORTAL_REQUEST_PATH: the request RSpec). Each pass runs here under PyPI's 0.9.9.4
@@ -29,7 +29,7 @@ FBSD142 = "urn:publicid:IDN+emulab.net+image+emulab-ops//FBSD142-64-STD"
 
 needs_upstream = pytest.mark.skipif(
     not (UPSTREAM / "geni" / "portal.py").is_file(),
-    reason=f"upstream geni-lib not found at {UPSTREAM} (../shared/vendor beside the clone)",
+    reason=f"upstream geni-lib not found at {UPSTREAM}",
 )
 
 LIBS = ["pypi-0.9.9.4", "upstream-0.9.9.5"]
@@ -40,6 +40,7 @@ GRID = {
     "seed001": {"pairs": 2, "bandwidthMbps": 1000, "rttMs": 40, "queuePackets": 48},
     "three-pairs-codel": {"pairs": 3, "rttMs": "60", "aqm": "codel", "queuePackets": 1000},
     "linkshaping": {"delayMethod": "linkshaping", "rttMs": 0, "bandwidthMbps": "300"},
+    "linkshaping-60ms": {"delayMethod": "linkshaping", "rttMs": 60, "bandwidthMbps": 300},
     "two-dumbbells": {
         "dumbbells": 2,
         "pairs": 1,
@@ -224,6 +225,52 @@ def test_four_pairs_on_1g_d430s_is_a_parameter_error_in_the_portal(lib, tmp_path
     assert not (tmp_path / "request.xml").exists()
     assert "at most 3 pairs at 1000 Mbit/s links" in res.stderr
     assert "Double fault" not in res.stderr  # both parameters it names were bound
+
+
+EMULAB = "{http://www.protogeni.net/resources/rspec/ext/emulab/1}"
+GENI = "{http://www.geni.net/resources/rspec/3}"
+DELAY = "{http://www.protogeni.net/resources/rspec/ext/delay/1}"
+
+
+@needs_upstream
+@pytest.mark.parametrize("lib", LIBS)
+def test_link_shaping_asks_for_a_delay_node_emulab_inserts(lib, tmp_path):
+    """Link shaping is a delayed link rt1 - rt2 with "no bandwidth shaping": Emulab puts a
+    delay node of its own into it. Never emulab:force_shaping, which is end-node shaping
+    (netem on rt1 and rt2, libvtop virtlan_use_linkdelay) that setup-router.sh deletes."""
+    _, request = portal_passes(lib, GRID["linkshaping-60ms"], tmp_path)
+    root = etree.fromstring(request)
+    assert list(root.iter(EMULAB + "force_shaping")) == []
+    nodes = {n.get("client_id") for n in root.iter(GENI + "node")}
+    assert nodes == {"s1", "s2", "rt1", "rt2", "r1", "r2"}  # no dl: Emulab adds its own
+    assert list(root.iter(DELAY + "pipe")) == []
+    (core,) = (lk for lk in root.iter(GENI + "link") if lk.get("client_id") == "core")
+    props = sorted(
+        (p.get("source_id"), p.get("dest_id"), p.get("latency"), p.get("capacity"))
+        for p in core.iter(GENI + "property")
+    )
+    assert props == [  # 30 ms each way, at the link speed (the ports), no rate limit
+        ("rt1:core", "rt2:core", "30", "1000000"),
+        ("rt2:core", "rt1:core", "30", "1000000"),
+    ]
+    assert core.find(EMULAB + "force_nobwshaping").get("enabled") == "true"
+
+
+@needs_upstream
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("case", sorted(GRID))
+def test_no_loss_is_asked_of_emulab(case, lib, tmp_path):
+    """Loss belongs at the receivers (ccbench's topology.loss): the profile never asks
+    Emulab for any. No link carries a packet_loss (what Emulab's GeniCM reads); geni-lib's
+    Bridge writes every delay pipe's lossrate, always its default 0.0, which the profile
+    never sets (Emulab reads a link's loss as packet_loss, not lossrate)."""
+    form, request = portal_passes(lib, GRID[case], tmp_path)
+    assert not any("loss" in name.lower() for name in form)  # nothing to ask for it with
+    root = etree.fromstring(request)
+    assert [el.tag for el in root.iter() if "packet_loss" in el.attrib] == []
+    assert {el.tag for el in root.iter() if "lossrate" in el.attrib} <= {DELAY + "pipe"}
+    pipes = list(root.iter(DELAY + "pipe"))
+    assert [p.get("lossrate") for p in pipes] == ["0.0"] * len(pipes)
 
 
 def reported(stderr):

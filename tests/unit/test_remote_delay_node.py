@@ -22,6 +22,7 @@ CAP = Path(__file__).resolve().parents[1] / "captures" / "freebsd"
 RIGHT = CAP / "ipfw-pipe-show-dl-right-unlimited-written-from-dummynet-c.txt"
 WRONG = CAP / "ipfw-pipe-show-dl-wrong-delay-written-from-dummynet-c.txt"
 HZ = CAP / "sysctl-n-kern.hz-10000-written-from-delaysetup.txt"
+HZ_1000 = CAP / "sysctl-n-kern.hz-1000-written-from-sysctl.txt"
 NIC = '{"interface": "eth5", "driver": "igb", "speed_mbps": 1000, "tx_ring_set": 64}\n'
 
 
@@ -74,6 +75,18 @@ def test_a_wrong_delay_fails_up_naming_pipe_value_and_expectation(
     assert msg.startswith("testbed dl1: delay node: dl pipe 60") and "\n" not in msg
     assert "expected 20 ms (RTT/2)" in msg
     assert e.value.record["delay_node"]["problems"]
+
+
+def test_a_slow_clock_fails_up_saying_how_to_recover(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tb = make_testbed(tmp_path, monkeypatch, Dl(RIGHT.read_text(), HZ_1000.read_text()))
+    with pytest.raises(CalibrationFailed) as e:
+        tb._check_delay_node("eth5")
+    msg = str(e.value)
+    assert msg.startswith("testbed dl1: delay node: dl: kern.hz 1000: ") and "\n" not in msg
+    assert msg.endswith("put kern.hz=10000 in dl's /boot/loader.conf, reboot dl and run "
+                        "`ccbench testbed up` again")  # fmt: skip
 
 
 def test_a_dl_that_cannot_be_read_is_recorded_not_failed(

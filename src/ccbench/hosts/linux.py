@@ -56,6 +56,17 @@ done
 """
 
 
+# Prints every transmit queue's byte queue limits of device $1, one `grep -H` line per
+# file ("/sys/class/net/eth5/queues/tx-0/byte_queue_limits/limit:30280"), the form
+# emulab/lib-linux.sh bql_of records at set-up (ccbench.summarize.hosts.parse_bql reads
+# both); nothing where the driver has no BQL. The device is a positional argument.
+BQL_SCRIPT = (
+    'q=/sys/class/net/$1/queues; grep -H . "$q"/tx-*/byte_queue_limits/limit '
+    '"$q"/tx-*/byte_queue_limits/limit_max "$q"/tx-*/byte_queue_limits/inflight '
+    "2>/dev/null; true"
+)
+
+
 class LinuxHost:
     os = "linux"
 
@@ -104,6 +115,12 @@ class LinuxHost:
         ring asked vs set, offloads: /var/tmp/ccbench/nic-<interface>.json), one JSON
         object per line; nothing where there are none (a constant script)."""
         return ["sh", "-c", NIC_RECORDS_SCRIPT]
+
+    def tx_queue_state(self, dev: str) -> Argv:
+        """`dev`'s transmit queues' BQL state now (limit, limit_max, inflight in bytes):
+        read on the bottleneck before and after the traffic, since BQL's limit grows
+        with it from 0 (lib/dynamic_queue_limits.c dql_completed, dql_reset)."""
+        return ["sh", "-c", BQL_SCRIPT, "ccbench-bql", dev]
 
     def leftovers_plan(self) -> list[Argv]:
         return [leftovers.sweep_argv()]

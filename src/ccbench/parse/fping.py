@@ -1,9 +1,14 @@
 """fping's per-probe output with timestamps (`fping -D -p MS -c N host`, fping 4/5).
 
-One stdout line per probe, replied or not:
+fping >= 5.0 prints one stdout line per probe, replied or not:
     [1795376097.70269] 198.18.252.2 : [1], 64 bytes, 0.088 ms (0.088 avg, 50% loss)
     [1795376097.70256] 198.18.252.2 : [0], timed out (NaN avg, 100% loss)
-The summary (xmt/rcv/%loss) goes to stderr and is not needed: every probe has a line.
+fping < 5.0 prints a line for a reply only (its CHANGELOG, 5.0: "a line is printed for
+every lost packet"), with the IP header in the size and a microsecond timestamp
+(src/fping.c, wait_for_reply()):
+    [1795376097.741387] 198.18.4.2 : [0], 84 bytes, 41.2 ms (41.2 avg, 0% loss)
+So what was sent is the count asked (`-c N`, `asked`), or, not knowing it, at least the
+highest sequence number seen + 1. The summary (xmt/rcv/%loss) goes to stderr.
 """
 
 from __future__ import annotations
@@ -22,33 +27,52 @@ _LINE = re.compile(
 @dataclass(frozen=True)
 class FpingResult:
     target: str | None
-    sent: int  # probes with a line (replied or timed out)
+    sent: int  # probes sent: the count asked, else those seen (a line, or a later one)
     received: int
     rtts_us: list[float]  # replies in sequence order
     times: list[float]  # unix time of each reply, as fping printed it
 
 
-def parse_fping(text: str) -> FpingResult:
-    """Replies and timeouts of one fping run against one target."""
-    return read_fping(text.splitlines())
+def parse_fping(text: str, asked: int | None = None) -> FpingResult:
+    """Replies and timeouts of one fping run against one target; `asked`: the probe
+    count it was run with (-c), which fping < 5.0 does not print."""
+    return read_fping(text.splitlines(), asked=asked)
 
 
-def read_fping(lines: Iterable[str], window: int | None = None) -> FpingResult:
+def read_fping(
+    lines: Iterable[str], window: int | None = None, asked: int | None = None
+) -> FpingResult:
     """parse_fping over a stream (an open file); see iter_fping_probes for `window`."""
     target: list[str] = []
     sent = 0
     replies: list[tuple[float, float]] = []
     for p in iter_fping_probes(lines, window, target):
-        sent += 1
+        # A line for probe k (a reply, or 5.x's timeout) means k + 1 were sent.
+        sent = max(sent + 1, p.seq + 1)
         if p.rtt_ms is not None:
             replies.append((p.t_unix, p.rtt_ms))
     return FpingResult(
         target=target[0] if target else None,
-        sent=sent,
+        sent=max(sent, asked or 0),
         received=len(replies),
         rtts_us=[ms * 1e3 for _, ms in replies],
         times=[t for t, _ in replies],
     )
+
+
+def count_asked(argv: list[str]) -> int | None:
+    """The probe count an fping command line asks for (-c N, -cN, --count[=]N)."""
+    for i, a in enumerate(argv):
+        if a in ("-c", "--count") and i + 1 < len(argv):
+            v = argv[i + 1]
+        elif a.startswith("--count="):
+            v = a.split("=", 1)[1]
+        elif a.startswith("-c") and len(a) > 2:
+            v = a[2:]
+        else:
+            continue
+        return int(v) if v.isdigit() else None
+    return None
 
 
 class FpingProbe(NamedTuple):

@@ -1,4 +1,5 @@
-"""Parse an iperf3 client `-J` document (TCP, optionally `-P k`) into one record.
+"""Parse an iperf3 client `-J` document (TCP, optionally `-P k`) into one record, and
+read the received rate of a UDP one (`udp_received_bps`, the calibration's rate probe).
 
 Units: bytes, bits per second (bps), microseconds (us), seconds (s). iperf3 already
 reports `snd_cwnd` in bytes on Linux (tcpi_snd_cwnd * tcpi_snd_mss) and on FreeBSD
@@ -206,6 +207,34 @@ def read_iperf3(stream: IO[str]) -> Iperf3Result:
     peaks at 9 MB of Python objects (0.9 MB at 300 s) and is 1.5x faster than
     ijson's C backend walking the intervals alone (measured 2026-11-24)."""
     return parse_iperf3(json.load(stream))
+
+
+def udp_received_bps(doc: dict[str, Any]) -> float | None:
+    """What the receiver got of a UDP client run (`iperf3 -u -J`), in bits per second;
+    None when the document holds no UDP result (an error run).
+
+    iperf3 >= 3.11 writes it as `end.sum_received.bits_per_second`. Up to 3.10 (3.9 in
+    Debian 11 and Ubuntu 22.04) there is only `end.sum` (iperf_api.c,
+    iperf_print_results(), "Summary sum, UDP"): its `bytes` and `bits_per_second` are the
+    sender's, `lost_packets` is the receiver's count of sequence gaps, `packets` the
+    sender's count and `seconds` the receiver's duration; so the received bytes are the
+    sent ones less the lost share. Datagrams still in flight when the test ended are
+    neither received nor counted lost there: that estimate is high by at most a queue
+    and a BDP's worth."""
+    if not isinstance(doc, dict):
+        raise Iperf3FormatError(f"a JSON {jtype(doc)} where an iperf3 document belongs")
+    end = _obj(doc.get("end"), "end")
+    if "sum_received" in end:
+        where = "end.sum_received.bits_per_second"
+        return _float(_obj(end["sum_received"], "end.sum_received").get("bits_per_second"), where)
+    total = _obj(end.get("sum"), "end.sum")
+    sent = _int(total.get("bytes"), "end.sum.bytes")
+    packets = _int(total.get("packets"), "end.sum.packets")
+    lost = _int(total.get("lost_packets"), "end.sum.lost_packets")
+    seconds = _float(total.get("seconds"), "end.sum.seconds")
+    if sent is None or lost is None or not packets or not seconds:
+        return None
+    return sent * (packets - lost) / packets * 8 / seconds
 
 
 INTERVAL_SCHEMA = pa.schema(

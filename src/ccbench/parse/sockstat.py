@@ -1,12 +1,15 @@
 """Parse FreeBSD `sockstat -46 -CS -P tcp`: each TCP socket with its congestion-control
 module (-C, column CC) and TCP stack (-S, column STACK).
 
-Format (sockstat(1), FreeBSD 14): one header line, then one line per socket and file
-descriptor. Columns, in order: USER, COMMAND, PID, FD, PROTO, LOCAL ADDRESS, FOREIGN
-ADDRESS, then only with their options ENCAPS (-U), PATH STATE and CONN STATE (-s),
-STACK (-S), CC (-C). Addresses are `address:port` (`*:*` when not connected); no cell
-holds a space, so rows split on whitespace and the header says which cell is which.
-No real capture was available (FACTS §6): the fixture was written from the man page.
+Format (sockstat(1)): one header line, then one line per socket and file descriptor.
+Columns, in order: USER, COMMAND, PID, FD, PROTO, LOCAL ADDRESS, FOREIGN ADDRESS, then
+only with their options ENCAPS (-U), PATH STATE and CONN STATE (-s), STACK (-S), CC (-C).
+Addresses are `address:port` (`*:*` when not connected); no cell holds a space, so rows
+split on whitespace and the header says which cell is which. Column widths differ by
+version (FreeBSD 14: fixed offsets, usr.bin/sockstat/sockstat.c displaysock(); 15/main:
+widths fitted to the cells, usr.bin/sockstat/main.c display_sock()); whitespace
+splitting reads both. No real capture was available: the captures were written from
+the man page and from both versions' print code (tests/captures/freebsd/README.md).
 """
 
 from __future__ import annotations
@@ -22,13 +25,22 @@ _BASE = ("USER", "COMMAND", "PID", "FD", "PROTO", "LOCAL ADDRESS", "FOREIGN ADDR
 class Socket:
     user: str
     command: str
-    pid: str  # "?" for a socket without a file descriptor
+    pid: str  # a number, or "?" / "??" for a socket no process holds (see `held`)
     fd: str
     proto: str  # tcp4, tcp6, tcp46
     local: str  # "address:port"
     foreign: str
     stack: str | None  # None: no STACK column or an empty cell
     cc: str | None
+
+    @property
+    def held(self) -> bool:
+        """Whether a process holds this socket by a file descriptor. For one it does not
+        (closed and lingering, e.g. in TIME_WAIT) sockstat prints "?" in USER, COMMAND,
+        PID and FD up to FreeBSD 14 (sockstat.c, display()) and "??" from 15 on (main.c,
+        display()); a held socket's PID is its number even when COMMAND is "??" (main.c,
+        getprocname(): the process exited while sockstat ran)."""
+        return self.pid.isdigit()
 
 
 def _header(line: str) -> list[str]:
@@ -82,11 +94,14 @@ def connections_to(sockets: list[Socket], address: str, port: int) -> list[Socke
     """The TCP connections a process holds whose foreign end is address:port. For one
     iperf3 flow these are its control connection and its data connection(s): all to the
     server's port, told apart by nothing sockstat prints, so a check must hold for all
-    of them. Sockets no process holds (USER/COMMAND/PID/FD "?": closed ones lingering in
-    TIME_WAIT, e.g. the previous run's flow to the same port) are left out."""
+    of them. Sockets no process holds (`Socket.held`) are left out: the previous run's
+    connections to the same port linger in TIME_WAIT after its iperf3 exited, held by
+    no process, and must not be read as this run's (they keep their own stack and CC).
+    sockstat prints the TCP state only with -s, which is not asked: being held is what
+    tells them apart."""
     out = []
     for s in sockets:
-        if not s.proto.startswith("tcp") or s.foreign in ("*:*", "") or s.pid == "?":
+        if not s.proto.startswith("tcp") or s.foreign in ("*:*", "") or not s.held:
             continue
         host, p = split_addr(s.foreign)
         if host == address and p == str(port):

@@ -8,6 +8,11 @@ Units differ between the two iproute2 formats and are normalised here:
   with a `bps` suffix, bytes/s; sizes (`15137b`, `58Kb`, `2Mb`) use 1024-based
   prefixes and, above 1 KiB, are rounded by tc itself; `limit 48p` is packets, a
   size is bytes, a bare number (netem) packets.
+
+iproute2 <= 4.20 prints some qdiscs' options as plain text inside `tc -j` output, which
+then is not JSON: tbf's (tc/q_tbf.c, tbf_print_opt(): fprintf "rate %s burst %s lat %s"),
+between the `"options":{` and `}` that tc_qdisc.c print_qdisc() writes around
+print_qopt. parse_tc_qdisc_json reads such an object's words as the text format's.
 """
 
 from __future__ import annotations
@@ -56,11 +61,22 @@ class QdiscStats:
 def parse_tc_qdisc_json(text: str) -> list[QdiscStats]:
     """Parse `tc -s -j qdisc show [dev X]` output.
 
-    Raises ValueError (json.JSONDecodeError for text that is not JSON) with a message
-    naming the entry and field for JSON that is not tc's: a list where an object
-    belongs, a string, NaN or a negative number where a counter belongs.
+    Output of an iproute2 that wrote some options as text inside the JSON (<= 4.20) is
+    read with those options taken from the text; classic text output (a tc that
+    ignored -j) is read by parse_tc_qdisc_text. Raises ValueError (json.JSONDecodeError
+    for text that is neither) with a message naming the entry and field for JSON that
+    is not tc's: a list where an object belongs, a string, NaN or a negative number
+    where a counter belongs.
     """
-    data = json.loads(text) if text.strip() else []
+    try:
+        data = json.loads(text) if text.strip() else []
+    except json.JSONDecodeError:
+        if text.lstrip().startswith("qdisc "):
+            return parse_tc_qdisc_text(text)
+        repaired = _text_options_as_json(text)
+        if repaired is None:
+            raise
+        data = json.loads(repaired)
     if not isinstance(data, list):
         raise ValueError("tc -j output is not a JSON list")
     return [_from_json(q, i) for i, q in enumerate(data)]
@@ -144,15 +160,7 @@ def _from_text(block: list[str]) -> QdiscStats:
     body = " ".join(block[1:])
     sent = _SENT.search(body)
     backlog = _BACKLOG.search(body)
-    limit = opts.get("limit")
-    limit_pkts = limit_bytes = None
-    if limit is not None:
-        if limit.endswith("p"):
-            limit_pkts = int(limit[:-1])
-        elif limit.endswith("b"):
-            limit_bytes = parse_tc_size_bytes(limit)
-        else:
-            limit_pkts = int(limit)
+    limit_pkts, limit_bytes = _text_limit(opts.get("limit"))
     is_tbf = kind in _RATE_OPTION_KINDS
     lat = _TIME.match(opts.get("lat", "")) if is_tbf else None
     return QdiscStats(
@@ -173,6 +181,64 @@ def _from_text(block: list[str]) -> QdiscStats:
         burst_bytes=parse_tc_size_bytes(opts["burst"]) if is_tbf and "burst" in opts else None,
         latency_us=float(lat.group(1)) * _TIME_US[lat.group(2)] if lat else None,
     )
+
+
+_OPTIONS_OPEN = '"options":{'
+
+
+def _text_options_as_json(text: str) -> str | None:
+    """`text` with every `"options":{...}` that holds text words (iproute2 <= 4.20)
+    turned into the JSON tc prints for them today; None: no such object, so the text
+    is broken some other way."""
+    out: list[str] = []
+    i = changed = 0
+    while (start := text.find(_OPTIONS_OPEN, i)) >= 0:
+        body_start = start + len(_OPTIONS_OPEN)
+        end = text.find("}", body_start)
+        if end < 0:
+            return None
+        body = text[body_start:end]
+        out.append(text[i:body_start])
+        if '"' in body or "{" in body or not body.strip():  # JSON: json.loads reads it
+            out.append(body)
+        else:
+            out.append(json.dumps(_text_option_values(body))[1:-1])
+            changed += 1
+        i = end
+    out.append(text[i:])
+    return "".join(out) if changed else None
+
+
+def _text_option_values(body: str) -> dict[str, float | int]:
+    """Text option words in the units of tc's JSON: 'rate 100Mbit burst 15137b lat
+    50.0ms' -> {'rate': 12500000.0 (bytes/s), 'burst': 15137, 'lat': 50000.0 (us)};
+    'limit 48p' -> {'limit': 48}. Words not read here are left out."""
+    opts = _header_options(body.split())
+    values: dict[str, float | int] = {}
+    if "rate" in opts:
+        values["rate"] = parse_tc_rate_bps(opts["rate"]) / 8.0
+    if "burst" in opts:
+        values["burst"] = parse_tc_size_bytes(opts["burst"].split("/")[0])
+    lat = _TIME.match(opts.get("lat", ""))
+    if lat:
+        values["lat"] = float(lat.group(1)) * _TIME_US[lat.group(2)]
+    pkts, nbytes = _text_limit(opts.get("limit"))
+    limit = pkts if pkts is not None else nbytes
+    if limit is not None:
+        values["limit"] = limit
+    return values
+
+
+def _text_limit(token: str | None) -> tuple[int | None, int | None]:
+    """A text `limit` as (packets, bytes): '48p' packets, a size ('60000b') bytes, a
+    bare number (netem) packets."""
+    if token is None:
+        return None, None
+    if token.endswith("p"):
+        return int(token[:-1]), None
+    if token.endswith("b"):
+        return None, parse_tc_size_bytes(token)
+    return int(token), None
 
 
 def _header_options(tokens: list[str]) -> dict[str, str]:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from ccbench import layout
+from ccbench.jsonio import read_json
 from ccbench.layout import open_text
-from ccbench.parse.fping import read_fping
+from ccbench.parse.fping import count_asked, read_fping
 from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
 
 
@@ -25,6 +27,17 @@ class Fping(ProbeTool):
 
     def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
         with open_text(path) as lines:  # plain or compressed, as a stream
-            fp = read_fping(lines)
+            fp = read_fping(lines, asked=_asked(path.parent))
         return ProbeResult(self.name, "fping (ICMP echo)", fp.rtts_us, fp.sent, fp.received,
                            self.raw_file)  # fmt: skip
+
+
+def _asked(raw: Path) -> int | None:
+    """The probe count the run asked fping for: its command line as the run recorded it
+    (meta.json `probe_argv`, the plan's argv). fping < 5.0 prints nothing for a lost
+    probe, so only this tells how many were sent. None: not recorded."""
+    meta = read_json(raw / layout.META)
+    argv = meta.get("probe_argv") if isinstance(meta, dict) else None
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return None
+    return count_asked(argv)

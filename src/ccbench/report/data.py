@@ -18,6 +18,7 @@ from ccbench.record.parts import Recorded
 from ccbench.report import thinned
 from ccbench.report.fmt import as_float, fmt
 from ccbench.spec import Flow, Topology
+from ccbench.summarize.hosts import BQL_NO_CAP, tx_queues_in_use
 
 VERDICT_COLUMNS = [
     "expectation",
@@ -327,8 +328,8 @@ def bottleneck_text(runs_dir: Path, run_ids: list[str], cond: Conditions) -> str
     """Which element paces the bottleneck and the buffer in front of it, from the first
     run that recorded rt1's NIC (SSH testbeds): tbf, or the NIC when the tbf rate in
     1514-byte frames is above what the wire carries (1538 bytes a frame: at 1000 Mbit/s
-    on 1 GbE the NIC is the slower element, and its TX ring queues too). Local veths
-    have no wire: tbf."""
+    on 1 GbE the NIC is the slower element, and its TX ring(s) queue too: _nic_buffer).
+    Local veths have no wire: tbf."""
     t = cond.topology
     shaper = f"tbf at {fmt(t.rate_mbit, None)} Mbit/s"
     qtext = f"{t.queue_limit_pkts} pkts" if t.queue.drop_tail else f"{t.queue_kind}'s own"
@@ -341,15 +342,64 @@ def bottleneck_text(runs_dir: Path, run_ids: list[str], cond: Conditions) -> str
     wire = speed * t.frame_bytes / (t.frame_bytes + WIRE_OVERHEAD_BYTES)
     if t.rate_mbit <= wire:
         return f"bottleneck: {shaper} (the wire carries {fmt(wire, 1)}); buffer {qtext}"
-    ring = nic.get("tx_ring_set")
-    if isinstance(ring, int) and t.queue.drop_tail:
-        buf = f"{t.queue_limit_pkts} + {ring} TX ring = {t.queue_limit_pkts + ring} pkts"
-    else:
-        buf = f"{qtext} + the TX ring"
     return (
         f"bottleneck: rt1's NIC at wire rate ({fmt(speed, None)} Mbit/s carries "
-        f"{fmt(wire, 1)} Mbit/s of frames, below the {shaper}); buffer {buf}"
+        f"{fmt(wire, 1)} Mbit/s of frames, below the {shaper}); "
+        f"buffer {_nic_buffer(nic, t, qtext)}"
     )
+
+
+def _nic_buffer(nic: dict[str, Any], t: Topology, qtext: str) -> str:
+    """The qdisc's limit plus the layer-2 buffer behind it as rt1's NIC record says: the
+    TX ring, how many transmit queues shared the flows and their BQL limits. With one
+    queue the ring is one FIFO for all flows; with several, a forwarded packet takes the
+    TX queue of its RX queue (net/core/dev.c skb_tx_hash) and the NIC serves the rings
+    round-robin, so each flow mostly has a layer-2 buffer of its own."""
+    ring = nic.get("tx_ring_set")
+    queues = tx_queues_in_use(nic)
+    if queues is None:  # a record from before channels were recorded
+        if isinstance(ring, int) and t.queue.drop_tail:
+            return f"{t.queue_limit_pkts} + {ring} TX ring = {t.queue_limit_pkts + ring} pkts"
+        return f"{qtext} + the TX ring"
+    qdisc = f"{qtext} ({t.queue_kind})" if t.queue.drop_tail else qtext
+    ring_text = f"TX ring {ring}" if isinstance(ring, int) else "a TX ring of unreported size"
+    bql = _bql_text(nic, ring if isinstance(ring, int) else None, t.frame_bytes)
+    if queues == 1:
+        return f"{qdisc} + {ring_text} × 1 queue{bql}"
+    return (f"{qdisc} + {ring_text} in each of {queues} TX queues{bql}: the layer-2 buffer "
+            "was per queue (flows spread over the queues, served round-robin)")  # fmt: skip
+
+
+def _bql_text(nic: dict[str, Any], ring: int | None, frame: int) -> str:
+    """ " (BQL limit 30.3 KB after the run: ≈ 21 full frames)" from the run's own reading of
+    the bottleneck's byte queue limits; what the set-up record can tell otherwise (BQL's
+    limit starts at 0 there and grows with the traffic)."""
+    after = nic.get("bql_after")
+    if isinstance(after, list) and after:
+        limits = sorted(x["limit"] for x in after if isinstance(x.get("limit"), int))
+        if len(limits) > 1:  # a queue no flow used keeps the limit of 0 it started with
+            limits = [x for x in limits if x > 0] or limits
+        if limits:
+            lo, hi = limits[0], limits[-1]
+            kb = f"{fmt(lo / 1000, 1)}" + (f"-{fmt(hi / 1000, 1)}" if hi != lo else "")
+            # A queue stops once its bytes in flight exceed the limit (netdevice.h
+            # netdev_tx_sent_queue): one frame more than the limit holds.
+            frames = hi // frame + 1
+            if ring is not None:
+                frames = min(frames, ring)
+            full = f"≈ {frames} full frame{'s' if frames != 1 else ''}"
+            if len(after) == 1:
+                return f" (BQL limit {kb} KB after the run: {full})"
+            used = f"{len(limits)} queue{'s' if len(limits) != 1 else ''}"
+            return f" (BQL limits {kb} KB in the {used} used, after the run: up to {full} each)"
+    setup = nic.get("bql")
+    if isinstance(setup, list) and not setup:
+        return " (no BQL)"
+    caps = [x["limit_max"] for x in setup or [] if isinstance(x.get("limit_max"), int)
+            and x["limit_max"] < BQL_NO_CAP]  # fmt: skip
+    if caps:
+        return f" (BQL capped at {fmt(max(caps) / 1000, 1)} KB)"
+    return " (BQL limit not read after the run)" if setup else ""
 
 
 def _bottleneck_nic(runs_dir: Path, run_ids: list[str]) -> dict[str, Any] | None:

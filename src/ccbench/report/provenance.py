@@ -21,6 +21,7 @@ from ccbench.errors import CcbenchError
 from ccbench.model import Matrix
 from ccbench.report import data
 from ccbench.report.fmt import as_float, fmt
+from ccbench.summarize.hosts import tx_queues_in_use
 
 # Facts that change on every run by nature; grouping them per variant says nothing.
 VOLATILE_FACTS = {"loadavg"}
@@ -136,6 +137,7 @@ def _nic_row(rec: dict[str, Any]) -> dict[str, str]:
         ring = f"{asked} asked, {ring} set"
     elif got is not None:
         ring += " (driver default)"
+    ring += _queues_text(rec)
     off = rec.get("offloads") or {}
     speed = rec.get("speed_mbps")
     return {
@@ -149,6 +151,21 @@ def _nic_row(rec: dict[str, Any]) -> dict[str, str]:
         "offloads": ", ".join(f"{k} {v}" for k, v in off.items())
         or str(rec.get("options") or "n/a"),
     }
+
+
+def _queues_text(rec: dict[str, Any]) -> str:
+    """ "; 1 TX queue (combined 1 of 8)": the transmit queues the interface used and the
+    channel counts behind them; "" for records made before they were recorded."""
+    n = tx_queues_in_use(rec)
+    if n is None:
+        return ""
+    text = f"; {n} TX queue{'s' if n != 1 else ''}"
+    ch = rec.get("channels")
+    if isinstance(ch, dict):
+        cur, top = ch.get("current") or {}, ch.get("max") or {}
+        parts = [f"{k} {cur[k]} of {top.get(k)}" for k in ("combined", "tx") if cur.get(k)]
+        text += f" ({', '.join(parts)})" if parts else ""
+    return text
 
 
 def nics(kind: str, rids: list[str], runs_dir: Path) -> dict[str, Any]:
