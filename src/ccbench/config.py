@@ -288,6 +288,8 @@ def sampling_from(d: dict[str, Any]) -> dict[str, Any]:
         "probe_flent_test": d["probe_flent_test"],
         "qdisc_interval_s": float(d["qdisc_interval_s"]),
         "siftr_budget_mb": float(d["siftr_budget_mb"]),
+        "tcp_probe": bool(d["tcp_probe"]),
+        "tcp_probe_budget_mb": float(d["tcp_probe_budget_mb"]),
     }
 
 

@@ -77,6 +77,10 @@ class Executor(Protocol):
 
     def put(self, local: Path, remote: str) -> None: ...
 
+    def write_file(self, path: str, text: str) -> None:
+        """Write `text` to the node's file `path` (as root where the node needs sudo)."""
+        ...
+
     def get(self, remote: str, local: Path, *, compress: bool | None = None) -> Fetched:
         """Copy the node's file `remote` to `local`, streamed, checked, all or nothing
         (ccbench.fetch). Returns where it landed (`local`, or `local`.gz when it came

@@ -11,7 +11,8 @@ A run directory (results/runs/<run id>/):
 raw/ holds spec.json (what was asked), meta.json (what happened when), calibration.json,
 facts.json, kernel.json, sender-setup.json, qdisc-config.txt, the before/after snapshots
 (tc-, delay-, drops-, cpu-), one iperf3-K.json (+ .err, server-K.txt) per flow, the
-samplers' ss-NODE.txt, qdisc-NODE.txt and siftr-NODE.log, sockstat-K.txt, the probe's
+samplers' ss-NODE.txt, qdisc-NODE.txt and siftr-NODE.log, sockstat-K.txt, the tcp_probe
+traces tcp-probe-READER.txt, the senders' tcp-counters-NODE-{before,after}.json, the probe's
 file (its name is the probe tool's, ccbench.probes), error.txt (the attempt failed) or
 skipped.json (not run, and why). A large file fetched from a remote node may be stored
 compressed (NAME.gz, NAME.xz or NAME.zst); every reader here opens both forms.
@@ -34,6 +35,7 @@ from ccbench.spec import RunSpec, spec_dict_problem
 # The iperf3 server of flow k listens on BASE_PORT + k (a port per flow: a sender's
 # sockstat and siftr samples name it).
 BASE_PORT = 5201
+MAX_FLOWS = 1000  # the ports a run's servers may use: BASE_PORT + 1 .. BASE_PORT + MAX_FLOWS
 
 # --- raw/ ------------------------------------------------------------------------
 SPEC = "spec.json"
@@ -93,6 +95,20 @@ def sockstat(k: int) -> str:
     return f"sockstat-{k}.txt"
 
 
+def tcp_probe(reader: str) -> str:
+    """A tcp_probe trace (one per sender over SSH, `host` for a one-kernel testbed)."""
+    return f"tcp-probe-{reader}.txt"
+
+
+def bql(when: str) -> str:
+    """The bottleneck NIC's transmit queues' BQL state (SSH testbeds)."""
+    return f"bql-{when}.txt"
+
+
+def tcp_counters(node: str, when: str) -> str:
+    return f"tcp-counters-{node}-{when}.json"
+
+
 def stderr_of(name: str) -> str:
     """Where a tool writing `name` leaves its stderr (iperf3-1.json -> iperf3-1.err)."""
     return name.rsplit(".", 1)[0] + ".err"
@@ -100,6 +116,7 @@ def stderr_of(name: str) -> str:
 
 SS_GLOB = "ss-s*.txt"
 SIFTR_GLOB = "siftr-s*.log"
+TCP_PROBE_GLOB = "tcp-probe-*.txt"
 
 # --- the run directory -----------------------------------------------------------
 RAW = "raw"

@@ -67,6 +67,15 @@ SIFTR_OFF = (
 )
 
 
+# Linux: a tcp_probe trace instance an earlier run left (its events still on) removed;
+# the sweep has ended its reader, which held the instance open.
+TRACE_OFF = (
+    'for d in /sys/kernel/tracing/instances/ccbench-*; do [ -d "$d" ] || continue; '
+    'for f in "$d"/events/tcp/*/enable; do echo 0 > "$f"; done; '
+    'rmdir "$d" && echo "logger tcp_probe"; done'
+)
+
+
 def wrapper(proc_dir: str = PROC_DIR) -> list[str]:
     """The argv prefix of every process ccbench spawns on a remote node."""
     return ["sh", "-c", _RECORD, "ccbench-pid", proc_dir]
@@ -80,6 +89,11 @@ def sweep_argv(proc_dir: str = PROC_DIR) -> list[str]:
 def siftr_off_argv() -> list[str]:
     """FreeBSD: turn off a siftr/siftr2 logger an earlier run left enabled."""
     return ["sh", "-c", SIFTR_OFF]
+
+
+def trace_off_argv() -> list[str]:
+    """Linux: remove a tcp_probe trace instance an earlier run left."""
+    return ["sh", "-c", TRACE_OFF]
 
 
 @dataclass(frozen=True)
@@ -127,4 +141,5 @@ def parse_sweep(stdout: str) -> Swept:
     return Swept(tuple(ended), tuple(killed), tuple(loggers))
 
 
-__all__ = ["PROC_DIR", "Swept", "parse_sweep", "siftr_off_argv", "sweep_argv", "wrapper"]
+__all__ = ["PROC_DIR", "Swept", "parse_sweep", "siftr_off_argv", "sweep_argv", "trace_off_argv",
+           "wrapper"]  # fmt: skip

@@ -32,7 +32,7 @@ from ccbench.spec import (
 from ccbench.testbed.kinds import REGISTRY, kind
 
 # The sampling settings a scenario may set for itself (the rest are the config's).
-SCENARIO_SAMPLING = ("probe_tool", "probe_flent_test", "qdisc_interval_s")
+SCENARIO_SAMPLING = ("probe_tool", "probe_flent_test", "qdisc_interval_s", "tcp_probe")
 
 
 def _check_probe(source: str, sname: str, tool: str, variants: list[Variant]) -> None:

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccbench import jsonio, layout, probes, run_senders
+from ccbench import instruments, jsonio, layout, probes, run_senders
 from ccbench.errors import CcbenchError
 from ccbench.exec import Proc
+from ccbench.instruments import Instrument, Recording
 from ccbench.progress import console, info
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed, signals_deferred
@@ -31,14 +32,15 @@ PROBE_GRACE_S = 30.0  # flent starts Python and its runners before the first sam
 class RunProcs:
     servers: list[Proc] = field(default_factory=list)
     clients: list[Proc] = field(default_factory=list)
-    samplers: list[Proc] = field(default_factory=list)  # stopped after the flows
+    samplers: list[Proc] = field(default_factory=list)  # a probe stopped after the flows (ping)
     probes: list[Proc] = field(default_factory=list)  # end by themselves (irtt, flent)
     gated_probes: list[Proc] = field(default_factory=list)  # released before the flows
-    snapshots: list[Proc] = field(default_factory=list)  # one-shot reads while flows run
+    instruments: list[Instrument] = field(default_factory=list)
     probe_lead_s: float = 0.0  # how long before the first flow
 
     def all(self) -> list[Proc]:
-        return [*self.servers, *self.clients, *self.samplers, *self.probes, *self.snapshots]
+        own = [p for i in self.instruments for p in i.procs]
+        return [*self.servers, *self.clients, *self.samplers, *self.probes, *own]
 
     def stop_all(self) -> None:
         for p in self.all():
@@ -52,10 +54,10 @@ def run_once(
     the variant's {label, match}, kept as raw/kernel.json (summarize.hosts checks the
     senders' kernels recorded in facts.json against it)."""
     t0 = time.monotonic()
-    senders = spec.senders
-    _prepare(tb, spec, raw, senders, kernel_req)
+    _prepare(tb, spec, raw, spec.senders, kernel_req)
     _snapshot_bottleneck(tb, raw, "before")
-    procs = RunProcs()
+    procs = RunProcs(instruments=instruments.for_run(tb, spec))
+    rec = Recording(tb, spec, raw)
     meta: dict[str, Any] = {"flows": [], "started_unix": None, "testbed": tb.id,
                             "kind": tb.kind, "tools": tb.tools}  # fmt: skip
     # Where a run's time goes besides its traffic (bench/pipeline.py reads them).
@@ -63,24 +65,20 @@ def run_once(
     label = f"{spec.scenario}/{spec.variant} rep {spec.repetition}"
     try:
         _start_servers(tb, spec, procs, raw)
-        _start_samplers(tb, spec, senders, procs, raw, meta)
         _start_clients(tb, spec, procs, raw, meta)
-        siftr_nodes = run_senders.siftr_start(tb, spec, senders)
-        if siftr_nodes:
-            meta["siftr"] = siftr_nodes  # node -> logger, ppl, port filter, resolution
-        during = run_senders.sockstat_plan(tb, spec, procs, raw, meta)
         if spec.probe_interval_s > 0:
             meta["probe_argv"] = _probe_start(tb, spec, procs, raw)
-        # The router's CPU over the traffic (locally: the whole machine), so a run that
-        # shared its CPU with a hypervisor's other guests (steal) says so.
-        _record_cpu(tb, raw, layout.BEFORE)
+        for ins in procs.instruments:
+            ins.start(rec)
+        during = [a for ins in procs.instruments for a in ins.during(rec)]
         phases["start"] = round(time.monotonic() - t0 - phases["prepare"], 3)
-        _drive(spec, procs, meta, label, during)
+        _drive(spec, procs, meta, label, during, rec)
         t_end = time.monotonic()
-        _end_traffic(tb, spec, procs, raw, label, siftr_nodes)
+        _end_traffic(spec, procs, label, rec)
     finally:
         with signals_deferred():
             procs.stop_all()
+            meta["instruments"] = {i.name: i.record_json() for i in procs.instruments}
     _snapshot_bottleneck(tb, raw, "after")
     phases["end"] = round(time.monotonic() - t_end, 3)
     meta["finished_unix"] = time.time()
@@ -102,12 +100,6 @@ def _prepare(
     run_senders.record_facts(tb, raw, senders)
 
 
-def _record_cpu(tb: Testbed, raw: Path, when: str) -> None:
-    """The bottleneck router's CPU counters (locally: the whole machine's)."""
-    node = tb.bottleneck[0]
-    run_senders.record(tb.ex(node), tb.driver(node).cpu_counters(), raw / layout.cpu(when))
-
-
 def _snapshot_bottleneck(tb: Testbed, raw: Path, when: str) -> None:
     """The bottleneck queue's counters, the delay element's and the drop counters,
     `when` ("before" or "after") the traffic."""
@@ -120,7 +112,7 @@ def _snapshot_bottleneck(tb: Testbed, raw: Path, when: str) -> None:
 def _start_servers(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> None:
     """One iperf3 server per flow on its receiver; returns when all listen."""
     for k, f in enumerate(spec.flows, start=1):
-        node = f"r{f.pair}"
+        node = f.receiver
         procs.servers.append(
             tb.ex(node).spawn(
                 tb.driver(node).iperf3_server(layout.BASE_PORT + k),
@@ -128,37 +120,7 @@ def _start_servers(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> No
             )
         )  # fmt: skip
     for k, f in enumerate(spec.flows, start=1):
-        tb.wait_listening(f"r{f.pair}", layout.BASE_PORT + k)
-
-
-def _start_samplers(
-    tb: Testbed, spec: RunSpec, senders: list[str], procs: RunProcs, raw: Path,
-    meta: dict[str, Any],
-) -> None:  # fmt: skip
-    """The senders' ss samplers and the bottleneck queue's sampler (each if its interval
-    is not 0); they run until the flows end."""
-    if spec.ss_interval_s > 0:
-        for node in senders:
-            argv = tb.driver(node).ss_sampler(spec.ss_interval_s)
-            if argv:
-                procs.samplers.append(
-                    tb.ex(node).spawn(argv, stdout=raw / layout.ss(node),
-                                      stderr=raw / layout.stderr_of(layout.ss(node)))
-                )  # fmt: skip
-    if spec.qdisc_interval_s > 0:
-        bn_node, bn_dev = tb.bottleneck
-        # The bottleneck queue over time; stopped with the samplers, so it spans
-        # the traffic from before its first packet (ccbench.parse.qdisc).
-        qargv = tb.driver(bn_node).qdisc_sampler(bn_dev, spec.qdisc_interval_s)
-        meta["qdisc_sampler"] = {"node": bn_node, "dev": bn_dev, "argv": qargv[3:],
-                                 "interval_s": spec.qdisc_interval_s}  # fmt: skip
-        procs.samplers.append(
-            tb.ex(bn_node).spawn(qargv, stdout=raw / layout.qdisc(bn_node),
-                                 stderr=raw / layout.stderr_of(layout.qdisc(bn_node)))
-        )  # fmt: skip
-        # Over ssh the sampler starts ~0.3 s later: wait for its first sample, so
-        # the queue is seen from the first packet (summary queue.first_s says).
-        _wait_nonempty(raw / layout.qdisc(bn_node), QDISC_FIRST_SAMPLE_S)
+        tb.wait_listening(f.receiver, layout.BASE_PORT + k)
 
 
 def _start_clients(
@@ -168,9 +130,9 @@ def _start_clients(
     offset (_drive), so starts do not depend on process or ssh start-up times."""
     argvs = []
     for k, f in enumerate(spec.flows, start=1):
-        node = f"s{f.pair}"
+        node = f.sender
         argv = tb.driver(node).iperf3_client(
-            tb.address(f"r{f.pair}"), layout.BASE_PORT + k, f.cc, f.duration_s,
+            tb.address(f.receiver), layout.BASE_PORT + k, f.cc, f.duration_s,
             spec.interval_s, f.streams,
         )  # fmt: skip
         argvs.append(argv)
@@ -181,18 +143,11 @@ def _start_clients(
     meta["client_argv"] = argvs
 
 
-def _end_traffic(
-    tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path, label: str,
-    siftr_nodes: dict[str, dict[str, Any]],
-) -> None:  # fmt: skip
-    """After the flows: the last snapshots taken, the router's CPU read, the samplers
-    stopped, the probes' data and siftr logs collected, the servers given time to end."""
-    for p in procs.snapshots:
-        try:
-            p.wait(timeout=run_senders.SOCKSTAT_GRACE_S)
-        except subprocess.TimeoutExpired:
-            p.stop(signal.SIGTERM, grace_s=1.0)
-    _record_cpu(tb, raw, layout.AFTER)
+def _end_traffic(spec: RunSpec, procs: RunProcs, label: str, rec: Recording) -> None:
+    """After the flows: the instruments stopped (their last reads taken), the probe's
+    data waited for, what stayed on the nodes collected, the servers given time to end."""
+    for ins in procs.instruments:
+        ins.stop(rec)
     for p in procs.samplers:
         p.stop(signal.SIGINT)  # ping prints its summary on SIGINT
     for p in procs.probes:  # irtt and flent end after their length; wait for their data
@@ -200,31 +155,17 @@ def _end_traffic(
             p.wait(timeout=PROBE_GRACE_S)
         except subprocess.TimeoutExpired:
             raise CcbenchError(f"{label}: the {spec.probe_tool} probe did not end") from None
-    run_senders.siftr_collect(tb, siftr_nodes, raw)
+    for ins in procs.instruments:
+        ins.collect(rec)
     for p in procs.servers:
         with contextlib.suppress(Exception):
             p.wait(timeout=3)
 
 
-QDISC_FIRST_SAMPLE_S = 5.0
-
-
-def _wait_nonempty(path: Path, timeout_s: float) -> None:
-    """Until `path` has content or `timeout_s` passed (a sampler that never writes is
-    the summary's problem, not a reason to stop the run here)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError):
-            if path.stat().st_size > 0:
-                return
-        time.sleep(0.01)
-
-
 def _probe_start(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list[str]:
     """Start the latency-under-load probe s1 -> r1 (through the bottleneck queue the
     flows share); it is released with the first flow, or its plan's lead_s before."""
-    first = spec.flows[0].pair
-    snd, rcv = f"s{first}", f"r{first}"
+    snd, rcv = spec.flows[0].sender, spec.flows[0].receiver
     settings = probes.ProbeSettings(tb.address(rcv), spec.probe_interval_s, spec.traffic_s,
                                     spec.probe_flent_test)  # fmt: skip
     pl = probes.plan(spec.probe_tool, settings, tb.driver(snd).os)
@@ -246,6 +187,7 @@ def _probe_start(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list
 def _drive(
     spec: RunSpec, procs: RunProcs, meta: dict[str, Any], label: str,
     during: list[tuple[float, Callable[[], None]]] | None = None,
+    rec: Recording | None = None,
 ) -> None:  # fmt: skip
     """Release each gated client at its offset; do each `during` action at its time
     (seconds after the traffic starts; one not reached before the clients end is
@@ -262,6 +204,8 @@ def _drive(
         time.sleep(procs.probe_lead_s)  # a probe that starts slowly (flent) is sampling
     t0 = time.monotonic()
     meta["started_unix"] = time.time()
+    if rec is not None:
+        rec.started_unix = meta["started_unix"]
     deadline = t0 + total + CLIENT_GRACE_S
     last_line = 0.0
     while True:

@@ -123,6 +123,16 @@ class Flow:
     duration_s: float = 10.0
     streams: int = 1
 
+    @property
+    def sender(self) -> str:
+        """The node it is sent from (pair i: s_i)."""
+        return f"s{self.pair}"
+
+    @property
+    def receiver(self) -> str:
+        """The node that receives it (pair i: r_i)."""
+        return f"r{self.pair}"
+
 
 # How the OSes ccbench drives are written in messages.
 OS_TITLES = {"linux": "Linux", "freebsd": "FreeBSD"}
@@ -256,6 +266,8 @@ FIELDS_ADDED: dict[str, Any] = {
     "probe_flent_test": "ping",
     "qdisc_interval_s": 0.05,
     "siftr_budget_mb": 64.0,
+    "tcp_probe": False,
+    "tcp_probe_budget_mb": 256.0,
 }
 
 
@@ -274,6 +286,10 @@ class RunSpec:
     # FreeBSD senders: the most a run's siftr log may hold per sender, MB (siftr logs
     # every Nth packet to stay under it: hosts.siftr_plan).
     siftr_budget_mb: float = 64.0
+    # Linux senders: every ACK from the tcp_probe tracepoint, within a size budget per
+    # reader, MB (ACKs thinned by sequence space above it: instruments.tcp_probe).
+    tcp_probe: bool = False
+    tcp_probe_budget_mb: float = 256.0
     scenario: str = "adhoc"
     variant: str = "adhoc"  # the variant's label
     repetition: int = 1

@@ -23,8 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ccbench import layout, metrics
+from ccbench import layout, metrics, runmeta
 from ccbench import timeseries_samplers as samplers
+from ccbench.instruments.qdisc import QdiscSampler
+from ccbench.instruments.tcp_probe import TcpProbe
 from ccbench.layout import RawDir, load_spec
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
 from ccbench.spec import Flow, RunSpec
@@ -76,15 +78,18 @@ def write_checked(
 
 
 def _read(rd: RawDir, spec: RunSpec, sink: Sink) -> list[str]:
-    meta = rd.json(layout.META) or {}
-    t0 = _started_unix(meta)
-    frames, local_to_flow = _iperf3_rows(rd, spec, _flow_starts(meta))
+    meta = runmeta.load(RawDir(rd.path), len(spec.flows))  # its problems are the summary's
+    t0 = meta.started_unix
+    frames, local_to_flow = _iperf3_rows(rd, spec, meta.flow_starts)
     for f in frames:
         sink.add(f)
     samplers.ss_rows(rd, t0, spec.traffic_s, local_to_flow, sink)
     samplers.siftr_rows(rd, t0, local_to_flow, sink)
+    tp = meta.instrument(TcpProbe)
+    samplers.tcp_probe_rows(rd, t0, local_to_flow, spec.topology.mss_bytes, sink,
+                            tp.thinning if tp else None)  # fmt: skip
     if t0 is not None:
-        samplers.qdisc_rows(rd, meta, t0, sink)
+        samplers.qdisc_rows(rd, meta.instrument(QdiscSampler), t0, sink)
     return [p for p in rd.problems if not p.startswith(f"{layout.META}:")]
 
 
@@ -106,23 +111,8 @@ def sender_samples(path: Path, flow: int) -> Iterator[tuple[np.ndarray, np.ndarr
         yield np.asarray(t, dtype=float), np.asarray(r, dtype=float)
 
 
-def _started_unix(meta: dict[str, Any]) -> float | None:
-    """When the run started (meta.json), the time sampler rows are counted from."""
-    t0 = meta.get("started_unix")
-    return t0 if isinstance(t0, (int, float)) and not isinstance(t0, bool) else None
-
-
-def _flow_starts(meta: dict[str, Any]) -> dict[Any, Any]:
-    """Flow -> when it started (seconds into the run), as meta.json recorded it."""
-    started: dict[Any, Any] = {}
-    for m in meta.get("flows", []) if isinstance(meta.get("flows"), list) else []:
-        if isinstance(m, dict) and isinstance(m.get("started_s"), (int, float)):
-            started[m.get("flow")] = m["started_s"]
-    return started
-
-
 def _iperf3_rows(
-    rd: RawDir, spec: RunSpec, started: dict[Any, Any]
+    rd: RawDir, spec: RunSpec, started: dict[int, float]
 ) -> tuple[list[pd.DataFrame], dict[str, int]]:
     """Every flow's iperf3 interval rows, and each stream's local address -> its flow
     (how the samplers' sockets are told apart). A file that does not parse gives no

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 import lzma
+import re
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
@@ -22,10 +23,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ccbench import layout
+from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.layout import RawDir
 from ccbench.parse.qdisc import QueuePoint, iter_qdisc_samples, iter_queue_points
 from ccbench.parse.siftr_stream import SiftrReader
 from ccbench.parse.ss import SsReader
+from ccbench.parse.tcp_probe import CongStateChange, FastTrace, Retransmit
 from ccbench.timeseries_sink import FileRows, Sink
 
 # The sampler runs from before the first flow to after the last: its samples must
@@ -221,13 +224,112 @@ def _siftr2_flows(by_id: dict[str, int], part: pd.DataFrame) -> pd.DataFrame:
     return part.drop(columns="flowid")[keep].assign(flow=flow[keep]).reset_index(drop=True)
 
 
-def qdisc_rows(rd: RawDir, meta: dict[str, Any], t0: float, sink: Sink) -> None:
+# The instant a tcp_probe trace pairs with wall-clock time (instruments.tcp_probe
+# writes it to the instance's trace_marker right after its reader starts).
+_MARKER = re.compile(r"(\d+\.\d+): tracing_mark_write: ccbench_unix=(\d+\.\d+)")
+MARKER_LINES = 10000  # it is among the first lines: the traffic has not started yet
+
+
+def _trace_offset(rd: RawDir, name: str) -> float | None:
+    """Wall-clock time minus trace clock, from the trace's marker line."""
+    fh = _open(rd, name)
+    if fh is None:
+        return None
+    with fh:
+        for line in itertools.islice(fh, MARKER_LINES):
+            m = _MARKER.search(line)
+            if m:
+                return float(m.group(2)) - float(m.group(1))
+    return None
+
+
+def tcp_probe_rows(
+    rd: RawDir, t0: float | None, local_to_flow: dict[str, int], mss_bytes: int, sink: Sink,
+    thinning: str | None = None,
+) -> None:  # fmt: skip
+    """The tcp_probe traces' per-ACK rows (Linux senders: cwnd, srtt) into `sink`, each
+    file's once it read whole; a trace without its marker or that does not parse gives
+    no rows and one problem naming it."""
+    for name in rd.glob(layout.TCP_PROBE_GLOB):
+        offset = _trace_offset(rd, name)
+        if offset is None:
+            rd.problem(name, "no ccbench_unix marker: the trace's clock cannot be placed")
+            continue
+        fh = _open(rd, name)
+        if fh is None:
+            continue
+        rows = sink.file_rows()
+        trace = None
+        try:
+            with fh:
+                trace = FastTrace(fh)
+                for b in trace.probe_batches():
+                    flow = _flow_of(b.column("local"), local_to_flow)
+                    keep = flow > 0
+                    if t0 is None or not keep.any():
+                        continue
+                    rows.add(pd.DataFrame({
+                        "flow": flow[keep],
+                        "t_s": _float(b.column("t_s"))[keep] + offset - t0,
+                        "cwnd_bytes": _float(b.column("cwnd_pkts"))[keep] * mss_bytes,
+                        "rtt_us": _float(b.column("srtt_us"))[keep],
+                        "source": "tcp_probe",
+                    }))  # fmt: skip
+        except _READ_ERRORS as e:
+            rows.discard()
+            rd.problem(name, _unreadable(e))
+            continue
+        except ValueError as e:
+            rows.discard()
+            rd.problem(name, f"not a tcp_probe trace ({e})")
+            continue
+        sink.commit(rows)
+        if t0 is not None:
+            _add_events(sink, trace, local_to_flow, offset - t0, thinning)
+
+
+MAX_MARKS = 500  # event times kept per kind and flow (the counts are whole)
+# A congestion state entered -> the count and the times it adds to (enum tcp_ca_state,
+# include/net/tcp.h: Recovery is fast recovery, Loss follows an RTO).
+ENTERED = {"TCP_CA_Recovery": ("recoveries", "recovery_s"), "TCP_CA_Loss": ("rtos", "rto_s")}
+
+
+def _add_events(
+    sink: Sink, trace: FastTrace, local_to_flow: dict[str, int], shift: float,
+    thinning: str | None,
+) -> None:  # fmt: skip
+    """The trace's recoveries (entries into TCP_CA_Recovery), RTOs (into TCP_CA_Loss)
+    and retransmissions per flow, times from the traffic start, into the statistics."""
+    ev = sink.stats.tcp_events or {"source": "tcp_probe", "acks_thinned": thinning,
+                                   "lost_events": 0, "flows": {}}  # fmt: skip
+    ev["lost_events"] += trace.lost_events
+    for rec in trace.others:
+        k = local_to_flow.get(rec.local, 0)
+        if not k:
+            continue
+        f = ev["flows"].setdefault(k, {"flow": k, "recoveries": 0, "rtos": 0, "retransmits": 0,
+                                       "recovery_s": [], "rto_s": []})  # fmt: skip
+        # An RTO sets TCP_CA_Loss at each expiry, again while in it (tcp_enter_loss);
+        # a fast recovery is entered once (tcp_enter_recovery).
+        if isinstance(rec, CongStateChange) and (rec.state == "TCP_CA_Loss"
+                                                 or rec.state != rec.prev_state):  # fmt: skip
+            entered = ENTERED.get(rec.state)
+            if entered is not None:
+                count, times = entered
+                f[count] += 1
+                if len(f[times]) < MAX_MARKS:
+                    f[times].append(round(rec.t_s + shift, 4))
+        elif isinstance(rec, Retransmit):
+            f["retransmits"] += 1
+    sink.stats.tcp_events = ev
+
+
+def qdisc_rows(rd: RawDir, qs: QdiscSampler | None, t0: float, sink: Sink) -> None:
     """The bottleneck queue's rows (flow 0) into `sink`, once the file read whole; the
     file's problems are the summary's."""
-    qs = meta.get("qdisc_sampler")
-    if not isinstance(qs, dict):
+    if qs is None:
         return
-    fh = _open(rd, layout.qdisc(str(qs.get("node", "rt1"))))
+    fh = _open(rd, qs.file)
     if fh is None:
         return
     rows = sink.file_rows()

@@ -30,9 +30,10 @@ from ccbench.parse.counts import ValueCounts
 if TYPE_CHECKING:
     import pandas as pd
 
-# The sender's own cwnd/RTT samples, finest first: ss (Linux), siftr (FreeBSD); iperf3's
-# per-interval TCP_INFO is the fallback every OS has.
-SENDER_SOURCES = ("ss", "siftr")
+# The sender's own cwnd/RTT samples, the one a run's statistics use first: tcp_probe
+# (Linux, every ACK), ss (Linux), siftr (FreeBSD); iperf3's per-interval TCP_INFO is the
+# fallback every OS has.
+SENDER_SOURCES = ("tcp_probe", "ss", "siftr")
 RTT_SOURCES = (*SENDER_SOURCES, "iperf3")  # finest first
 _EXACT_SUM = 2.0**53  # integer sums below this are exact in a float, in any order
 
@@ -50,6 +51,9 @@ class SeriesStats:
         self.samples: dict[int, int] = {}  # flow -> sender RTT samples
         self.above: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # flow -> (t, rtt)
         self.iperf3: list[pd.DataFrame] = []
+        # Linux per-ACK traces: each flow's congestion events (summary.json tcp_events),
+        # gathered as the traces stream past (timeseries_samplers.tcp_probe_rows).
+        self.tcp_events: dict[str, Any] | None = None
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame, bound_ms: float | None = None) -> SeriesStats:

@@ -4,7 +4,9 @@ Every reader of a file that outlives a version (matrix.json, summary.json, the t
 passes it through the function here for its kind first, and from then on sees only
 the current layout; no other module knows what older versions wrote. Raw files are
 not upgraded: a run's raw/ is what its tools wrote, and a raw file a run made before
-ccbench recorded it is simply absent (summarize reads it as not recorded).
+ccbench recorded it is simply absent (summarize reads it as not recorded). The one raw
+file ccbench itself writes in a layout that changed, meta.json, is read forward by
+ccbench.runmeta (its `upgrade`).
 
 Standard library only (ccbench.model reads matrices before anything heavy is loaded);
 what needs more imports it where it is used.

@@ -167,14 +167,14 @@ def test_netem_delay() -> None:
 def test_loss_nth_matches_seed001(rate: float, every: str) -> None:
     # seed 001: --every 100/50/33/25 for 1/2/3/4 % loss.
     assert H.loss(Topology(loss_mode="nth", loss_rate=rate)) == [
-        ["iptables", "-w", "-A", "INPUT", "-p", "tcp", "-m", "statistic",
+        ["iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "5202:6201", "-m", "statistic",
          "--mode", "nth", "--every", every, "--packet", "0", "-j", "DROP"],
     ]  # fmt: skip
 
 
 def test_loss_random_and_chain() -> None:
     assert H.loss(Topology(loss_mode="random", loss_rate=0.0005), chain="FORWARD") == [
-        ["iptables", "-w", "-A", "FORWARD", "-p", "tcp", "-m", "statistic",
+        ["iptables", "-w", "-A", "FORWARD", "-p", "tcp", "--dport", "5202:6201", "-m", "statistic",
          "--mode", "random", "--probability", "0.000500", "-j", "DROP"],
     ]  # fmt: skip
 

@@ -115,7 +115,8 @@ def test_macvlan_plan_is_exactly_this() -> None:
         c("rt1", "tc", "qdisc", "add", "dev", "to-hubr", "parent", "1:1", "handle", "10:",
           "pfifo", "limit", "48"),
     ]  # fmt: skip
-    drop = ("iptables", "-w", "-A", "INPUT", "-p", "tcp", "-m", "statistic", "--mode", "nth",
+    drop = ("iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "5202:6201", "-m",
+            "statistic", "--mode", "nth",
             "--every", "100", "--packet", "0", "-j", "DROP")  # fmt: skip
     assert p.loss == [Cmd("r1", drop), Cmd("r2", drop)]
 

@@ -84,8 +84,10 @@ def test_parse_names_loggers_and_ignores_noise() -> None:
 
 
 def test_plans_per_os() -> None:
-    """Plan test: Linux sweeps; FreeBSD also turns off siftr/siftr2 (no FreeBSD here)."""
-    assert LinuxHost().leftovers_plan() == [leftovers.sweep_argv()]
+    """Plan test: Linux sweeps and removes a tcp_probe trace instance; FreeBSD also turns
+    off siftr/siftr2 (no FreeBSD here)."""
+    assert LinuxHost().leftovers_plan() == [leftovers.sweep_argv(), leftovers.trace_off_argv()]
+    assert "/sys/kernel/tracing/instances/ccbench-*" in leftovers.trace_off_argv()[2]
     plan = FreeBSDHost().leftovers_plan()
     assert plan[0] == leftovers.sweep_argv() and plan[1][:2] == ["sh", "-c"]
     assert "sysctl net.inet.$m.enabled=0" in plan[1][2] and "siftr siftr2" in plan[1][2]

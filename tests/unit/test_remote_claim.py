@@ -66,9 +66,14 @@ def test_a_run_puts_its_own_queue_back_and_removes_the_others_loss_rules(beds: A
     _up_without_calibration(lossy)  # rt1 now has 48 packets, r1 a loss rule
     log.clear()
     bdp.prepare_run()
-    # every node swept first for what a crashed run left (ccbench.leftovers) ...
-    assert sorted(n for n, argv in log[:4] if argv == leftovers.sweep_argv()) == NODES
-    log[:] = log[4:]
+    # every node swept first for what a crashed run left (ccbench.leftovers: processes,
+    # on Linux also a tcp_probe trace instance) ...
+    sweep, trace_off = leftovers.sweep_argv(), leftovers.trace_off_argv()
+    assert sorted(n for n, argv in log if argv == sweep) == NODES
+    assert sorted(n for n, argv in log if argv == trace_off) == NODES  # all Linux here
+    first = [argv for _, argv in log[: 2 * len(NODES)]]
+    assert all(argv in (sweep, trace_off) for argv in first)
+    log[:] = log[2 * len(NODES) :]
     # ... then lossy's loss rule deleted on r1, then rt1's queue rebuilt for 331 packets
     deleted = [argv for node, argv in log if node == "r1" and "-D" in argv]
     assert len(deleted) == 1 and "statistic" in deleted[0]
@@ -79,7 +84,7 @@ def test_a_run_puts_its_own_queue_back_and_removes_the_others_loss_rules(beds: A
     log.clear()
     bdp.prepare_run()  # still its own: nothing to do but the sweep
     assert sorted(n for n, argv in log if argv == leftovers.sweep_argv()) == NODES
-    assert len(log) == 4
+    assert len(log) == 2 * len(NODES)  # the sweep and the trace clean-up, nothing else
     lossy.prepare_run()  # and back: lossy's rule is added again
     assert any(node == "r1" and "-A" in argv for node, argv in log)
     assert any(argv[-3:] == ["pfifo", "limit", "48"] for _, argv in log)

@@ -11,6 +11,9 @@ from typing import Any
 from ccbench.exec import Result
 from ccbench.fetch import Fetched, FetchFailed
 from ccbench.hosts.freebsd import FreeBSDHost
+from ccbench.instruments import Recording
+from ccbench.instruments.siftr import LOG as SIFTR_LOG
+from ccbench.instruments.siftr import Siftr
 from ccbench.run_senders import prepare_senders as _prepare_senders
 from ccbench.spec import Flow, RunSpec, Topology, Variant
 from ccbench.summarize import summarize
@@ -99,11 +102,19 @@ class NoSiftr2Ex(RecordingEx):
         return super().run(argv, check=check, **kw)
 
 
-def test_siftr_logs_the_run_and_is_fetched_where_there_is_no_siftr2(tmp_path: Path) -> None:
-    from ccbench.run_senders import SIFTR_LOG
-    from ccbench.run_senders import siftr_collect as _siftr_collect
-    from ccbench.run_senders import siftr_start as _siftr_start
+def _siftr_start(tb: Any, spec: RunSpec, senders: list[str]) -> dict[str, dict[str, Any]]:
+    """The siftr instrument started for the run (what run.py does); its per-node record."""
+    ins = Siftr.for_run(tb, spec)
+    assert ins is not None and list(ins.nodes) == senders
+    ins.start(Recording(tb, spec, Path(".")))
+    return ins.nodes
 
+
+def _siftr_collect(tb: Any, nodes: dict[str, dict[str, Any]], raw: Path) -> None:
+    Siftr(nodes=nodes).collect(Recording(tb, SEED_SCALE, raw))
+
+
+def test_siftr_logs_the_run_and_is_fetched_where_there_is_no_siftr2(tmp_path: Path) -> None:
     tb = FakeTestbed()
     tb.exs["s1"] = NoSiftr2Ex()
     fetched: list[tuple[str, Path]] = []
@@ -138,10 +149,6 @@ def test_siftr_logs_the_run_and_is_fetched_where_there_is_no_siftr2(tmp_path: Pa
 def test_a_siftr_log_not_fetched_makes_the_run_invalid_and_stays_on_the_node(
     tmp_path: Path,
 ) -> None:
-    from ccbench.run_senders import SIFTR_LOG
-    from ccbench.run_senders import siftr_collect as _siftr_collect
-    from ccbench.run_senders import siftr_start as _siftr_start
-
     tb = FakeTestbed()
     tb.exs["s1"] = NoSiftr2Ex()
     why = "exit 255 (ssh: the connection or the ssh client ended)"
@@ -164,10 +171,6 @@ def test_a_siftr_log_not_fetched_makes_the_run_invalid_and_stays_on_the_node(
 
 
 def test_siftr2_is_chosen_where_the_kernel_has_it(tmp_path: Path) -> None:
-    from ccbench.run_senders import SIFTR_LOG
-    from ccbench.run_senders import siftr_collect as _siftr_collect
-    from ccbench.run_senders import siftr_start as _siftr_start
-
     tb = FakeTestbed()  # every command succeeds: `sysctl -N net.inet.siftr2` finds the tree
     tb.exs["s1"].get = lambda remote, local: Fetched(  # type: ignore[attr-defined]
         "s1", remote, local, 10, 10, False, 0.1, 60.0
@@ -189,8 +192,6 @@ def test_siftr2_is_chosen_where_the_kernel_has_it(tmp_path: Path) -> None:
 
 
 def test_siftr2_module_that_loads_is_chosen(tmp_path: Path) -> None:
-    from ccbench.run_senders import siftr_start as _siftr_start
-
     class LoadableSiftr2(RecordingEx):
         def run(self, argv: list[str], *, check: bool = True, **kw: Any) -> Result:
             if argv == ["sysctl", "-N", "net.inet.siftr2"]:

@@ -15,9 +15,10 @@ from ccbench.exec import Result
 from ccbench.hosts import driver_for
 from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
+from ccbench.instruments import Recording, for_run
+from ccbench.instruments.sockstat import Sockstat
 from ccbench.run import RunProcs, _drive
 from ccbench.run_senders import _nic_records
-from ccbench.run_senders import sockstat_plan as _sockstat_plan
 from ccbench.spec import Flow, RunSpec, Topology, Variant
 from ccbench.summarize import summarize
 from ccbench.summarize.hosts import nic_records
@@ -116,8 +117,11 @@ def spec(stack: str = "rack", cc: str = "cubic", duration: float = 300.0) -> Run
 
 # --- B. FreeBSD per-flow truth ----------------------------------------------------
 def test_sockstat_plan_samples_each_flow_on_its_sender_while_it_runs(tmp_path: Path) -> None:
-    tb, procs, meta = SshTestbed(), RunProcs(), {"started_unix": time.time()}
-    plan = _sockstat_plan(tb, spec(), procs, tmp_path, meta)  # type: ignore[arg-type]
+    tb = SshTestbed()
+    ins = Sockstat.for_run(tb, spec())  # type: ignore[arg-type]
+    assert ins is not None
+    rec = Recording(tb, spec(), tmp_path, started_unix=time.time())  # type: ignore[arg-type]
+    plan = ins.during(rec)
     # 5 s after each flow's start (flow 2 starts at 10 s).
     assert [t for t, _ in plan] == [5.0, 15.0]
     for _, take in plan:
@@ -130,25 +134,31 @@ def test_sockstat_plan_samples_each_flow_on_its_sender_while_it_runs(tmp_path: P
     assert [(p.argv, p.stdout) for p in tb.exs["s2"].spawned] == [
         (argv, tmp_path / "sockstat-2.txt")
     ]
-    assert len(procs.snapshots) == 2
-    assert [(e["flow"], e["node"], e["peer"], e["file"]) for e in meta["sockstat"]] == [
+    assert len(ins.procs) == 2
+    record = ins.record_json()
+    assert [(e["flow"], e["node"], e["peer"], e["file"]) for e in record] == [
         (1, "s1", "10.1.3.21:5202", "sockstat-1.txt"),
         (2, "s2", "10.1.3.22:5203", "sockstat-2.txt"),
     ]
-    assert all(e["at_s"] is not None for e in meta["sockstat"])
+    assert all(e["at_s"] is not None for e in record)
+    # The record reads back as the instrument it was.
+    assert Sockstat.from_record(json.loads(json.dumps(record))).samples == ins.samples
 
 
 def test_short_flows_are_sampled_halfway() -> None:
     tb = SshTestbed()
-    plan = _sockstat_plan(tb, spec(duration=3), RunProcs(), Path("."), {})  # type: ignore[arg-type]
+    ins = Sockstat.for_run(tb, spec(duration=3))  # type: ignore[arg-type]
+    assert ins is not None
+    plan = ins.during(Recording(tb, spec(duration=3), Path(".")))  # type: ignore[arg-type]
     assert [t for t, _ in plan] == [1.5, 11.5]
 
 
 def test_linux_senders_get_no_sockstat() -> None:
-    tb, meta = SshTestbed("linux"), {}
+    tb = SshTestbed("linux")
     linux = RunSpec(topology=Topology(pairs=1), flows=(Flow(pair=1, cc="cubic"),))
-    assert _sockstat_plan(tb, linux, RunProcs(), Path("."), meta) == []  # type: ignore[arg-type]
-    assert "sockstat" not in meta
+    assert Sockstat.for_run(tb, linux) is None  # type: ignore[arg-type]
+    tb.bottleneck = ("rt1", "eth5")  # type: ignore[attr-defined]
+    assert "sockstat" not in [i.name for i in for_run(tb, linux)]  # type: ignore[arg-type]
 
 
 class Client:
@@ -306,3 +316,50 @@ def test_summary_carries_records_and_notes_only_when_recorded(tmp_path: Path) ->
     )
     (raw / "facts.json").write_text(json.dumps({"host": {}}))
     assert "nics" not in summarize(raw) and "nic_notes" not in summarize(raw)
+
+
+# --- rt1's transmit queues: channels and BQL at set-up, BQL before and after the traffic
+IGB_ONE_QUEUE = (
+    "Channel parameters for eth5:\nPre-set maximums:\nRX:\t\tn/a\nTX:\t\tn/a\nOther:\t\t1\n"
+    "Combined:\t8\nCurrent hardware settings:\nRX:\t\tn/a\nTX:\t\tn/a\nOther:\t\t1\n"
+    "Combined:\t1"
+)  # tests/captures/nic/ethtool-l-igb-combined-1-written-from-source.txt, as record_nic keeps it
+
+
+def bql_lines(dev: str, limit: int, inflight: int) -> str:
+    q = f"/sys/class/net/{dev}/queues/tx-0/byte_queue_limits"
+    return f"{q}/limit:{limit}\n{q}/limit_max:1879048192\n{q}/inflight:{inflight}\n"
+
+
+def test_summary_keeps_rt1s_bql_before_and_after_the_traffic(tmp_path: Path) -> None:
+    """The set-up record says one combined channel; the run's own readings of the
+    bottleneck's BQL (raw/bql-before.txt, bql-after.txt: LinuxHost.tx_queue_state) land
+    on rt1's eth5 record only, not on rt2's interface of the same name."""
+    raw = _raw(tmp_path, "rack")
+    eth5 = json.loads(RT1_RECORDS.splitlines()[0])
+    eth5.update(ethtool_l=IGB_ONE_QUEUE, tx_queues=1, tx_queues_asked=1, tx_queues_note="",
+                tx_bql=bql_lines("eth5", 0, 0).rstrip("\n"))  # fmt: skip
+    rt2 = {**eth5, "tx_queues_asked": None, "tx_ring_asked": None}
+    (raw / "facts.json").write_text(json.dumps({"host": {}, "nics": {
+        "rt1": json.dumps(eth5) + "\n", "rt2": json.dumps(rt2) + "\n"}}))  # fmt: skip
+    (raw / "calibration.json").write_text(
+        json.dumps({"bottleneck": {"node": "rt1", "dev": "eth5"}})
+    )
+    (raw / "bql-before.txt").write_text(bql_lines("eth5", 4542, 0))
+    (raw / "bql-after.txt").write_text(bql_lines("eth5", 30280, 1514))
+    s = summarize(raw)
+    rt1 = next(r for r in s["nics"] if r["node"] == "rt1")
+    assert rt1["channels"]["current"]["combined"] == 1
+    assert rt1["bql"] == [{"queue": 0, "limit": 0, "limit_max": 1879048192, "inflight": 0}]
+    assert rt1["bql_before"][0]["limit"] == 4542
+    assert rt1["bql_after"] == [{"queue": 0, "limit": 30280, "limit_max": 1879048192,
+                                 "inflight": 1514}]  # fmt: skip
+    other = next(r for r in s["nics"] if r["node"] == "rt2")
+    assert "bql_after" not in other
+    assert s["nic_notes"] == [
+        "rt1 eth5: TX ring 48 asked, 64 set: igb raised it: below its minimum"
+    ]
+    # a damaged reading is a reason naming the file
+    (raw / "bql-after.txt").write_text("garbage\n")
+    assert any(r.startswith("bql-after.txt: not a byte_queue_limits line")
+               for r in summarize(raw)["reasons"])  # fmt: skip

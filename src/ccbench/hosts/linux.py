@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ccbench import leftovers
+from ccbench import layout, leftovers
 from ccbench.errors import CcbenchError
 from ccbench.hosts.base import NIC_RECORDS_SCRIPT, SOCKBUF_MAX, Argv, Step, iperf3_client_argv
 from ccbench.spec import Topology
@@ -123,7 +123,7 @@ class LinuxHost:
         return ["sh", "-c", BQL_SCRIPT, "ccbench-bql", dev]
 
     def leftovers_plan(self) -> list[Argv]:
-        return [leftovers.sweep_argv()]
+        return [leftovers.sweep_argv(), leftovers.trace_off_argv()]
 
     # --- what FreeBSD senders need and Linux does not (HostDriver) ----------------
     def variant_plan(self, cc: str, stack: str = "default") -> list[Step]:
@@ -261,10 +261,13 @@ class LinuxHost:
         ]  # fmt: skip
 
     def loss(self, topo: Topology, chain: str = "INPUT") -> list[Argv]:
-        """Drop incoming TCP at a receiver with iptables `statistic`, like seed 001."""
+        """Drop incoming TCP at a receiver with iptables `statistic`, like seed 001, on
+        the flows' server ports only (seed 001: `--dport 5201`): TCP on the control
+        network, ccbench's own SSH among it, is never dropped."""
         if topo.loss_mode == "none" or topo.loss_rate <= 0:
             return []
-        base = ["iptables", "-w", "-A", chain, "-p", "tcp", "-m", "statistic"]
+        ports = f"{layout.BASE_PORT + 1}:{layout.BASE_PORT + layout.MAX_FLOWS}"
+        base = ["iptables", "-w", "-A", chain, "-p", "tcp", "--dport", ports, "-m", "statistic"]
         if topo.loss_mode == "nth":
             every = max(2, round(1 / topo.loss_rate))
             return [[*base, "--mode", "nth", "--every", str(every), "--packet", "0", "-j", "DROP"]]

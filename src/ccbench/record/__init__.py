@@ -29,11 +29,13 @@ from ccbench.record.parts import (
     ProbeRecord,
     QueueStats,
     Recorded,
+    RetransmitCauses,
     RouterCpu,
     RttExcess,
     SiftrLogging,
     Sockstat,
     Srtt,
+    TcpEvents,
     Waiting,
     d,
 )
@@ -73,6 +75,12 @@ class RunRecord(Part):
     kernel: KernelRecord | None = d("every sender's kernel as the run read it", None)
     siftr: dict[str, SiftrLogging] | None = d(
         "FreeBSD senders: node -> how its siftr log was taken", None)  # fmt: skip
+    retransmit_causes: dict[str, RetransmitCauses] | None = d(
+        "every sender's TCP counters over the run (nstat, netstat -s): node -> the causes "
+        "of its retransmissions", None)  # fmt: skip
+    tcp_events: TcpEvents | None = d(
+        "Linux senders with tcp_probe: each flow's recoveries, RTOs and retransmissions",
+        None)  # fmt: skip
     probe: ProbeRecord | None = d("the concurrent latency probe (RTT under load)", None)
     router_cpu: RouterCpu | None = d("CPU of the bottleneck router over the traffic", None)
     calibration: CalibrationSummary = d("the testbed's calibration the run used")

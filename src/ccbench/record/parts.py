@@ -233,3 +233,49 @@ class Waiting(Part):
     match: str = d("its regex")
     senders: dict[str, str] = d("node -> the kernel it ran when checked")
     checked_unix: float = d("when it was checked")
+
+
+class RetransmitCauses(Part):
+    os: str = d("the sender's OS (whose counters these are)")
+    retransmitted_segments: int | None = d("segments retransmitted (Linux TcpRetransSegs)")
+    retransmitted_bytes: int | None = d("bytes retransmitted (FreeBSD)")
+    timeouts: int | None = d("retransmission timeouts (RTO expiries)")
+    after_timeout_segments: int | None = d("segments resent in loss state after an RTO")
+    fast_retransmit_segments: int | None = d("segments resent in fast (SACK) recovery")
+    recovery_episodes: int | None = d("fast-recovery episodes entered")
+    recoveries_ended_by_timeout: int | None = d("recoveries that ended in an RTO")
+    loss_probes: int | None = d("tail-loss probes sent")
+    loss_probe_recoveries: int | None = d("losses a tail-loss probe repaired")
+    lost_retransmits: int | None = d("retransmissions found lost again")
+    spurious_rtos: int | None = d("RTOs found unnecessary (F-RTO)")
+    dsacks_received: int | None = d("D-SACKs received: the receiver had the data already")
+    dsack_segments: int | None = d("segments D-SACKed")
+    dsack_bytes: int | None = d("bytes D-SACKed (FreeBSD)")
+    undos: int | None = d("cwnd reductions undone (Linux)")
+    causes: list[str] = d("the causes the counters show: timeout, fast-retransmit, "
+                          "tail-loss-probe, lost-retransmit, spurious-rto, dsack")  # fmt: skip
+    raw: list[str] = d("the counter snapshots it came from (before, after)")
+
+
+class TcpEventsFlow(Part):
+    flow: int = d("flow number")
+    recoveries: int = d("fast-recovery episodes (entries into TCP_CA_Recovery)")
+    rtos: int = d(
+        "retransmission timeouts: each expiry sets TCP_CA_Loss, again while in it "
+        "(the flow's data connection; the counters' timeouts also count iperf3's "
+        "control connection)"
+    )
+    retransmits: int = d(
+        "retransmissions (tcp_retransmit_skb: one per skb, which may carry several segments)"
+    )
+    recovery_s: list[float] = d("when each recovery began, s from the traffic start "
+                                "(the first MAX_MARKS)")  # fmt: skip
+    rto_s: list[float] = d("when each RTO fired, s from the traffic start (the first "
+                           "MAX_MARKS)")  # fmt: skip
+
+
+class TcpEvents(Part):
+    source: str = d("the tracepoints they came from (tcp_probe's trace instance)")
+    acks_thinned: str | None = d("how the per-ACK samples were thinned; null: every ACK")
+    lost_events: int = d("events the kernel's trace buffer dropped (0: none)")
+    flows: list[TcpEventsFlow] = d("per flow, its congestion events")

@@ -19,7 +19,7 @@ import jinja2
 from ccbench import verdicts as verdicts_mod
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.model import Matrix
-from ccbench.report import checks, data, provenance, style, tables
+from ccbench.report import causes, checks, data, provenance, style, tables
 from ccbench.report.fmt import fmt
 
 
@@ -156,6 +156,7 @@ def _scenario(
         "per_run_load": (
             tables.per_run_load_table(runs, cond, colours, t.absent) if load and cond else None
         ),
+        "per_run_causes": causes.causes_table(runs, runs_dir, colours),
     }
     return row, section
 

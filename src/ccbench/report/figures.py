@@ -141,8 +141,17 @@ class _Scene:
         for _, r in valid[valid["valid"]].iterrows():
             ts = data.load_timeseries(self.runs_dir, str(r["run_id"]))
             if ts is not None:
-                out.append(tsplot.RunSeries(str(r["run_id"]), int(r["repetition"]), ts))
+                out.append(tsplot.RunSeries(str(r["run_id"]), int(r["repetition"]), ts,
+                                            self.events(str(r["run_id"]))))  # fmt: skip
         return out
+
+    def events(self, run_id: str) -> dict[int, dict[str, list[float]]]:
+        """The run's congestion events (tcp_probe traces), flow -> times; {}: none."""
+        rec = data.run_summary(self.runs_dir, run_id)
+        if rec is None or rec.tcp_events is None:
+            return {}
+        return {f.flow: {"rto_s": f.rto_s, "recovery_s": f.recovery_s}
+                for f in rec.tcp_events.flows}  # fmt: skip
 
     def tag(self, variant: str) -> str:
         return " (baseline)" if variant == self.baseline else ""

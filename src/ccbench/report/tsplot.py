@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import matplotlib
 
@@ -31,6 +31,8 @@ class RunSeries:
     run_id: str
     repetition: int
     ts: pd.DataFrame
+    # flow -> {"rto_s": [...], "recovery_s": [...]} (summary.json tcp_events); empty: none
+    events: dict[int, dict[str, list[float]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,9 @@ def timeseries_figure(
     _flow_axes(axes, cond, lim)
     fig.suptitle(title)
 
-    handles = _legend_handles(flows, colour, queue, len(series) > 1)
+    rep_events = next((s.events for s in series if s.run_id == rep_id), {})
+    marked = _event_marks(axes[1], rep_events, colour, lim)
+    handles = _legend_handles(flows, colour, queue, len(series) > 1) + marked
     ncol = legend_ncol([str(h.get_label()) for h in handles], size[0], 3)
     fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False)
     return fig
@@ -190,6 +194,29 @@ def _flow_panels(
         axes[1].plot(t, y / lim.cwnd_scale, **kw)
         t, y = _flow_series(s.ts, k, "rtt")
         axes[2].plot(t, y / 1e3, **kw)
+
+
+# Congestion events of the representative run on the cwnd panel: RTOs (TCP_CA_Loss) as
+# crosses along the top, fast-recovery entries as ticks along the bottom.
+EVENT_MARKS = {"rto_s": ("x", 0.96, "RTO"), "recovery_s": ("|", 0.03, "recovery")}
+
+
+def _event_marks(
+    ax: plt.Axes, events: dict[int, dict[str, list[float]]], colour: str, lim: Limits
+) -> list[Line2D]:
+    """Mark each flow's events; the legend entries of the kinds drawn."""
+    drawn = []
+    for key, (marker, y, label) in EVENT_MARKS.items():
+        for k, ev in sorted(events.items()):
+            ts = ev.get(key) or []
+            if ts:
+                ax.plot(ts, [y * lim.cwnd_max] * len(ts), ls="none", marker=marker, ms=5,
+                        mew=1.0, color=style.flow_colour(colour, k), zorder=4)  # fmt: skip
+                if label not in drawn:
+                    drawn.append(label)
+    return [Line2D([], [], color=style.REF_COLOUR, marker=EVENT_MARKS[key][0], ls="none",
+                   ms=5, label=EVENT_MARKS[key][2])
+            for key in EVENT_MARKS if EVENT_MARKS[key][2] in drawn]  # fmt: skip
 
 
 def _flow_axes(axes: Sequence[plt.Axes], cond: Conditions, lim: Limits) -> None:

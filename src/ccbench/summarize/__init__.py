@@ -21,10 +21,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ccbench import metrics, validity
+from ccbench import metrics, runmeta, validity
+from ccbench.instruments.counters import TcpCounters
+from ccbench.instruments.qdisc import QdiscSampler
+from ccbench.instruments.siftr import Siftr
+from ccbench.instruments.sockstat import Sockstat
 from ccbench.layout import RawDir, load_spec
 from ccbench.spec import RunSpec
 from ccbench.summarize.bottleneck import bottleneck_of, queue_of
+from ccbench.summarize.counters import retransmit_causes
 from ccbench.summarize.delay import delay_element
 from ccbench.summarize.flows import flows_of, jain_of, throughput_sum
 from ccbench.summarize.hosts import kernel_of, nics_of, sockstat_of
@@ -34,7 +39,6 @@ from ccbench.summarize.runfiles import (
     calibration_of,
     calibration_reasons,
     calibration_record,
-    meta_of,
     recorded,
     router_cpu_of,
     run_failed,
@@ -51,7 +55,8 @@ def summarize(raw: Path) -> dict[str, Any]:
     skipped = _skipped_marker(rd, spec)
     if skipped is not None:
         return skipped
-    meta, rcs = meta_of(rd, len(spec.flows))
+    meta = runmeta.load(rd, len(spec.flows))
+    rcs = meta.client_rc
     cal = calibration_of(rd)
     reasons = run_failed(rd)
     delay_method = cal.get("delay_method") if cal else None
@@ -65,26 +70,27 @@ def summarize(raw: Path) -> dict[str, Any]:
     reasons += calibration_reasons(rd, cal, delay, delay_method)
     bneck = bottleneck_of(rd)
     reasons += validity.check_bottleneck_config(spec, bneck.get("configured"))
-    queue = queue_of(rd, spec, meta)
+    queue = queue_of(rd, spec, meta.instrument(QdiscSampler), meta.started_unix)
     if losses is not None:
         reasons += ledger_reasons(losses, flows, bneck, delay, dsack_dups(rd))
     probe = probe_record(rd)
-    if meta.get("probe_argv") and not (probe and probe.get("tool") == "unreadable"):
+    if meta.probe_argv and not (probe and probe.get("tool") == "unreadable"):
         reasons += validity.check_probe(probe, spec.probe_tool)
     util = metrics.utilization_pct(total, spec.topology.rate_bps) if total is not None else None
     reasons += validity.check_plausibility(spec, results, util, bneck)
     cpu = router_cpu_of(rd)
-    socks = sockstat_of(rd, spec, meta)
+    socks = sockstat_of(rd, spec, meta.instrument(Sockstat))
     if socks is not None:
         reasons += socks.pop("reasons")
     nics = nics_of(rd)  # provenance: facts.json is checked to be an object here
-    siftr = siftr_logging(rd, meta)
+    siftr = siftr_logging(rd, meta.instrument(Siftr))
+    causes = retransmit_causes(rd, meta.instrument(TcpCounters))
     kern, kern_reasons = kernel_of(rd, spec)
     reasons += kern_reasons
     reasons += rd.problems
     return {
         **_header(spec),
-        "started_unix": meta.get("started_unix"),
+        "started_unix": meta.started_unix,
         "recorded": recorded(rd.path),
         "flows": flows,
         "throughput_sum_bps": total,
@@ -98,6 +104,7 @@ def summarize(raw: Path) -> dict[str, Any]:
         **({"nics": nics["records"], "nic_notes": nics["notes"]} if nics is not None else {}),
         **({"kernel": kern} if kern is not None else {}),
         **({"siftr": siftr} if siftr is not None else {}),
+        **({"retransmit_causes": causes} if causes is not None else {}),
         "probe": probe,
         "router_cpu": cpu,
         "calibration": calibration_record(cal),

@@ -9,7 +9,7 @@ import lzma
 import zlib
 from typing import Any
 
-from ccbench.jsonio import is_number
+from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.layout import RawDir, open_text, stored
 from ccbench.parse.tc import parse_tc_qdisc_json
 from ccbench.spec import RunSpec
@@ -70,10 +70,12 @@ _READ_ERRORS = (UnicodeDecodeError, OSError, EOFError, zlib.error, lzma.LZMAErro
                 gzip.BadGzipFile)  # fmt: skip
 
 
-def queue_of(rd: RawDir, spec: RunSpec, meta: dict[str, Any]) -> dict[str, Any] | None:
+def queue_of(
+    rd: RawDir, spec: RunSpec, qs: QdiscSampler | None, t0_s: float | None
+) -> dict[str, Any] | None:
     """summary.json's `queue` from raw/qdisc-<node>.txt (parse.qdisc.QueueStats, the file
     read as a stream); None when sampling was off. A run made before queue sampling
-    existed (no `qdisc_sampler` in meta.json) says so; a sampler file that is missing,
+    existed (no qdisc instrument in meta.json) says so; a sampler file that is missing,
     not the sampler's format, or cut short is a problem like any damaged raw file."""
     from ccbench.parse.qdisc import (
         QUEUE_HANDLE,
@@ -82,16 +84,13 @@ def queue_of(rd: RawDir, spec: RunSpec, meta: dict[str, Any]) -> dict[str, Any] 
         iter_queue_points,
     )
 
-    qs = meta.get("qdisc_sampler")
-    if not isinstance(qs, dict):
+    if qs is None:
         if spec.qdisc_interval_s > 0 and not rd.failed:
             why = "no queue samples: the run was made before ccbench sampled the queue"
             return {"sampled": False, "notes": [why]}
         return None
-    name = f"qdisc-{qs.get('node', 'rt1')}.txt"
+    name = qs.file
     path = stored(rd.path, name)
-    t0 = meta.get("started_unix")
-    t0_s = float(t0) if isinstance(t0, (int, float)) and is_number(t0) else None
     acc = QueueStats(t0_s or 0.0, spec.traffic_s, spec.qdisc_interval_s,
                      spec.topology.frame_bytes)  # fmt: skip
     try:

@@ -1,5 +1,6 @@
-"""What the run recorded about its hosts: NIC records (SSH testbeds), FreeBSD senders'
-sockstat samples, the senders' kernels (summary.json `nics`, `sockstat`, `kernel`)."""
+"""What the run recorded about its hosts: NIC records (SSH testbeds) with their channels
+and transmit queues' byte queue limits, FreeBSD senders' sockstat samples, the senders'
+kernels (summary.json `nics`, `sockstat`, `kernel`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import json
 import re
 from typing import Any
 
-from ccbench import jsonio, kernel, validity
+from ccbench import jsonio, kernel, layout, validity
+from ccbench.instruments.sockstat import Sockstat
 from ccbench.jsonio import is_number
 from ccbench.layout import RawDir
 from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
@@ -18,12 +20,120 @@ NIC_OFFLOADS = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload
                 "generic-receive-offload": "gro", "large-receive-offload": "lro"}  # fmt: skip
 
 
+# `ethtool -l IF`: the channel counts under "Pre-set maximums:" and "Current hardware
+# settings:" (ethtool netlink/channels.c channels_reply_cb prints "n/a" for a kind the
+# driver does not have; the older ioctl path, ethtool.c dump_channels, prints 0).
+CHANNEL_KINDS = {"RX": "rx", "TX": "tx", "Other": "other", "Combined": "combined"}
+_CHANNEL_PARTS = {"Pre-set maximums:": "max", "Current hardware settings:": "current"}
+
+# One line of `grep -H . /sys/class/net/IF/queues/tx-N/byte_queue_limits/FILE`: sysfs's
+# plain integers (net/core/net-sysfs.c bql_show_limit, bql_show_inflight).
+_BQL_LINE = re.compile(
+    r"/sys/class/net/(?P<dev>[^/]+)/queues/tx-(?P<queue>\d+)/byte_queue_limits/"
+    r"(?P<key>[a-z_]+):(?P<value>\d+)"
+)
+# limit_max when nobody capped it: DQL_MAX_LIMIT (include/linux/dynamic_queue_limits.h).
+BQL_NO_CAP = 1879048192
+
+
+def parse_channels(text: str) -> dict[str, dict[str, int | None]]:
+    """`ethtool -l IF` -> {"max": {rx, tx, other, combined}, "current": {...}}; a kind
+    the driver does not have is None ("n/a") or 0 (older ethtool). ValueError when the
+    text is not ethtool's channel table."""
+    out: dict[str, dict[str, int | None]] = {}
+    part: dict[str, int | None] | None = None
+    for line in text.splitlines():
+        s = line.strip()
+        if s in _CHANNEL_PARTS:
+            part = out.setdefault(_CHANNEL_PARTS[s], {})
+            continue
+        key, sep, value = s.partition(":")
+        if part is None or not sep or key not in CHANNEL_KINDS:
+            continue  # the "Channel parameters for IF:" header, blank lines
+        value = value.strip()
+        if value == "n/a":
+            part[CHANNEL_KINDS[key]] = None
+        elif value.isdigit():
+            part[CHANNEL_KINDS[key]] = int(value)
+        else:
+            raise ValueError(f"channel count {s!r} is not a number")
+    if set(out) != set(_CHANNEL_PARTS.values()):
+        raise ValueError("not `ethtool -l` output (no maximums and current settings)")
+    return out
+
+
+def channel_tx_queues(channels: dict[str, dict[str, int | None]]) -> int | None:
+    """Transmit queues the current channel counts give: combined plus TX-only ones
+    (None where the driver reports neither)."""
+    cur = channels.get("current") or {}
+    counts = [cur.get("combined"), cur.get("tx")]
+    return sum(c for c in counts if c) if any(c is not None for c in counts) else None
+
+
+def parse_bql(text: str) -> dict[str, list[dict[str, int]]]:
+    """`grep -H .` of transmit queues' byte_queue_limits files -> interface -> one entry
+    per queue by number ({"queue": 0, "limit": 30280, "limit_max": ..., "inflight": 0}:
+    the files read, in bytes). ValueError on a line of another form."""
+    per: dict[str, dict[int, dict[str, int]]] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        m = _BQL_LINE.fullmatch(line.strip())
+        if m is None:
+            raise ValueError(f"not a byte_queue_limits line: {line[:100]!r}")
+        q = int(m["queue"])
+        entry = per.setdefault(m["dev"], {}).setdefault(q, {"queue": q})
+        entry[m["key"]] = int(m["value"])
+    return {dev: [qs[q] for q in sorted(qs)] for dev, qs in per.items()}
+
+
+def _int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
+
+
+def tx_queues_in_use(rec: dict[str, Any]) -> int | None:
+    """How many transmit queues a NIC record's interface used: the kernel's count of
+    queues/tx-N directories, else what its channels give; None where neither was
+    recorded (records made before either was)."""
+    used = _int(rec.get("tx_queues"))
+    channels = rec.get("channels")
+    if used is None and isinstance(channels, dict):
+        used = channel_tx_queues(channels)
+    return used
+
+
+def _tx_queues(rec: dict[str, Any], node: str, notes: list[str]) -> None:
+    """A record's channels (`ethtool_l`) and BQL state (`tx_bql`) parsed into `channels`
+    and `bql`, and a note where the TX queues asked and in use differ."""
+    where = f"{node} {rec['interface']}"
+    text = rec.get("ethtool_l")
+    if isinstance(text, str) and text.strip():
+        try:
+            rec["channels"] = parse_channels(text)
+        except ValueError as e:
+            notes.append(f"{where}: channels unknown, its ethtool -l output does not parse ({e})")
+    bql = rec.get("tx_bql")
+    if isinstance(bql, str):
+        try:
+            rec["bql"] = parse_bql(bql).get(rec["interface"], [])
+        except ValueError as e:
+            notes.append(f"{where}: BQL unknown, its tx_bql does not parse ({e})")
+    used = tx_queues_in_use(rec)
+    asked = _int(rec.get("tx_queues_asked"))
+    if asked and asked != used:
+        why = rec.get("tx_queues_note") or ""
+        in_use = f"{used} in use" if used is not None else "the count in use unknown"
+        notes.append(f"{where}: {asked} TX queue{'s' if asked > 1 else ''} asked, {in_use}"
+                     + (f": {why}" if why else ""))  # fmt: skip
+
+
 def nic_records(nics: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """facts.json `nics` (node -> the records its start-up script wrote, one JSON object
-    per line) -> (records, notes, problems). Each record keeps its keys plus `node`
-    and `offloads` ({tso: "off", ...}); a note says where a TX ring asked for and the
-    one the driver set differ ("rt1 eth5: TX ring 48 asked, 64 set: igb raised it:
-    below its minimum")."""
+    per line) -> (records, notes, problems). Each record keeps its keys plus `node`,
+    `offloads` ({tso: "off", ...}) and, where recorded, `channels` (parse_channels),
+    `bql` (its transmit queues' byte queue limits at set-up, parse_bql); a note says
+    where a TX ring or a TX queue count asked for and the one the driver set differ
+    ("rt1 eth5: TX ring 48 asked, 64 set: igb raised it: below its minimum")."""
     records: list[dict[str, Any]] = []
     notes: list[str] = []
     problems: list[str] = []
@@ -56,12 +166,45 @@ def nic_records(nics: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str], 
                 set_text = f"{got} set" if is_number(got) else "the driver reports no ring size"
                 notes.append(f"{node} {rec['interface']}: TX ring {asked} asked, {set_text}"
                              + (f": {why}" if why and is_number(got) else ""))  # fmt: skip
+            _tx_queues(rec, node, notes)
     return records, notes, problems
 
 
+def _bql_snapshots(rd: RawDir, records: list[dict[str, Any]]) -> None:
+    """The run's own BQL readings of the bottleneck interface (raw/bql-before.txt,
+    bql-after.txt), kept on its record as `bql_before` / `bql_after`: the limit BQL had
+    grown to with the traffic (at set-up it starts from 0)."""
+    node = None
+    for when in ("before", "after"):
+        name = layout.bql(when)
+        text = rd.text(name) if rd.exists(name) else None
+        if text is None:
+            continue
+        try:
+            per_dev = parse_bql(text)
+        except ValueError as e:
+            rd.problem(name, str(e))
+            continue
+        node = node or _bottleneck_node(rd)
+        for rec in records:
+            if rec.get("node") == node and rec["interface"] in per_dev:
+                rec[f"bql_{when}"] = per_dev[rec["interface"]]
+
+
+def _bottleneck_node(rd: RawDir) -> str | None:
+    # Read quietly: a damaged calibration.json is summarize's reason, not repeated here.
+    try:
+        cal = json.loads((rd.path / "calibration.json").read_text(encoding="utf-8"))
+        node = cal["bottleneck"]["node"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return node if isinstance(node, str) else None
+
+
 def nics_of(rd: RawDir) -> dict[str, Any] | None:
-    """The NIC records of an SSH testbed's nodes from facts.json; None where there are
-    none (local runs: veths; runs recorded before ccbench read them)."""
+    """The NIC records of an SSH testbed's nodes from facts.json, with the bottleneck
+    interface's BQL state the run read before and after its traffic; None where there
+    are none (local runs: veths; runs recorded before ccbench read them)."""
     if not rd.exists("facts.json"):
         return None
     facts = rd.json("facts.json")
@@ -73,29 +216,25 @@ def nics_of(rd: RawDir) -> dict[str, Any] | None:
     records, notes, problems = nic_records(facts["nics"])
     for p in problems:
         rd.problem("facts.json", p)
+    _bql_snapshots(rd, records)
     return {"records": records, "notes": notes}
 
 
-def sockstat_of(rd: RawDir, spec: RunSpec, meta: dict[str, Any]) -> dict[str, Any] | None:
+def sockstat_of(rd: RawDir, spec: RunSpec, samples: Sockstat | None) -> dict[str, Any] | None:
     """FreeBSD senders: each flow's connections as `sockstat -46 -CS -P tcp` listed them
-    while the flow ran (meta.json `sockstat`, raw/sockstat-<k>.txt) -> {flows, reasons}:
+    while the flow ran (instruments.sockstat, raw/sockstat-<k>.txt) -> {flows, reasons}:
     a connection on another TCP stack or CC than the variant asked makes the run invalid
     (validity.check_sockstat). None when no sample was planned (Linux senders)."""
-    entries = meta.get("sockstat")
-    if entries is None:
+    if samples is None:
         return None
     stack = spec.stack
     out: dict[str, Any] = {"flows": [], "reasons": []}
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        rd.problem("meta.json", "sockstat is not a list of samples")
-        return out
-    for e in entries:
-        k, node, peer, name = e.get("flow"), e.get("node"), e.get("peer"), e.get("file")
-        if not (isinstance(k, int) and 1 <= k <= len(spec.flows) and isinstance(node, str)
-                and isinstance(peer, str) and isinstance(name, str)):  # fmt: skip
-            rd.problem("meta.json", f"sockstat sample {e!r} is not a flow's sample")
+    for e in samples.samples:
+        k, node, peer, name = e.flow, e.node, e.peer, e.file
+        if not 1 <= k <= len(spec.flows):
+            rd.problem("meta.json", f"sockstat sample of flow {k}: the run has no such flow")
             continue
-        if e.get("at_s") is None:
+        if e.at_s is None:
             out["reasons"].append(f"flow {k}: no sockstat sample was taken while it ran")
             continue
         text = rd.text(name, required=True)
@@ -107,7 +246,7 @@ def sockstat_of(rd: RawDir, spec: RunSpec, meta: dict[str, Any]) -> dict[str, An
             rd.problem(name, str(err))
             continue
         out["flows"].append({
-            "flow": k, "node": node, "peer": peer, "at_s": e.get("at_s"), "raw": name,
+            "flow": k, "node": node, "peer": peer, "at_s": e.at_s, "raw": name,
             "connections": [{"local": c.local, "stack": c.stack, "cc": c.cc} for c in conns],
         })  # fmt: skip
         out["reasons"] += validity.check_sockstat(k, node, peer, conns, spec.flows[k - 1].cc,

@@ -38,6 +38,9 @@ def judge(raw: Path, series_path: Path | None = None) -> tuple[RunRecord, Series
         reread = functools.partial(timeseries.sender_samples, series.path)
         s["rtt_excess"] = rtt_excess(spec, st, s.get("probe"), reread)
         problems += validity.check_rtt_excess(s["rtt_excess"])
+    if st.tcp_events is not None:
+        ev = st.tcp_events
+        s["tcp_events"] = {**ev, "flows": [ev["flows"][k] for k in sorted(ev["flows"])]}
     # Skipped runs too: the Mathis prediction is the configuration's.
     s.update(run_metrics(spec, s["throughput_sum_bps"], st))
     new = [p for p in problems if p not in s["reasons"]]

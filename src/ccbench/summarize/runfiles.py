@@ -1,5 +1,6 @@
-"""The run's own records: meta.json, calibration.json, sender-setup.json, the router's
-CPU, error.txt, and what the report shows of them as recorded (summary.json `recorded`)."""
+"""The run's own records: siftr's logging (meta.json), calibration.json,
+sender-setup.json, the router's CPU, error.txt, and what the report shows of them as
+recorded (summary.json `recorded`)."""
 
 from __future__ import annotations
 
@@ -8,66 +9,25 @@ from pathlib import Path
 from typing import Any
 
 from ccbench import layout, validity
-from ccbench.jsonio import is_number
+from ccbench.instruments.siftr import FETCH_KEYS, NODE_KEYS, Siftr
 from ccbench.layout import RawDir
 from ccbench.parse.procstat import usage_between
 
 
-def meta_of(rd: RawDir, n_flows: int) -> tuple[dict[str, Any], list[int | None]]:
-    """meta.json (checked: the fields summaries and time series read have their types)
-    and the clients' exit codes, one per flow."""
-    meta = rd.json("meta.json", required=True) or {}
-    rcs = meta.get("client_rc")
-    if rcs is None:
-        rcs = [None] * n_flows
-    elif not (
-        isinstance(rcs, list)
-        and len(rcs) == n_flows
-        and all(r is None or (isinstance(r, int) and not isinstance(r, bool)) for r in rcs)
-    ):
-        rd.problem("meta.json", f"client_rc is not a list of {n_flows} exit codes")
-        rcs = [None] * n_flows
-    t0 = meta.get("started_unix")
-    if t0 is not None and not (is_number(t0) and t0 > 0):
-        rd.problem("meta.json", f"started_unix {t0!r} is not a time")
-        meta = {**meta, "started_unix": None}
-    flows = meta.get("flows", [])
-    if not (
-        isinstance(flows, list)
-        and all(isinstance(m, dict) and is_number(m.get("started_s")) for m in flows)
-    ):
-        rd.problem("meta.json", "flows is not a list of {flow, started_s} objects")
-        meta = {**meta, "flows": []}
-    if not isinstance(meta.get("probe_argv") or [], list):
-        rd.problem("meta.json", "probe_argv is not a list")
-    return meta, rcs
-
-
-def siftr_logging(rd: RawDir, meta: dict[str, Any]) -> dict[str, Any] | None:
-    """meta.json `siftr`: node -> how its log was taken (runs recorded before the plan
-    name only the logger)."""
-    got = meta.get("siftr")
-    if got is None:
-        return None
-    if not isinstance(got, dict):
-        rd.problem("meta.json", "siftr is not an object of node -> logging")
+def siftr_logging(rd: RawDir, siftr: Siftr | None) -> dict[str, Any] | None:
+    """How each node's siftr log was taken (summary.json `siftr`); a log that was not
+    fetched is its problem."""
+    if siftr is None:
         return None
     out: dict[str, dict[str, Any]] = {}
-    for node, v in got.items():
-        if isinstance(v, str):
-            out[str(node)] = {"logger": v}
-        elif isinstance(v, dict) and isinstance(v.get("logger"), str):
-            keys = ("logger", "ppl", "port_filter", "log_bytes_est", "within_budget",
-                    "resolution")  # fmt: skip
-            out[str(node)] = {k: v.get(k) for k in keys}
-            fetch = v.get("fetch")
-            if isinstance(fetch, dict) and fetch.get("error"):
-                rd.problem(layout.siftr(str(node)), f"not fetched: {fetch['error']}")
-            elif isinstance(fetch, dict):
-                for k in ("node_bytes", "fetched_bytes", "seconds"):
-                    out[str(node)][f"fetch_{k}"] = fetch.get(k)
-        else:
-            rd.problem("meta.json", f"siftr {node}: not a logger record")
+    for node, v in siftr.nodes.items():
+        out[node] = {k: v.get(k) for k in NODE_KEYS}
+        fetch = v.get("fetch")
+        if isinstance(fetch, dict) and fetch.get("error"):
+            rd.problem(layout.siftr(node), f"not fetched: {fetch['error']}")
+        elif isinstance(fetch, dict):
+            for k in FETCH_KEYS:
+                out[node][f"fetch_{k}"] = fetch.get(k)
     return out
 
 

@@ -27,6 +27,7 @@ from ccbench import topology as tp
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.exec import CommandFailed, NetnsExecutor
 from ccbench.hosts.linux import LinuxHost
+from ccbench.instruments import tcp_probe
 from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
 from ccbench.progress import info
@@ -410,6 +411,7 @@ def down(tb_id: str) -> list[str]:
     _remove_containers(prefix)
     for n in names:
         NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
+    tcp_probe.remove_host_instance(tcp_probe.instance(tb_id))
     for d in ETC_NETNS.glob(f"{prefix}*"):
         safe.remove_tree(d, ETC_NETNS)
     safe.remove_tree(base.STATE_ROOT / tb_id, base.STATE_ROOT)

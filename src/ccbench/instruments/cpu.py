@@ -1,0 +1,42 @@
+"""The bottleneck router's CPU counters (/proc/stat) just before and after the traffic
+(locally the whole machine's), so a run that shared its CPU with a hypervisor's other
+guests (steal) says so."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Self
+
+from ccbench import layout
+from ccbench.instruments.base import Cost, Instrument, Recording, need
+from ccbench.spec import RunSpec
+from ccbench.testbed.base import Testbed
+
+
+@dataclass
+class RouterCpu(Instrument):
+    name = "router_cpu"
+    description = "/proc/stat on the bottleneck router before and after"
+    cost = Cost.SNAPSHOT
+    oses = ()  # the router's
+
+    node: str = ""
+
+    @classmethod
+    def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
+        return cls(node=tb.bottleneck[0])
+
+    def _read(self, rec: Recording, when: str) -> None:
+        res = rec.tb.ex(self.node).run(rec.tb.driver(self.node).cpu_counters(), check=False)
+        (rec.raw / layout.cpu(when)).write_text(res.stdout if res.ok else res.stdout + res.stderr)
+
+    def start(self, rec: Recording) -> None:
+        self._read(rec, layout.BEFORE)
+
+    def stop(self, rec: Recording) -> None:
+        self._read(rec, layout.AFTER)
+
+    @classmethod
+    def from_record(cls, d: Any) -> Self:
+        need(isinstance(d, dict) and isinstance(d.get("node"), str), "not {node}")
+        return cls(node=d["node"])

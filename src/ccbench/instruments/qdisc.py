@@ -1,0 +1,82 @@
+"""The bottleneck queue sampled every `qdisc_interval_s` (ccbench.parse.qdisc reads it):
+backlog, drops and sent packets over time, from before the first packet."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Self
+
+from ccbench import layout
+from ccbench.instruments.base import Cost, Instrument, Recording, need
+from ccbench.jsonio import is_number
+from ccbench.spec import RunSpec
+from ccbench.testbed.base import Testbed
+
+# Over ssh the sampler starts ~0.3 s later: the run waits for its first sample, so the
+# queue is seen from the first packet (summary queue.first_s says).
+FIRST_SAMPLE_S = 5.0
+
+
+@dataclass
+class QdiscSampler(Instrument):
+    name = "qdisc"
+    description = "the bottleneck's qdisc counters every interval (tc -s -j)"
+    cost = Cost.SAMPLED
+    oses = ()  # the bottleneck router's, not a sender's
+
+    node: str = ""
+    dev: str = ""
+    interval_s: float = 0.0
+    argv: list[str] = field(default_factory=list)
+
+    @classmethod
+    def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
+        if spec.qdisc_interval_s <= 0:
+            return None
+        node, dev = tb.bottleneck
+        argv = tb.driver(node).qdisc_sampler(dev, spec.qdisc_interval_s)
+        return cls(node=node, dev=dev, interval_s=spec.qdisc_interval_s, argv=argv)
+
+    @property
+    def file(self) -> str:
+        return layout.qdisc(self.node)
+
+    def start(self, rec: Recording) -> None:
+        self.procs.append(
+            rec.tb.ex(self.node).spawn(self.argv, stdout=rec.raw / self.file,
+                                       stderr=rec.raw / layout.stderr_of(self.file))
+        )  # fmt: skip
+        _wait_nonempty(rec.raw / self.file, FIRST_SAMPLE_S)
+
+    def stop(self, rec: Recording) -> None:
+        for p in self.procs:
+            p.stop(signal.SIGINT)
+
+    def record_json(self) -> dict[str, Any]:
+        # The sampler's script is the driver's constant: its arguments say the rest.
+        return {"node": self.node, "dev": self.dev, "argv": self.argv[3:],
+                "interval_s": self.interval_s}  # fmt: skip
+
+    @classmethod
+    def from_record(cls, d: Any) -> Self:
+        need(isinstance(d, dict) and isinstance(d.get("node", "rt1"), str),
+             "not {node, dev, interval_s}")  # fmt: skip
+        iv = d.get("interval_s")
+        return cls(node=d.get("node", "rt1"), dev=str(d.get("dev", "")),
+                   interval_s=float(iv) if is_number(iv) else 0.0,
+                   argv=[str(a) for a in d.get("argv") or []])  # fmt: skip
+
+
+def _wait_nonempty(path: Path, timeout_s: float) -> None:
+    """Until `path` has content or `timeout_s` passed (a sampler that never writes is
+    the summary's problem, not a reason to stop the run here)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            if path.stat().st_size > 0:
+                return
+        time.sleep(0.01)

@@ -1,0 +1,102 @@
+"""FreeBSD senders' kernel logger, siftr2 where the kernel has it, else siftr(4): cwnd
+and srtt per packet (their `ss`), filtered to the flows' port where one port covers
+them and every Nth packet so the log stays within spec.siftr_budget_mb
+(hosts.siftr_plan); the log is fetched after the run (streamed, checked)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+from ccbench import layout
+from ccbench.fetch import FetchFailed
+from ccbench.hosts import siftr_plan
+from ccbench.instruments.base import Cost, Instrument, Recording, need
+from ccbench.spec import RunSpec
+from ccbench.testbed.base import Testbed
+
+LOG = "/var/tmp/ccbench-siftr.log"
+# A node's record: what was started and, after the run, what its fetch moved.
+NODE_KEYS = ("logger", "ppl", "port_filter", "log_bytes_est", "within_budget", "resolution")
+FETCH_KEYS = ("node_bytes", "fetched_bytes", "seconds")
+
+
+@dataclass
+class Siftr(Instrument):
+    name = "siftr"
+    description = "siftr2 or siftr(4) on the FreeBSD senders, every Nth packet"
+    cost = Cost.PER_PACKET
+    oses = ("freebsd",)
+
+    # node -> {logger, ppl, port_filter, log_bytes_est, within_budget, resolution,
+    #          fetch: {node_bytes, fetched_bytes, compressed, seconds} | {error}}
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
+        nodes = [n for n in spec.senders if tb.driver(n).os == "freebsd"]
+        return cls(nodes={n: {} for n in nodes}) if nodes else None
+
+    def start(self, rec: Recording) -> None:
+        spec = rec.spec
+        for node in list(self.nodes):
+            drv, ex = rec.tb.driver(node), rec.tb.ex(node)
+            steps = drv.siftr2_probe_plan()
+            ok = any(ex.run(s.argv, check=not s.allow_fail).ok for s in steps)
+            logger = "siftr2" if ok else "siftr"
+            mine = [(k, f) for k, f in enumerate(spec.flows, start=1) if f.sender == node]
+            plan = siftr_plan.choose_ppl(
+                [(f.start_s, f.duration_s) for _, f in mine],
+                [layout.BASE_PORT + k for k, _ in mine],
+                spec.topology.rate_bps, logger=logger,
+                budget_bytes=int(spec.siftr_budget_mb * 2**20),
+                frame_bytes=spec.topology.frame_bytes,
+            )  # fmt: skip
+            ex.run(["rm", "-f", LOG])
+            for argv in drv.siftr_start(LOG, plan.port_filter, logger=logger, ppl=plan.ppl):
+                ex.run(argv)
+            self.nodes[node] = {"logger": logger, "ppl": plan.ppl,
+                                "port_filter": plan.port_filter,
+                                "log_bytes_est": plan.log_bytes,
+                                "within_budget": plan.within_budget,
+                                "resolution": plan.resolution(len(spec.flows))}  # fmt: skip
+
+    def collect(self, rec: Recording) -> None:
+        """Stop each node's logger and fetch its log (large logs arrive gzip-compressed).
+        `fetch` records what crossed the link or, when the fetch failed, its one-line
+        error: the verdict makes that run invalid, and the log stays on the node."""
+        for node, started in self.nodes.items():
+            ex = rec.tb.ex(node)
+            for argv in rec.tb.driver(node).siftr_stop(started["logger"]):
+                ex.run(argv, check=False)
+            try:
+                got = ex.get(LOG, rec.raw / layout.siftr(node))
+            except FetchFailed as e:
+                started["fetch"] = {"error": str(e)}
+                continue
+            started["fetch"] = {
+                "node_bytes": got.node_bytes,
+                "fetched_bytes": got.fetched_bytes,
+                "compressed": got.compressed,
+                "seconds": round(got.seconds, 3),
+            }
+            ex.run(["rm", "-f", LOG], check=False)
+
+    def record_json(self) -> dict[str, Any]:
+        return self.nodes
+
+    @classmethod
+    def from_record(cls, d: Any) -> Self:
+        """Runs recorded before the plan name only each node's logger."""
+        need(isinstance(d, dict), "siftr is not an object of node -> logging")
+        nodes: dict[str, dict[str, Any]] = {}
+        for node, v in d.items():
+            if isinstance(v, str):
+                v = {"logger": v}
+            need(isinstance(v, dict) and isinstance(v.get("logger"), str),
+                 f"siftr {node}: not a logger record")  # fmt: skip
+            fetch = v.get("fetch")
+            need(fetch is None or isinstance(fetch, dict), f"siftr {node}: fetch is not an object")
+            nodes[str(node)] = {**{k: v.get(k) for k in NODE_KEYS},
+                                **({"fetch": fetch} if fetch is not None else {})}  # fmt: skip
+        return cls(nodes=nodes)

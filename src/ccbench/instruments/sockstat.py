@@ -1,0 +1,89 @@
+"""FreeBSD senders: one `sockstat -46 -CS -P tcp` per flow while it runs, so each
+connection's CC module and TCP stack are read from the kernel (summarize.hosts checks
+them against the variant)."""
+
+from __future__ import annotations
+
+import functools
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+from ccbench import layout
+from ccbench.instruments.base import Action, Cost, Instrument, Recording, is_int, need
+from ccbench.spec import RunSpec
+from ccbench.testbed.base import Testbed
+
+AFTER_S = 5.0  # sample a flow this long after its start (at most half its length)
+GRACE_S = 15.0  # for a sample still running when the flows end
+
+
+@dataclass
+class Sample:
+    flow: int
+    node: str
+    peer: str  # "address:port" of the flow's server
+    file: str
+    at_s: float | None = None  # seconds into the traffic when taken; None: never taken
+
+
+@dataclass
+class Sockstat(Instrument):
+    name = "sockstat"
+    description = "sockstat -46 -CS -P tcp on the FreeBSD senders, once per flow"
+    cost = Cost.SNAPSHOT
+    oses = ("freebsd",)
+
+    samples: list[Sample] = field(default_factory=list)
+
+    @classmethod
+    def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
+        samples = [
+            Sample(k, f.sender, f"{tb.address(f.receiver)}:{layout.BASE_PORT + k}",
+                   layout.sockstat(k))
+            for k, f in enumerate(spec.flows, start=1)
+            if tb.driver(f.sender).sockstat_tcp() is not None
+        ]  # fmt: skip
+        return cls(samples=samples) if samples else None
+
+    def during(self, rec: Recording) -> list[Action]:
+        out: list[Action] = []
+        for s in self.samples:
+            f = rec.spec.flows[s.flow - 1]
+            out.append((f.start_s + min(AFTER_S, f.duration_s / 2),
+                        functools.partial(self._take, rec, s)))  # fmt: skip
+        return sorted(out, key=lambda x: x[0])
+
+    def _take(self, rec: Recording, s: Sample) -> None:
+        s.at_s = round(time.time() - (rec.started_unix or time.time()), 3)
+        argv = rec.tb.driver(s.node).sockstat_tcp()
+        assert argv is not None  # for_run kept only such senders
+        self.procs.append(
+            rec.tb.ex(s.node).spawn(argv, stdout=rec.raw / s.file,
+                                    stderr=rec.raw / layout.stderr_of(s.file))
+        )  # fmt: skip
+
+    def stop(self, rec: Recording) -> None:
+        for p in self.procs:
+            try:
+                p.wait(timeout=GRACE_S)
+            except subprocess.TimeoutExpired:
+                p.stop(signal.SIGTERM, grace_s=1.0)
+
+    def record_json(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        return [vars(s) for s in self.samples]
+
+    @classmethod
+    def from_record(cls, d: Any) -> Self:
+        need(isinstance(d, list) and all(isinstance(e, dict) for e in d),
+             "sockstat is not a list of samples")  # fmt: skip
+        samples = []
+        for e in d:
+            k, node, peer, name, at = (e.get(x) for x in ("flow", "node", "peer", "file", "at_s"))
+            need(is_int(k) and isinstance(node, str) and isinstance(peer, str)
+                 and isinstance(name, str) and (at is None or isinstance(at, (int, float))),
+                 f"sockstat sample {e!r} is not a flow's sample")  # fmt: skip
+            samples.append(Sample(k, node, peer, name, at))
+        return cls(samples=samples)

@@ -1,0 +1,60 @@
+"""The report's per-run table of retransmissions by cause: what each run's senders'
+TCP counters name (summary.json retransmit_causes: nstat, netstat -s) and, where the
+run traced every ACK, the recoveries and RTOs its flows went through (tcp_events)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ccbench.record import RunRecord
+from ccbench.report import data
+from ccbench.report.fmt import fmt
+
+# (header, unit, the counters' field summed over the run's senders)
+COLUMNS = (
+    ("retransmitted", "segments", "retransmitted_segments"),
+    ("RTOs", "", "timeouts"),
+    ("resent after RTO", "segments", "after_timeout_segments"),
+    ("fast recoveries", "", "recovery_episodes"),
+    ("fast-retransmitted", "segments", "fast_retransmit_segments"),
+    ("tail-loss probes", "", "loss_probes"),
+    ("spurious RTOs", "", "spurious_rtos"),
+    ("D-SACKs", "", "dsacks_received"),
+)
+
+
+def _sum(rec: RunRecord, field: str) -> float:
+    vals = [getattr(c, field) for c in (rec.retransmit_causes or {}).values()]
+    return float("nan") if not vals or None in vals else float(sum(vals))
+
+
+def causes_table(
+    runs: pd.DataFrame, runs_dir: Path, colours: dict[str, str]
+) -> dict[str, Any] | None:
+    """One row per run that read its senders' counters, in executed order; None when no
+    run of the scenario did (runs made before ccbench read them)."""
+    rows = []
+    traced = False
+    for _, r in runs.sort_values("order").iterrows():
+        rec = data.run_summary(runs_dir, str(r["run_id"]))
+        if rec is None or not rec.retransmit_causes:
+            continue
+        cells = [str(r["order"]), str(r["run_id"]), str(r["variant"]), str(r["repetition"])]
+        cells += [fmt(_sum(rec, f), 0) for _, _, f in COLUMNS]
+        ev = rec.tcp_events
+        traced |= ev is not None
+        cells.append("" if ev is None else ", ".join(
+            f"{f.flow}: {f.recoveries}/{f.rtos}" for f in ev.flows) or "none")  # fmt: skip
+        causes = sorted({c for x in rec.retransmit_causes.values() for c in x.causes})
+        cells.append(", ".join(causes) or "none")
+        rows.append({"cells": cells, "valid": rec.valid,
+                     "colour": colours.get(str(r["variant"]), "#999999")})  # fmt: skip
+    if not rows:
+        return None
+    heads = [("#", ""), ("run id", ""), ("variant", ""), ("rep", "")]
+    heads += [(h, u) for h, u, _ in COLUMNS]
+    heads += [("traced: recoveries/RTOs per flow" if traced else "traced", ""), ("causes", "")]
+    return {"heads": heads, "rows": rows}

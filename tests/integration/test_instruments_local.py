@@ -1,0 +1,129 @@
+"""The run's instruments on real namespaces: tcp_probe per ACK (this kernel's tracefs),
+nstat counters per sender namespace, the congestion events they name, and what a
+crashed run's trace leaves behind removed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+import yaml
+
+from ccbench import leftovers
+from ccbench.instruments import tcp_probe
+from tests.conftest import ccbench
+from tests.integration.conftest import namespaces, run_measured
+
+pytestmark = pytest.mark.netns
+
+INSTANCES = Path(tcp_probe.TRACEFS) / "instances"
+
+
+def _config(path: Path, tb_id: str, **topo: Any) -> Path:
+    cfg = {
+        "testbed": {"id": tb_id},
+        "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_pkts": 48},
+                     **topo},
+        "run": {"duration_s": 6, "interval_s": 0.5, "attempts": 2, "tcp_probe": True,
+                "flows": [{"cc": "cubic", "pair": 1}, {"cc": "cubic", "pair": 2}]},
+    }  # fmt: skip
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def _cat_readers(inst: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", f"^cat {inst}/trace_pipe$"], capture_output=True,
+                         text=True).stdout  # fmt: skip
+    return [int(p) for p in out.split()]
+
+
+def test_tcp_probe_gives_every_ack_and_counters_name_the_retransmissions(tmp_path: Path) -> None:
+    tb_id = "itinst"
+    cfg = _config(tmp_path / "run.yaml", tb_id)
+    out = tmp_path / "out"
+    try:
+        s = run_measured(cfg, out)
+    finally:
+        ccbench("testbed", "down", "--id", tb_id)
+    ccbench("parse", str(out))
+    raw = out / "raw"
+    meta = json.loads((raw / "meta.json").read_text())
+    assert list(meta["instruments"]) == ["ss", "qdisc", "tcp_probe", "tcp_counters", "router_cpu"]
+    ts = pd.read_parquet(out / "timeseries.parquet")
+    tp = ts[ts["source"] == "tcp_probe"]
+    ss = ts[ts["source"] == "ss"]
+    for k in (1, 2):
+        # per ACK: two orders of magnitude more samples than ss every 0.1 s
+        assert (tp["flow"] == k).sum() > 20 * (ss["flow"] == k).sum() > 0
+    # srtt from the trace: the path's 40 ms plus at most the 48-packet queue and slack
+    assert 39.0 <= tp["rtt_us"].median() / 1e3 <= 40 + 5.8 + 5
+    assert s["srtt"]["source"] == "tcp_probe"
+    # cwnd in bytes from segments x MSS, on the scale of the BDP (500 kB) + queue
+    assert 20e3 < tp["cwnd_bytes"].median() < 2e6
+    # the counters: each sender namespace its own; two cubic flows through 48 packets
+    # retransmit, and the counters and the trace agree on the recoveries
+    causes = s["retransmit_causes"]
+    assert set(causes) == {"s1", "s2"}
+    ev = {f["flow"]: f for f in s["tcp_events"]["flows"]}
+    for k, node in ((1, "s1"), (2, "s2")):
+        c = causes[node]
+        assert c["retransmitted_segments"] > 0 and "fast-retransmit" in c["causes"]
+        assert ev[k]["recoveries"] == c["recovery_episodes"], (ev[k], c)
+        assert ev[k]["rtos"] <= c["timeouts"]  # theirs also count the control connection
+    assert s["tcp_events"]["lost_events"] == 0
+    # nothing of the trace is left: its instance and its reader
+    assert not (INSTANCES / f"ccbench-{tb_id}").exists()
+    assert _cat_readers(tcp_probe.instance(tb_id)) == []
+    assert namespaces(f"ccb-{tb_id}-") == []
+
+
+def test_random_loss_forces_rtos_named_by_counters_and_trace(tmp_path: Path) -> None:
+    """15 % random loss at the receivers (at 5 % fast recovery repairs nearly every loss
+    here): the senders time out; the counters name the RTOs and the trace marks them."""
+    tb_id = "itrto"
+    cfg = _config(tmp_path / "run.yaml", tb_id, loss={"mode": "random", "rate": 0.15})
+    out = tmp_path / "out"
+    try:
+        ccbench("run", "--config", str(cfg), "--out", str(out))
+    finally:
+        ccbench("testbed", "down", "--id", tb_id)
+    s = json.loads((out / "summary.json").read_text())
+    rtos = sum(c["timeouts"] for c in s["retransmit_causes"].values())
+    traced = sum(f["rtos"] for f in s["tcp_events"]["flows"])
+    # every RTO of the flows' data connections traced; the counters also count the
+    # iperf3 control connections'
+    assert 0 < traced <= rtos, (rtos, s["tcp_events"])
+    assert all("timeout" in c["causes"] for c in s["retransmit_causes"].values() if c["timeouts"])
+    marks = [t for f in s["tcp_events"]["flows"] for t in f["rto_s"]]
+    assert marks and all(0 <= t <= 6 + 1 for t in marks)
+
+
+def test_a_crashed_runs_trace_is_removed(tmp_path: Path) -> None:
+    """A trace instance with its events on and a reader holding it open, as a killed run
+    leaves them: the local clean-up (testbed down, the next run's start) ends the
+    reader and removes the instance; the SSH sweep's command removes one too."""
+    inst = tcp_probe.instance("itcrash")
+    subprocess.run(["mkdir", "-p", inst], check=True)
+    Path(inst, "events/tcp/tcp_probe/enable").write_text("1\n")
+    reader = subprocess.Popen(["cat", f"{inst}/trace_pipe"], stdout=subprocess.DEVNULL,
+                              start_new_session=True)  # fmt: skip
+    try:
+        time.sleep(0.2)
+        assert _cat_readers(inst) == [reader.pid]
+        assert tcp_probe.remove_host_instance(inst)
+        reader.wait(timeout=5)
+        assert not Path(inst).exists()
+        assert not tcp_probe.remove_host_instance(inst)  # nothing left: nothing to do
+    finally:
+        reader.kill()
+        subprocess.run(["rmdir", inst], check=False, capture_output=True)
+    # the SSH nodes' sweep (ccbench.leftovers), run here on a reader-less instance
+    subprocess.run(["mkdir", "-p", inst], check=True)
+    got = subprocess.run(leftovers.trace_off_argv(), capture_output=True, text=True)
+    assert "logger tcp_probe" in got.stdout and not Path(inst).exists()
+    assert leftovers.parse_sweep(got.stdout).loggers == ("tcp_probe",)
