@@ -484,11 +484,16 @@ def parameter_definitions(T):
             longDescription="Which setup script the senders run; auto = from the image name.")),
         ("txRing", "Router TX ring (descriptors)", T.INTEGER, 48, dict(
             advanced=True,
-            longDescription="TX ring size asked for on the shaped router interface (the L2 buffer under the "
-                            "qdisc; the seed used 48 + 48). 0 keeps the driver default. Drivers clamp it "
-                            "without an error (igb, the d430's 1 GbE, on Ubuntu 24.04: at least %d; "
-                            "older kernels and FreeBSD: 80): what was set is recorded in "
-                            "/var/tmp/ccbench/nic-<interface>.json on the router." % IGB_MIN_TX_RING)),
+            longDescription="TX ring size asked for on the shaped router interface, which is first set to "
+                            "one transmit queue (ethtool -L combined 1): the L2 buffer under the qdisc is "
+                            "then one FIFO ring shared by all flows, at most this many frames and at most "
+                            "BQL's byte limit (with igb's 8 queues each flow would get a ring of its own, "
+                            "not the seed's shared 48 + 48). It matters only where the NIC is slower than "
+                            "tbf (a rate above 984 Mbit/s on 1 GbE). 0 keeps the driver default. Drivers "
+                            "clamp it without an error (igb, the d430's 1 GbE, on Ubuntu 24.04: at least "
+                            "%d; older kernels and FreeBSD: 80): what was set, the TX queues and their BQL "
+                            "state are recorded in /var/tmp/ccbench/nic-<interface>.json on the router."
+                            % IGB_MIN_TX_RING)),
         ("hostOffloads", "Sender/receiver NIC offloads", T.STRING, "default", dict(
             legalValues=[("default", "OS defaults (as the seed)"), ("off", "TSO/GSO/GRO/LRO off")],
             advanced=True,

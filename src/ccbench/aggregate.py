@@ -57,6 +57,7 @@ def _identity_columns(s: RunRecord) -> dict[str, Any]:
         "attempt": s.attempt if s.attempt is not None else 1,
         "started_unix": s.started_unix,
         "n_flows": len(s.flows),
+        "tracing": s.run_spec.tracing,
     }
 
 
@@ -177,6 +178,8 @@ def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
     straddling 0), `_delta_reps_to_resolve` how many paired
     repetitions would bring that half-width below `resolve_target_pct`."""
     rows = []
+    # `tracing: separate`: the traced twins' numbers are the observer table's only
+    runs = runs[runs["tracing"] != "traced"] if "tracing" in runs else runs
     valid = runs[runs["valid"]]
     for scen in runs["scenario"].drop_duplicates():
         for var in variant_order:
@@ -221,6 +224,39 @@ def summarize_groups(runs: pd.DataFrame, flows: pd.DataFrame, baseline: str,
     return pd.DataFrame(rows)
 
 
+OBSERVED = ("throughput_sum_mbps", "utilization_pct", "jain")
+
+
+def observer_effect(runs: pd.DataFrame, variant_order: list[str]) -> pd.DataFrame:
+    """`tracing: separate`: per scenario x variant, the traced runs against the untraced
+    ones of the same repetitions (paired; both valid): what tracing every packet cost."""
+    if "tracing" not in runs or not (runs["tracing"] == "traced").any():
+        return pd.DataFrame()
+    valid = runs[runs["valid"]]
+    rows = []
+    for scen in runs["scenario"].drop_duplicates():
+        for var in variant_order:
+            g = valid[(valid["scenario"] == scen) & (valid["variant"] == var)]
+            traced, untraced = g[g["tracing"] == "traced"], g[g["tracing"] == "untraced"]
+            if traced.empty and untraced.empty:
+                continue
+            row: dict[str, Any] = {
+                "scenario": scen,
+                "variant": var,
+                "n_traced": len(traced),
+                "n_untraced": len(untraced),
+            }
+            for col in OBSERVED:
+                d = _delta(untraced, traced, col)
+                row[f"{col}_untraced_mean"] = metrics.mean_ci(untraced[col].dropna().tolist()).mean
+                row[f"{col}_traced_mean"] = metrics.mean_ci(traced[col].dropna().tolist()).mean
+                row[f"{col}_delta_pct"] = d.mean_pct if d else math.nan
+                row[f"{col}_delta_ci95_pct"] = d.half_width_pct if d else math.nan
+                row[f"{col}_delta_paired"] = d.paired if d else None
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
 def _delta(base: pd.DataFrame, var: pd.DataFrame, col: str) -> metrics.DeltaPct | None:
     b = base.set_index("repetition")[col].dropna()
     v = var.set_index("repetition")[col].dropna()
@@ -240,6 +276,11 @@ def aggregate(run_dirs: list[Path], matrix: Matrix, out: Path) -> dict[str, pd.D
     summary_df = summarize_groups(runs_df, flows_df, matrix.baseline, matrix.variant_labels, target)
     out.mkdir(parents=True, exist_ok=True)
     tables = {"runs": runs_df, "flows": flows_df, "summary": summary_df}
+    observer = observer_effect(runs_df, matrix.variant_labels)
+    if not observer.empty:
+        tables["observer"] = observer
+    for suffix in (".csv", ".parquet"):  # one a config with `tracing: separate` left
+        (out / f"observer{suffix}").unlink(missing_ok=True)
     for name, df in tables.items():
         df.to_csv(out / f"{name}.csv", index=False)
         df.to_parquet(out / f"{name}.parquet", index=False)

@@ -272,9 +272,17 @@ def _scenario_runs(
         spec = replace(common, flows=flows, variant=v.label,
                        variant_def=replace(v, kernel_match=None))  # fmt: skip
         for rep in range(1, cfg["repetitions"] + 1):
-            runs.append(_Run(replace(spec, repetition=rep), tb_id, cfg["attempts"],
-                             v.kernel_requirement))  # fmt: skip
+            for twin in _tracing_twins(replace(spec, repetition=rep), cfg["tracing"]):
+                runs.append(_Run(twin, tb_id, cfg["attempts"], v.kernel_requirement))
     return runs
+
+
+def _tracing_twins(spec: RunSpec, tracing: str) -> list[RunSpec]:
+    """The runs of one repetition: itself (inline), or an untraced run and a traced one
+    with every ACK traced (separate)."""
+    if tracing == "inline":
+        return [spec]
+    return [replace(spec, tracing="untraced"), replace(spec, tracing="traced", tcp_probe=True)]
 
 
 def _variant_flows(

@@ -268,7 +268,12 @@ FIELDS_ADDED: dict[str, Any] = {
     "siftr_budget_mb": 64.0,
     "tcp_probe": False,
     "tcp_probe_budget_mb": 256.0,
+    "tracing": "inline",
 }
+# What a run records per packet (`tracing: separate` in a comparison config makes each
+# repetition twice: untraced, whose numbers are reported, and traced, whose curves are
+# plotted; instruments.for_run leaves the per-packet ones out of an untraced run).
+TRACING = ("inline", "untraced", "traced")
 
 
 @dataclass(frozen=True)
@@ -290,6 +295,7 @@ class RunSpec:
     # reader, MB (ACKs thinned by sequence space above it: instruments.tcp_probe).
     tcp_probe: bool = False
     tcp_probe_budget_mb: float = 256.0
+    tracing: str = "inline"  # TRACING
     scenario: str = "adhoc"
     variant: str = "adhoc"  # the variant's label
     repetition: int = 1

@@ -111,9 +111,10 @@ RUN_COLUMNS: dict[str, Any] = {
     "waiting_kernel": "",
     "kernel": "",
     "kernel_short": "",
+    "tracing": "inline",
 }
 # Text columns: a CSV reads their empty cells as NaN.
-TEXT_COLUMNS = ("status", "waiting_kernel", "kernel", "kernel_short")
+TEXT_COLUMNS = ("status", "waiting_kernel", "kernel", "kernel_short", "tracing")
 
 
 def runs_table(runs: Any) -> tuple[Any, frozenset[str]]:

@@ -43,7 +43,8 @@ def cmd_matrix(a: argparse.Namespace) -> int:
           f"{total:g}s of traffic; baseline {m.baseline}")  # fmt: skip
     for i, rid in enumerate(m.order, 1):
         r = m.runs[rid]
-        print(f"{i:4d}  {rid}  testbed {r.testbed_id}  {r.traffic_s:g}s")
+        how = "" if r.spec.tracing == "inline" else f"  {r.spec.tracing}"
+        print(f"{i:4d}  {rid}  testbed {r.testbed_id}  {r.traffic_s:g}s{how}")
     tb_cfg = next(iter(m.testbeds.values())).testbed
     if testbed_kind(tb_cfg.kind).caps.needs_inventory:
         from ccbench import booking

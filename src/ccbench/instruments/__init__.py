@@ -29,8 +29,11 @@ REGISTRY: dict[str, type[Instrument]] = {
 
 
 def for_run(tb: Testbed, spec: RunSpec) -> list[Instrument]:
-    """The instruments a run of `spec` on `tb` records with."""
-    return [i for c in REGISTRY.values() if (i := c.for_run(tb, spec)) is not None]
+    """The instruments a run of `spec` on `tb` records with (an untraced run: none that
+    works per packet)."""
+    kinds = [c for c in REGISTRY.values()
+             if not (spec.tracing == "untraced" and c.cost is Cost.PER_PACKET)]  # fmt: skip
+    return [i for c in kinds if (i := c.for_run(tb, spec)) is not None]
 
 
 def from_records(d: dict[str, Any]) -> tuple[dict[str, Instrument], list[str]]:

@@ -31,6 +31,7 @@ class QdiscSampler(Instrument):
     node: str = ""
     dev: str = ""
     interval_s: float = 0.0
+    # The sampler's arguments (its script is the driver's constant, not recorded).
     argv: list[str] = field(default_factory=list)
 
     @classmethod
@@ -39,15 +40,16 @@ class QdiscSampler(Instrument):
             return None
         node, dev = tb.bottleneck
         argv = tb.driver(node).qdisc_sampler(dev, spec.qdisc_interval_s)
-        return cls(node=node, dev=dev, interval_s=spec.qdisc_interval_s, argv=argv)
+        return cls(node=node, dev=dev, interval_s=spec.qdisc_interval_s, argv=argv[3:])
 
     @property
     def file(self) -> str:
         return layout.qdisc(self.node)
 
     def start(self, rec: Recording) -> None:
+        argv = rec.tb.driver(self.node).qdisc_sampler(self.dev, self.interval_s)
         self.procs.append(
-            rec.tb.ex(self.node).spawn(self.argv, stdout=rec.raw / self.file,
+            rec.tb.ex(self.node).spawn(argv, stdout=rec.raw / self.file,
                                        stderr=rec.raw / layout.stderr_of(self.file))
         )  # fmt: skip
         _wait_nonempty(rec.raw / self.file, FIRST_SAMPLE_S)
@@ -55,11 +57,6 @@ class QdiscSampler(Instrument):
     def stop(self, rec: Recording) -> None:
         for p in self.procs:
             p.stop(signal.SIGINT)
-
-    def record_json(self) -> dict[str, Any]:
-        # The sampler's script is the driver's constant: its arguments say the rest.
-        return {"node": self.node, "dev": self.dev, "argv": self.argv[3:],
-                "interval_s": self.interval_s}  # fmt: skip
 
     @classmethod
     def from_record(cls, d: Any) -> Self:

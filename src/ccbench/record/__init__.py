@@ -71,7 +71,9 @@ class RunRecord(Part):
     nics: list[dict[str, Any]] | None = d(
         "SSH testbeds: every node's NIC records from its start-up script", None
     )
-    nic_notes: list[str] | None = d("where a TX ring asked and the one set differ", None)
+    nic_notes: list[str] | None = d(
+        "where a TX ring or TX queue count asked and the one in use differ, or a NIC record's "
+        "channels/BQL do not parse", None)  # fmt: skip
     kernel: KernelRecord | None = d("every sender's kernel as the run read it", None)
     siftr: dict[str, SiftrLogging] | None = d(
         "FreeBSD senders: node -> how its siftr log was taken", None)  # fmt: skip

@@ -4,7 +4,7 @@ conditions of each scenario (from the matrix, i.e. what was asked for)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,17 @@ class Tables:
     summary: pd.DataFrame
     verdicts: pd.DataFrame  # no rows: no expectations configured (or no verdicts.csv)
     absent: frozenset[str] = frozenset()  # runs-table columns the results set predates
+    # `tracing: separate`: the traced twins (their curves are plotted, their numbers only
+    # in the observer table) apart from `runs`, and that table (no rows: inline)
+    traced: pd.DataFrame = field(default_factory=pd.DataFrame)
+    observer: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+    @property
+    def all_runs(self) -> pd.DataFrame:
+        """Every run, traced twins too, in executed order (the appendices)."""
+        if self.traced.empty:
+            return self.runs
+        return pd.concat([self.runs, self.traced]).sort_values("order")
 
 
 def _bool(x: object) -> bool:
@@ -86,7 +97,10 @@ def load_tables(tables_dir: Path) -> Tables:
     runs, flows, summary = (read_table(tables_dir, n) for n in ("runs", "flows", "summary"))
     runs, absent = upgrade.runs_table(runs)
     summary = upgrade.summary_table(summary)
-    return Tables(runs, flows, summary, read_verdicts(tables_dir), absent)
+    traced = runs[runs["tracing"] == "traced"]
+    observer = read_table(tables_dir, "observer") if not traced.empty else pd.DataFrame()
+    return Tables(runs[runs["tracing"] != "traced"], flows, summary, read_verdicts(tables_dir),
+                  absent, traced, observer)  # fmt: skip
 
 
 def is_invalid(runs: pd.DataFrame) -> pd.Series:
@@ -226,6 +240,8 @@ def load_timeseries(runs_dir: Path, run_id: str) -> pd.DataFrame | None:
 
 
 def group(df: pd.DataFrame, scenario: str, variant: str | None = None) -> pd.DataFrame:
+    if df.empty:
+        return df
     m = df["scenario"] == scenario
     if variant is not None:
         m &= df["variant"] == variant

@@ -152,11 +152,12 @@ def _scenario(
             for x in summ[c]
         ),
         **_scenario_figs(figs, scen),
-        "per_run": tables.per_run_table(runs, t.flows, colours),
+        "per_run": tables.per_run_table(data.group(t.all_runs, scen), t.flows, colours),
+        "observer": tables.observer_table(t.observer, scen, colours),
         "per_run_load": (
             tables.per_run_load_table(runs, cond, colours, t.absent) if load and cond else None
         ),
-        "per_run_causes": causes.causes_table(runs, runs_dir, colours),
+        "per_run_causes": causes.causes_table(data.group(t.all_runs, scen), runs_dir, colours),
     }
     return row, section
 
@@ -218,11 +219,11 @@ def _appendix(
             ("matplotlib", _version("matplotlib")),
             ("weasyprint", _version("weasyprint")),
         ],
-        "testbeds": provenance.testbeds(matrix, t.runs, runs_dir),
-        "facts": provenance.facts(t.runs, runs_dir),
+        "testbeds": provenance.testbeds(matrix, t.all_runs, runs_dir),
+        "facts": provenance.facts(t.all_runs, runs_dir),
         "run_order": order,
         "order_same": [r["run_id"] for r in order if r["executed"] != "-"]
-        == list(t.runs[~t.runs["skipped"]].sort_values("order")["run_id"]),
+        == list(t.all_runs[~t.all_runs["skipped"]].sort_values("order")["run_id"]),
     }
 
 
@@ -235,7 +236,7 @@ def context(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path)
         row, section = _scenario(t, matrix, runs_dir, colours, figs, scen)
         overview.append(row)
         scenarios.append(section)
-    order = provenance.run_order(matrix, t.runs, runs_dir)
+    order = provenance.run_order(matrix, t.all_runs, runs_dir)
     started = t.runs["started_unix"].dropna()
     return {
         "title": matrix.title,

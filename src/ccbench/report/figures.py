@@ -135,8 +135,10 @@ class _Scene:
         return data.group(self.tables.runs, self.scen, variant)
 
     def valid_series(self, variant: str) -> list[tsplot.RunSeries]:
-        """The time series of the variant's valid runs (runs without one left out)."""
-        valid = self.runs(variant)
+        """The time series of the variant's valid runs (runs without one left out); with
+        `tracing: separate`, of its traced runs."""
+        traced = data.group(self.tables.traced, self.scen, variant)
+        valid = traced if not traced.empty else self.runs(variant)
         out = []
         for _, r in valid[valid["valid"]].iterrows():
             ts = data.load_timeseries(self.runs_dir, str(r["run_id"]))

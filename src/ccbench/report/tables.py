@@ -284,6 +284,34 @@ def per_run_table(
     return {"heads": heads, "rows": rows}
 
 
+def observer_table(
+    observer: pd.DataFrame, scenario: str, colours: dict[str, str]
+) -> dict[str, Any] | None:
+    """`tracing: separate`: per variant, the traced runs against the untraced ones of the
+    same repetitions (aggregate.observer_effect); None: the scenario has none."""
+    if observer.empty or "scenario" not in observer:
+        return None
+    g = observer[observer["scenario"] == scenario]
+    if g.empty:
+        return None
+    heads = [("variant", ""), ("pairs", "")]
+    heads += [(f"{label}", "untraced → traced, Δ % ± CI") for label in OBSERVED_LABELS]
+    rows = []
+    for _, r in g.iterrows():
+        cells = [str(r["variant"]), f"{int(r['n_traced'])}/{int(r['n_untraced'])}"]
+        for col, digits in OBSERVED_DIGITS.items():
+            before, after = r[f"{col}_untraced_mean"], r[f"{col}_traced_mean"]
+            delta, ci = r[f"{col}_delta_pct"], r[f"{col}_delta_ci95_pct"]
+            cells.append(f"{fmt(before, digits)} → {fmt(after, digits)}, "
+                         f"{fmt(delta, 2)} ± {fmt(ci, 2)}")  # fmt: skip
+        rows.append({"cells": cells, "colour": colours.get(str(r["variant"]), "#999999")})
+    return {"heads": heads, "rows": rows}
+
+
+OBSERVED_LABELS = ("throughput sum (Mbit/s)", "utilization (%)", "Jain")
+OBSERVED_DIGITS = {"throughput_sum_mbps": 2, "utilization_pct": 1, "jain": 3}
+
+
 def _status(r: pd.Series) -> str:
     if r.get("status") == "waiting":
         return "waiting"

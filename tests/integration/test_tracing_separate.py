@@ -1,0 +1,65 @@
+"""`tracing: separate` through the real workflow (the .test config, 2 variants x 2
+repetitions x 3 s): twice the runs, the per-packet trace only in the traced twins, the
+reported numbers only the untraced runs', and the observer table's numbers recomputed
+from the runs table and found in the report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from ccbench import metrics
+from ccbench.report.fmt import fmt
+from tests.conftest import REPO
+from tests.integration.conftest import namespaces, run_snakemake
+
+pytestmark = pytest.mark.netns
+
+
+def test_separate_tracing_doubles_the_runs_and_reports_the_observer_effect(
+    tmp_path: Path,
+) -> None:
+    shutil.copytree(REPO / "profiles", tmp_path / "profiles")
+    cfg = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
+    cfg.update(tracing="separate", report_name="traced-test", results_dir="results-traced")
+    (tmp_path / "traced.yaml").write_text(yaml.safe_dump(cfg))
+    cp = run_snakemake(tmp_path, tmp_path / "traced.yaml")
+    assert cp.returncode == 0, cp.stderr[-3000:]
+    res = tmp_path / "results-traced"
+    m = json.loads((res / "matrix.json").read_text())
+    assert all(namespaces(f"ccb-{tb}-") == [] for tb in m["testbeds"])
+    tracing = {rid: r["spec"]["run"]["tracing"] for rid, r in m["runs"].items()}
+    assert len(tracing) == 8 and sorted(set(tracing.values())) == ["traced", "untraced"]
+    for rid, how in tracing.items():
+        raw = res / "runs" / rid / "raw"
+        meta = json.loads((raw / "meta.json").read_text())
+        assert ("tcp_probe" in meta["instruments"]) == (how == "traced"), rid
+        assert (raw / "tcp-probe-host.txt").exists() == (how == "traced"), rid
+
+    runs = pd.read_csv(res / "tables" / "runs.csv")
+    summary = pd.read_csv(res / "tables" / "summary.csv")
+    observer = pd.read_csv(res / "tables" / "observer.csv")
+    html = (tmp_path / "reports" / "traced-test.html").read_text()
+    assert "Observer effect: traced − untraced" in html
+    for v in ("cubic", "bbr"):
+        mine = runs[(runs["variant"] == v) & runs["valid"]]
+        untraced, traced = mine[mine["tracing"] == "untraced"], mine[mine["tracing"] == "traced"]
+        # the reported means are the untraced runs' only
+        row = summary[summary["variant"] == v].iloc[0]
+        assert row["n_valid"] == len(untraced)
+        want = metrics.mean_ci(untraced["throughput_sum_mbps"].tolist()).mean
+        assert row["throughput_sum_mbps_mean"] == pytest.approx(want)
+        # the observer table: traced against untraced, paired by repetition
+        o = observer[observer["variant"] == v].iloc[0]
+        assert (o["n_traced"], o["n_untraced"]) == (len(traced), len(untraced))
+        d = metrics.delta_by_repetition(
+            untraced.set_index("repetition")["throughput_sum_mbps"].to_dict(),
+            traced.set_index("repetition")["throughput_sum_mbps"].to_dict(),
+        )
+        assert d is not None and o["throughput_sum_mbps_delta_pct"] == pytest.approx(d.mean_pct)
+        assert f"{fmt(d.mean_pct, 2)} ± {fmt(d.half_width_pct, 2)}" in html

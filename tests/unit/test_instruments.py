@@ -1,0 +1,298 @@
+"""The instruments as registered kinds: their exact command plans on a fake SSH testbed
+(no Emulab or FreeBSD here), their records read back from meta.json (also as runs
+before them wrote it), and the FreeBSD counters read from output written from
+usr.bin/netstat/inet.c."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ccbench import instruments, layout, runmeta
+from ccbench.exec import Result
+from ccbench.fetch import Fetched
+from ccbench.hosts.freebsd import FreeBSDHost
+from ccbench.hosts.linux import LinuxHost
+from ccbench.instruments import Cost, Recording
+from ccbench.instruments.counters import PLANS, TcpCounters
+from ccbench.instruments.tcp_probe import NODE_FILE, TcpProbe, port_filter, thin_bits_for
+from ccbench.layout import RawDir
+from ccbench.spec import Flow, RunSpec, Topology, Variant
+from ccbench.summarize.counters import retransmit_causes
+
+CAP = Path(__file__).resolve().parents[1] / "captures"
+
+
+@dataclass
+class Spawned:
+    argv: list[str]
+    stdout: Path | None
+    procs: list[str] = field(default_factory=list)
+
+    def stop(self, *a: Any, **kw: Any) -> int:
+        self.procs.append("stopped")
+        return 0
+
+
+class Ex:
+    """Records what runs on one node; every command succeeds (`ls` of the tcp events
+    lists what this kernel has)."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.writes: list[tuple[str, str]] = []
+        self.spawned: list[Spawned] = []
+        self.got: list[tuple[str, Path]] = []
+
+    def run(self, argv: list[str], *, check: bool = True, **kw: Any) -> Result:
+        self.calls.append(list(argv))
+        out = "tcp_probe\ntcp_cong_state_set\ntcp_retransmit_skb\n" if argv[0] == "ls" else ""
+        return Result(tuple(argv), 0, out, "")
+
+    def write_file(self, path: str, text: str) -> None:
+        self.writes.append((path, text))
+
+    def spawn(self, argv: list[str], *, stdout: Path | None = None, **kw: Any) -> Spawned:
+        self.spawned.append(Spawned(list(argv), stdout))
+        return self.spawned[-1]
+
+    def get(self, remote: str, local: Path) -> Fetched:
+        self.got.append((remote, local))
+        return Fetched("s1", remote, local, 1000, 300, True, 0.5, 60.0)
+
+
+class SshTestbed:
+    id = "emu1"
+    kind = "ssh"
+    bottleneck = ("rt1", "eth5")
+
+    def __init__(self, os_name: str = "linux") -> None:
+        self.os = os_name
+        self.exs: dict[str, Ex] = {}
+
+    def driver(self, node: str) -> Any:
+        return FreeBSDHost() if node.startswith("s") and self.os == "freebsd" else LinuxHost()
+
+    def ex(self, node: str) -> Ex:
+        return self.exs.setdefault(node, Ex())
+
+    def address(self, node: str) -> str:
+        return {"r1": "10.1.3.2", "r2": "10.1.3.6"}[node]
+
+
+def spec(tcp_probe: bool = True, os_name: str = "linux", rate: float = 1000,
+         duration: float = 300) -> RunSpec:  # fmt: skip
+    return RunSpec(
+        topology=Topology(pairs=2, rate_mbit=rate),
+        flows=(Flow(pair=1, cc="cubic", duration_s=duration),
+               Flow(pair=2, cc="cubic", duration_s=duration)),
+        tcp_probe=tcp_probe,
+        variant_def=Variant(label="x", cc="cubic", os=os_name),
+    )  # fmt: skip
+
+
+def test_registry_order_costs_and_oses() -> None:
+    assert list(instruments.REGISTRY) == [
+        "ss", "qdisc", "siftr", "tcp_probe", "sockstat", "tcp_counters", "tx_queue_limits",
+        "router_cpu",
+    ]  # fmt: skip
+    costs = {n: c.cost for n, c in instruments.REGISTRY.items()}
+    assert costs["tcp_probe"] is costs["siftr"] is Cost.PER_PACKET
+    assert costs["ss"] is costs["qdisc"] is Cost.SAMPLED
+    assert instruments.REGISTRY["tcp_probe"].oses == ("linux",)
+    assert instruments.REGISTRY["siftr"].oses == ("freebsd",)
+    assert all(c.description for c in instruments.REGISTRY.values())
+
+
+def test_an_ssh_run_of_linux_senders_records_with_these(tmp_path: Path) -> None:
+    tb = SshTestbed()
+    got = instruments.for_run(tb, spec())  # type: ignore[arg-type]
+    assert [i.name for i in got] == ["ss", "qdisc", "tcp_probe", "tcp_counters",
+                                     "tx_queue_limits", "router_cpu"]  # fmt: skip
+    # every record reads back as the instrument that wrote it
+    for ins in got:
+        again = type(ins).from_record(json.loads(json.dumps(ins.record_json())))
+        assert again.record_json() == ins.record_json()
+    assert "tcp_probe" not in [i.name for i in instruments.for_run(tb, spec(False))]  # type: ignore[arg-type]
+
+
+def test_port_filter_and_thinning() -> None:
+    assert port_filter([5202, 5203]) == "dport >= 5202 && dport <= 5203"
+    # 1 in 16 of the sequence space, in whole 4 KiB windows
+    assert port_filter([5202], 4) == "(dport >= 5202 && dport <= 5202) && !(snd_una & 0xf000)"
+    budget = 256 * 2**20
+    assert thin_bits_for(spec(rate=100, duration=30), budget) == 0  # the default: every ACK
+    # 1 Gbit/s for 300 s: ~3.7 GB of lines, thinned to 1/16 (~230 MB)
+    assert thin_bits_for(spec(rate=1000, duration=300), budget) == 4
+
+
+def test_tcp_probe_plan_over_ssh(tmp_path: Path) -> None:
+    """One reader per Linux sender, on its own node: instance, filters, reader, marker;
+    stopped, drained, removed; its file fetched."""
+    tb = SshTestbed()
+    s = spec()
+    ins = TcpProbe.for_run(tb, s)  # type: ignore[arg-type]
+    assert ins is not None and [r.node for r in ins.readers] == ["s1", "s2"]
+    rec = Recording(tb, s, tmp_path)  # type: ignore[arg-type]
+    ins.start(rec)
+    inst = "/sys/kernel/tracing/instances/ccbench-emu1"
+    s1 = tb.exs["s1"]
+    assert s1.calls[:3] == [
+        ["sh", "-c", 'for f in "$1"/events/tcp/*/enable; do echo 0 > "$f"; done',
+         "ccbench-off", inst],
+        ["rmdir", inst],
+        ["ls", "/sys/kernel/tracing/events/tcp"],
+    ]  # fmt: skip
+    assert s1.calls[3] == ["mkdir", inst]
+    filt = "(dport >= 5202 && dport <= 5203) && !(snd_una & 0xf000)\n"
+    assert s1.writes == [
+        (f"{inst}/buffer_size_kb", "16384\n"),
+        (f"{inst}/trace_clock", "mono\n"),
+        (f"{inst}/events/tcp/tcp_probe/filter", filt),
+        (f"{inst}/events/tcp/tcp_probe/enable", "1\n"),
+        (f"{inst}/events/tcp/tcp_cong_state_set/filter", "dport >= 5202 && dport <= 5203\n"),
+        (f"{inst}/events/tcp/tcp_cong_state_set/enable", "1\n"),
+        (f"{inst}/events/tcp/tcp_retransmit_skb/filter", "dport >= 5202 && dport <= 5203\n"),
+        (f"{inst}/events/tcp/tcp_retransmit_skb/enable", "1\n"),
+    ]
+    assert [p.argv for p in s1.spawned] == [
+        ["sh", "-c", 'exec cat "$1" > "$2"', "ccbench-trace", f"{inst}/trace_pipe", NODE_FILE]
+    ]
+    assert s1.calls[-1][:3] == ["sh", "-c", 'printf "ccbench_unix=%s\\n" "$(date +%s.%N)" > "$1"']
+    n = len(s1.calls)
+    ins.stop(rec)
+    assert s1.calls[n:n + 3] == [
+        ["sh", "-c", 'echo 0 > "$1"', "ccbench-off", f"{inst}/events/tcp/{ev}/enable"]
+        for ev in ("tcp_probe", "tcp_cong_state_set", "tcp_retransmit_skb")
+    ]  # fmt: skip
+    assert s1.calls[-1] == ["rmdir", inst]
+    ins.collect(rec)
+    assert s1.got == [(NODE_FILE, tmp_path / "tcp-probe-s1.txt")]
+    assert s1.calls[-1] == ["rm", "-f", NODE_FILE]
+    r = ins.record_json()
+    assert r["thin_bits"] == 4 and r["readers"][0]["fetch"]["fetched_bytes"] == 300
+    assert TcpProbe.from_record(r).thinning == (
+        "ACKs thinned to 1 in 16 by sequence space (whole 4 KiB windows) to stay within the "
+        "size budget")  # fmt: skip
+
+
+def test_a_kernel_without_the_tracepoint_is_recorded_not_fatal(tmp_path: Path) -> None:
+    class OldKernel(Ex):
+        def run(self, argv: list[str], *, check: bool = True, **kw: Any) -> Result:
+            self.calls.append(list(argv))
+            return Result(tuple(argv), 2, "", "ls: cannot access: No such file or directory")
+
+    tb = SshTestbed()
+    tb.exs["s1"] = OldKernel()
+    s = spec()
+    ins = TcpProbe.for_run(tb, s)  # type: ignore[arg-type]
+    assert ins is not None
+    ins.start(Recording(tb, s, tmp_path))  # type: ignore[arg-type]
+    assert (
+        ins.readers[0].problem is not None and "no tcp_probe tracepoint" in ins.readers[0].problem
+    )
+    assert tb.exs["s1"].spawned == [] and len(tb.exs["s2"].spawned) == 1
+
+
+@pytest.mark.parametrize("os_name", ["linux", "freebsd"])
+def test_counters_plan_per_os(tmp_path: Path, os_name: str) -> None:
+    tb = SshTestbed(os_name)
+    s = spec(False, os_name)
+    ins = TcpCounters.for_run(tb, s)  # type: ignore[arg-type]
+    assert ins is not None and ins.nodes == {"s1": os_name, "s2": os_name}
+    rec = Recording(tb, s, tmp_path)  # type: ignore[arg-type]
+    ins.start(rec)
+    ins.stop(rec)
+    want = {"linux": ["nstat", "-asz", "--json"],
+            "freebsd": ["netstat", "-s", "-p", "tcp", "--libxo", "json"]}[os_name]  # fmt: skip
+    assert PLANS[os_name] == want
+    assert tb.exs["s1"].calls == [want, want]
+    assert (tmp_path / "tcp-counters-s2-after.json").exists()
+
+
+def test_freebsd_counters_name_the_causes(tmp_path: Path) -> None:
+    """netstat's libxo JSON written from inet.c (tcp_stats): all of it during the run
+    (before: every counter 0)."""
+    after = (CAP / "freebsd" / "netstat-s-p-tcp-written-from-inet-c.json").read_text()
+    d = json.loads(after)
+    zero = {"statistics": {"tcp": _zeroed(d["statistics"]["tcp"])}}
+    (tmp_path / layout.tcp_counters("s1", "before")).write_text(json.dumps(zero))
+    (tmp_path / layout.tcp_counters("s1", "after")).write_text(after)
+    rd = RawDir(tmp_path)
+    got = retransmit_causes(rd, TcpCounters(nodes={"s1": "freebsd"}))
+    assert rd.problems == []
+    assert got is not None
+    c = got["s1"]
+    assert c["os"] == "freebsd" and c["retransmitted_bytes"] == 306976
+    assert c["timeouts"] == d["statistics"]["tcp"]["retransmit-timeouts"]
+    assert "timeout" in c["causes"]
+
+
+def _zeroed(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _zeroed(v) for k, v in obj.items()}
+    return 0 if isinstance(obj, int) else obj
+
+
+def test_linux_counters_from_this_machine(tmp_path: Path) -> None:
+    """nstat in a sender namespace before and after a flow with 5 % loss (real)."""
+    for when in ("before", "after"):
+        src = CAP / "nstat" / f"nstat-{when}-loss5.json"
+        (tmp_path / layout.tcp_counters("s1", when)).write_text(src.read_text())
+    rd = RawDir(tmp_path)
+    got = retransmit_causes(rd, TcpCounters(nodes={"s1": "linux"}))
+    assert got is not None and rd.problems == []
+    assert got["s1"]["retransmitted_segments"] == 50 and got["s1"]["timeouts"] == 2
+    assert got["s1"]["causes"][:2] == ["timeout", "fast-retransmit"]
+
+
+def test_counters_that_went_down_are_a_problem(tmp_path: Path) -> None:
+    src = CAP / "nstat"
+    (tmp_path / layout.tcp_counters("s1", "before")).write_text(
+        (src / "nstat-after-loss5.json").read_text())  # fmt: skip
+    (tmp_path / layout.tcp_counters("s1", "after")).write_text(
+        (src / "nstat-before-loss5.json").read_text())  # fmt: skip
+    rd = RawDir(tmp_path)
+    assert retransmit_causes(rd, TcpCounters(nodes={"s1": "linux"})) == {}
+    assert len(rd.problems) == 1 and rd.problems[0].startswith("tcp-counters-s1-after.json: ")
+    assert "went down" in rd.problems[0]
+
+
+def _meta(tmp_path: Path, d: dict[str, Any]) -> RawDir:
+    (tmp_path / "meta.json").write_text(json.dumps(d))
+    return RawDir(tmp_path)
+
+
+def test_meta_of_runs_before_instruments_reads_forward(tmp_path: Path) -> None:
+    rd = _meta(tmp_path, {
+        "started_unix": 1764000000.5, "flows": [{"flow": 1, "started_s": 0.0}],
+        "client_rc": [0],
+        "qdisc_sampler": {"node": "rt1", "dev": "to-dl", "argv": ["x"], "interval_s": 0.05},
+        "siftr": {"s1": "siftr2"},
+        "sockstat": [{"flow": 1, "node": "s1", "peer": "10.1.3.2:5202",
+                      "file": "sockstat-1.txt", "at_s": 5.0}],
+    })  # fmt: skip
+    m = runmeta.load(rd, 1)
+    assert rd.problems == []
+    assert sorted(m.instruments) == ["qdisc", "siftr", "sockstat"]
+    q = m.instrument(instruments.REGISTRY["qdisc"])
+    assert q is not None and q.file == "qdisc-rt1.txt"  # type: ignore[attr-defined]
+    si = m.instrument(instruments.REGISTRY["siftr"])
+    assert si is not None and si.nodes["s1"]["logger"] == "siftr2"  # type: ignore[attr-defined]
+    assert m.started_unix == 1764000000.5 and m.flow_starts == {1: 0.0} and m.client_rc == [0]
+
+
+def test_a_damaged_record_is_one_problem_naming_it(tmp_path: Path) -> None:
+    rd = _meta(tmp_path, {"flows": [], "instruments": {
+        "tcp_probe": {"readers": "s1"}, "ss": {"interval_s": 0.1, "nodes": ["s1"]},
+        "gizmo": {}}})  # fmt: skip
+    m = runmeta.load(rd, 1)
+    assert sorted(m.instruments) == ["ss"]
+    assert rd.problems == [
+        "meta.json: instruments.tcp_probe: not a tcp_probe record",
+        "meta.json: instruments: 'gizmo' is no instrument of this ccbench",
+    ]
