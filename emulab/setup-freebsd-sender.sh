@@ -8,7 +8,7 @@
 #   cc_cdg cc_chd cc_hd cc_dctcp), the RACK and BBR stacks (tcphpts first, for
 #   kernels where it is a module) and siftr(4) loaded;
 # - the seed's sysctls: host cache off, 10 MB socket buffers;
-# - iperf3 (and, optional, fping) installed from packages, unattended and also on a
+# - iperf3 (and, optional, fping and tcplog_dumper) installed from packages, unattended and also on a
 #   release past its end of life (a package the repository lacks: one line saying so);
 # - offloads: offloads=default keeps FreeBSD's settings (as the seed: only the
 #   routers are tuned); offloads=off runs ifconfig IF -tso -lro -txcsum -rxcsum on the
@@ -163,6 +163,10 @@ note "iperf3: $(iperf3 --version 2>&1 | head -n 1)"
 # fping for probe_tool fping (latency under load); optional: ping needs nothing
 if packages_allowed && ! pkg_install fping; then
     note "warning: $pkg_why; probe_tool ping still works"
+fi
+# tcplog_dumper writes the TCP black-box logs (bblog: true); optional like fping
+if packages_allowed && ! pkg_install tcplog_dumper; then
+    note "warning: $pkg_why; runs with bblog: true will record no BBLog"
 fi
 
 # Record interface $1 in /var/tmp/ccbench/nic-$1.json: driver (the name without its

@@ -290,6 +290,7 @@ def sampling_from(d: dict[str, Any]) -> dict[str, Any]:
         "siftr_budget_mb": float(d["siftr_budget_mb"]),
         "tcp_probe": bool(d["tcp_probe"]),
         "tcp_probe_budget_mb": float(d["tcp_probe_budget_mb"]),
+        "bblog": bool(d["bblog"]),
     }
 
 

@@ -105,6 +105,12 @@ def bql(when: str) -> str:
     return f"bql-{when}.txt"
 
 
+def bblog(node: str, name: str) -> str:
+    """One of a FreeBSD sender's BBLog files (tcplog_dumper's pcapng), or its dumper's
+    log (`name` "dumper")."""
+    return f"bblog-{node}-{name}"
+
+
 def tcp_counters(node: str, when: str) -> str:
     return f"tcp-counters-{node}-{when}.json"
 

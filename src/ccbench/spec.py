@@ -269,6 +269,7 @@ FIELDS_ADDED: dict[str, Any] = {
     "tcp_probe": False,
     "tcp_probe_budget_mb": 256.0,
     "tracing": "inline",
+    "bblog": False,
 }
 # What a run records per packet (`tracing: separate` in a comparison config makes each
 # repetition twice: untraced, whose numbers are reported, and traced, whose curves are
@@ -296,6 +297,8 @@ class RunSpec:
     tcp_probe: bool = False
     tcp_probe_budget_mb: float = 256.0
     tracing: str = "inline"  # TRACING
+    # FreeBSD senders: each connection's TCP black-box log (tcplog_dumper, RACK/BBR).
+    bblog: bool = False
     scenario: str = "adhoc"
     variant: str = "adhoc"  # the variant's label
     repetition: int = 1

@@ -401,6 +401,7 @@ def test_freebsd_sender_installs_on_a_release_past_end_of_life(tmp_path):
     c = calls(tmp_path)
     assert [x for x in c if x.startswith("pkg ") and not x.startswith("pkg env")] == [
         "pkg info -e iperf3", "pkg install -y iperf3", "pkg info -e fping", "pkg install -y fping",
+        "pkg info -e tcplog_dumper", "pkg install -y tcplog_dumper",
     ]  # fmt: skip
     # every pkg run unattended and past the OS-version check
     assert {x for x in c if x.startswith("pkg env")} == {

@@ -6,7 +6,7 @@ usr.bin/netstat/inet.c."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,12 @@ from ccbench.fetch import Fetched
 from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
 from ccbench.instruments import Cost, Recording
+from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.counters import PLANS, TcpCounters
 from ccbench.instruments.tcp_probe import NODE_FILE, TcpProbe, port_filter, thin_bits_for
 from ccbench.layout import RawDir
 from ccbench.spec import Flow, RunSpec, Topology, Variant
+from ccbench.summarize.bblog import bblog_record
 from ccbench.summarize.counters import retransmit_causes
 
 CAP = Path(__file__).resolve().parents[1] / "captures"
@@ -60,7 +62,7 @@ class Ex:
         self.spawned.append(Spawned(list(argv), stdout))
         return self.spawned[-1]
 
-    def get(self, remote: str, local: Path) -> Fetched:
+    def get(self, remote: str, local: Path, *, compress: bool | None = None) -> Fetched:
         self.got.append((remote, local))
         return Fetched("s1", remote, local, 1000, 300, True, 0.5, 60.0)
 
@@ -97,8 +99,8 @@ def spec(tcp_probe: bool = True, os_name: str = "linux", rate: float = 1000,
 
 def test_registry_order_costs_and_oses() -> None:
     assert list(instruments.REGISTRY) == [
-        "ss", "qdisc", "siftr", "tcp_probe", "sockstat", "tcp_counters", "tx_queue_limits",
-        "router_cpu",
+        "ss", "qdisc", "siftr", "bblog", "tcp_probe", "sockstat", "tcp_counters",
+        "tx_queue_limits", "router_cpu",
     ]  # fmt: skip
     costs = {n: c.cost for n, c in instruments.REGISTRY.items()}
     assert costs["tcp_probe"] is costs["siftr"] is Cost.PER_PACKET
@@ -296,3 +298,56 @@ def test_a_damaged_record_is_one_problem_naming_it(tmp_path: Path) -> None:
         "meta.json: instruments.tcp_probe: not a tcp_probe record",
         "meta.json: instruments: 'gizmo' is no instrument of this ccbench",
     ]
+
+
+def test_bblog_plan_and_its_files_checked_whole(tmp_path: Path) -> None:
+    """FreeBSD senders with `bblog`: the sysctls of the CC maintainers' scripts, the
+    dumper, its files fetched and each checked as pcapng (a real pcapng made here, and
+    the same cut short)."""
+    whole = (CAP / "pcapng").glob("*.pcapng")
+    good = next(iter(sorted(whole))).read_bytes()
+
+    class Node(Ex):
+        def run(self, argv: list[str], *, check: bool = True, **kw: Any) -> Result:
+            self.calls.append(list(argv))
+            out = "1.pcapng\n2.pcapng\n" if argv[0] == "ls" else ""
+            return Result(tuple(argv), 0, out, "")
+
+        def get(self, remote: str, local: Path, *, compress: bool | None = None) -> Fetched:
+            self.got.append((remote, local))
+            local.write_bytes(good if remote.endswith("1.pcapng") else good[:-10])
+            return Fetched("s1", remote, local, len(good), len(good), False, 0.1, 60.0)
+
+    tb = SshTestbed("freebsd")
+    tb.exs["s1"], tb.exs["s2"] = Node(), Node()
+    s = replace(spec(False, "freebsd"), bblog=True)
+    got = instruments.for_run(tb, s)  # type: ignore[arg-type]
+    ins = next(i for i in got if isinstance(i, Bblog))
+    assert "bblog" not in [i.name for i in instruments.for_run(tb, replace(s, tracing="untraced"))]  # type: ignore[arg-type]
+    rec = Recording(tb, s, tmp_path)  # type: ignore[arg-type]
+    ins.start(rec)
+    n1 = tb.exs["s1"]
+    assert n1.calls == [
+        ["sh", "-c", 'rm -rf "$1" && mkdir -p "$1" && chown nobody "$1"', "ccbench-bblog",
+         "/var/tmp/ccbench-bblog"],
+        ["sysctl", "net.inet.tcp.bb.log_auto_ratio=1"],
+        ["sysctl", "net.inet.tcp.bb.log_session_limit=100000"],
+        ["sysctl", "net.inet.tcp.bb.log_verbose=1"],
+        ["sysctl", "net.inet.tcp.bb.log_auto_mode=4"],
+        ["sysctl", "net.inet.tcp.bb.log_auto_all=1"],
+    ]  # fmt: skip
+    assert [p.argv for p in n1.spawned] == [["tcplog_dumper", "-D", "/var/tmp/ccbench-bblog"]]
+    ins.stop(rec)
+    assert n1.calls[-1] == ["sysctl", "net.inet.tcp.bb.log_auto_all=0"]
+    assert n1.spawned[0].procs == ["stopped"]
+    ins.collect(rec)
+    files = ins.nodes["s1"]["files"]
+    assert [f["file"] for f in files] == ["bblog-s1-1.pcapng", "bblog-s1-2.pcapng"]
+    assert files[0]["problem"] is None and files[0]["blocks"] > 2
+    assert files[1]["problem"] and "truncated" in files[1]["problem"]
+    assert ["rm", "-rf", "/var/tmp/ccbench-bblog"] not in n1.calls  # kept for a look by hand
+    part = bblog_record(Bblog.from_record(json.loads(json.dumps(ins.record_json()))))
+    assert part is not None and part["s1"]["blocks"] == files[0]["blocks"] + (
+        files[1]["blocks"] or 0
+    )
+    assert part["s1"]["notes"] == [f"bblog-s1-2.pcapng: {files[1]['problem']}"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ccbench.instruments.base import BadRecord, Cost, Instrument, Recording
+from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.bql import TxQueueLimits
 from ccbench.instruments.counters import TcpCounters
 from ccbench.instruments.cpu import RouterCpu
@@ -24,7 +25,17 @@ from ccbench.testbed.base import Testbed
 # CPU come last, closest to the traffic; the sockstat samples end before the CPU is read.
 REGISTRY: dict[str, type[Instrument]] = {
     c.name: c
-    for c in (Ss, QdiscSampler, Siftr, TcpProbe, Sockstat, TcpCounters, TxQueueLimits, RouterCpu)
+    for c in (
+        Ss,
+        QdiscSampler,
+        Siftr,
+        Bblog,
+        TcpProbe,
+        Sockstat,
+        TcpCounters,
+        TxQueueLimits,
+        RouterCpu,
+    )
 }
 
 

@@ -18,6 +18,7 @@ from pydantic import Field
 from ccbench import jsonio, layout, upgrade
 from ccbench.errors import CcbenchError
 from ccbench.record.parts import (
+    BblogFiles,
     Bottleneck,
     CalibrationSummary,
     DelayElement,
@@ -80,6 +81,8 @@ class RunRecord(Part):
     retransmit_causes: dict[str, RetransmitCauses] | None = d(
         "every sender's TCP counters over the run (nstat, netstat -s): node -> the causes "
         "of its retransmissions", None)  # fmt: skip
+    bblog: dict[str, BblogFiles] | None = d(
+        "FreeBSD senders with bblog: node -> its black-box log files", None)  # fmt: skip
     tcp_events: TcpEvents | None = d(
         "Linux senders with tcp_probe: each flow's recoveries, RTOs and retransmissions",
         None)  # fmt: skip

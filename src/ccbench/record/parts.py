@@ -279,3 +279,11 @@ class TcpEvents(Part):
     acks_thinned: str | None = d("how the per-ACK samples were thinned; null: every ACK")
     lost_events: int = d("events the kernel's trace buffer dropped (0: none)")
     flows: list[TcpEventsFlow] = d("per flow, its congestion events")
+
+
+class BblogFiles(Part):
+    files: list[str] = d("its BBLog files in raw/ (tcplog_dumper's pcapng, gzip'd)")
+    node_bytes: int = d("their size on the node, bytes")
+    fetched_bytes: int = d("bytes that crossed the link")
+    blocks: int = d("pcapng blocks, all files (each checked whole)")
+    notes: list[str] = d("files not fetched or not whole pcapng (BBLog feeds no number)")

@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ccbench import metrics, runmeta, validity
+from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.counters import TcpCounters
 from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.instruments.siftr import Siftr
 from ccbench.instruments.sockstat import Sockstat
 from ccbench.layout import RawDir, load_spec
 from ccbench.spec import RunSpec
+from ccbench.summarize.bblog import bblog_record
 from ccbench.summarize.bottleneck import bottleneck_of, queue_of
 from ccbench.summarize.counters import retransmit_causes
 from ccbench.summarize.delay import delay_element
@@ -85,6 +87,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     nics = nics_of(rd)  # provenance: facts.json is checked to be an object here
     siftr = siftr_logging(rd, meta.instrument(Siftr))
     causes = retransmit_causes(rd, meta.instrument(TcpCounters))
+    bblog = bblog_record(meta.instrument(Bblog))
     kern, kern_reasons = kernel_of(rd, spec)
     reasons += kern_reasons
     reasons += rd.problems
@@ -105,6 +108,7 @@ def summarize(raw: Path) -> dict[str, Any]:
         **({"kernel": kern} if kern is not None else {}),
         **({"siftr": siftr} if siftr is not None else {}),
         **({"retransmit_causes": causes} if causes is not None else {}),
+        **({"bblog": bblog} if bblog is not None else {}),
         "probe": probe,
         "router_cpu": cpu,
         "calibration": calibration_record(cal),
