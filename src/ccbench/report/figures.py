@@ -162,21 +162,6 @@ class _Scene:
         return self.colours.get(variant, style.PALETTE[-1])
 
 
-def _cwnd_source(series: list[tsplot.RunSeries], runs_dir: Path) -> str:
-    if not series:
-        return "iperf3 intervals"
-    src = timeseries.finest_source(pd.concat([s.ts[["source"]] for s in series]))
-    if src != "siftr":
-        return "iperf3 intervals" if src == "iperf3" else f"{src} samples"
-    how: list[str] = []  # how finely each FreeBSD sender's siftr log was taken
-    for s in series:
-        rec = data.run_summary(runs_dir, s.run_id)
-        for node, lg in sorted(((rec.siftr if rec else None) or {}).items()):
-            if lg.resolution and f"{node}: {lg.resolution}" not in how:
-                how.append(f"{node}: {lg.resolution}")
-    return "siftr samples" + (f" ({'; '.join(how)})" if how else "")
-
-
 def _qinterval(series: list[tsplot.RunSeries]) -> str:
     steps = [float(np.median(np.diff(q["t_s"].to_numpy(float))))
              for s in series if len(q := tsplot.queue_series(s.ts)) > 1]  # fmt: skip
@@ -265,7 +250,7 @@ def _timeseries(w: _Writer, sc: _Scene) -> None:
         )
         cap = (
             f"{v}{tag} in {scen}: throughput per iperf3 interval, cwnd and srtt from "
-            f"{_cwnd_source(series, sc.runs_dir)}.{qtext} Full colour: the flows of {rep} "
+            f"{tsplot.cwnd_source(series, sc.runs_dir)}.{qtext} Full colour: the flows of {rep} "
             "(repetition "
             f"{int(r['repetition'])}, the valid run closest to the median throughput sum, "
             f"{fmt(r['throughput_sum_mbps'], 1)} Mbit/s); "
