@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from ccbench.exec import Proc
+from ccbench.layout import AFTER, BEFORE
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -88,6 +89,29 @@ class Instrument:
         """The instrument as a run recorded it (meta.json); BadRecord naming what is
         wrong when `d` is not what record_json writes."""
         raise NotImplementedError
+
+
+@dataclass
+class BeforeAfter(Instrument):
+    """An instrument that reads once right before the traffic and once right after it
+    (`snapshots`: (node, argv, raw file) per `when`, layout.BEFORE or AFTER); what a
+    read printed, its errors too, is the raw file."""
+
+    cost = Cost.SNAPSHOT
+
+    def snapshots(self, rec: Recording, when: str) -> list[tuple[str, list[str], str]]:
+        raise NotImplementedError
+
+    def _read(self, rec: Recording, when: str) -> None:
+        for node, argv, name in self.snapshots(rec, when):
+            res = rec.tb.ex(node).run(argv, check=False)
+            (rec.raw / name).write_text(res.stdout if res.ok else res.stdout + res.stderr)
+
+    def start(self, rec: Recording) -> None:
+        self._read(rec, BEFORE)
+
+    def stop(self, rec: Recording) -> None:
+        self._read(rec, AFTER)
 
 
 def need(cond: bool, what: str) -> None:

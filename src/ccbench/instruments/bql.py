@@ -10,14 +10,14 @@ from typing import Any, Self
 
 from ccbench import layout
 from ccbench.hosts.linux import LinuxHost
-from ccbench.instruments.base import Cost, Instrument, Recording, need
+from ccbench.instruments.base import BeforeAfter, Cost, Recording, need
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 from ccbench.testbed.kinds import kind
 
 
 @dataclass
-class TxQueueLimits(Instrument):
+class TxQueueLimits(BeforeAfter):
     name = "tx_queue_limits"
     description = "BQL of the bottleneck NIC's transmit queues before and after (sysfs)"
     cost = Cost.SNAPSHOT
@@ -33,15 +33,8 @@ class TxQueueLimits(Instrument):
             return None  # namespaces have veths, not NICs
         return cls(node=node, dev=dev)
 
-    def _read(self, rec: Recording, when: str) -> None:
-        res = rec.tb.ex(self.node).run(LinuxHost().tx_queue_state(self.dev), check=False)
-        (rec.raw / layout.bql(when)).write_text(res.stdout if res.ok else res.stdout + res.stderr)
-
-    def start(self, rec: Recording) -> None:
-        self._read(rec, layout.BEFORE)
-
-    def stop(self, rec: Recording) -> None:
-        self._read(rec, layout.AFTER)
+    def snapshots(self, rec: Recording, when: str) -> list[tuple[str, list[str], str]]:
+        return [(self.node, LinuxHost().tx_queue_state(self.dev), layout.bql(when))]
 
     @classmethod
     def from_record(cls, d: Any) -> Self:

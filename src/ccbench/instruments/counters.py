@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from ccbench import layout
-from ccbench.instruments.base import Cost, Instrument, Recording, need
+from ccbench.instruments.base import BeforeAfter, Cost, Recording, need
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -21,7 +21,7 @@ PLANS: dict[str, list[str]] = {
 
 
 @dataclass
-class TcpCounters(Instrument):
+class TcpCounters(BeforeAfter):
     name = "tcp_counters"
     description = "TCP counters on every sender before and after (nstat, netstat -s)"
     cost = Cost.SNAPSHOT
@@ -34,17 +34,8 @@ class TcpCounters(Instrument):
         nodes = {n: tb.driver(n).os for n in spec.senders if tb.driver(n).os in PLANS}
         return cls(nodes=nodes) if nodes else None
 
-    def _read(self, rec: Recording, when: str) -> None:
-        for node, os_name in self.nodes.items():
-            res = rec.tb.ex(node).run(PLANS[os_name], check=False)
-            out = layout.tcp_counters(node, when)
-            (rec.raw / out).write_text(res.stdout if res.ok else res.stdout + res.stderr)
-
-    def start(self, rec: Recording) -> None:
-        self._read(rec, layout.BEFORE)
-
-    def stop(self, rec: Recording) -> None:
-        self._read(rec, layout.AFTER)
+    def snapshots(self, rec: Recording, when: str) -> list[tuple[str, list[str], str]]:
+        return [(n, PLANS[o], layout.tcp_counters(n, when)) for n, o in self.nodes.items()]
 
     @classmethod
     def from_record(cls, d: Any) -> Self:

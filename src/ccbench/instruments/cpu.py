@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from ccbench import layout
-from ccbench.instruments.base import Cost, Instrument, Recording, need
+from ccbench.instruments.base import BeforeAfter, Cost, Recording, need
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
 
 @dataclass
-class RouterCpu(Instrument):
+class RouterCpu(BeforeAfter):
     name = "router_cpu"
     description = "/proc/stat on the bottleneck router before and after"
     cost = Cost.SNAPSHOT
@@ -26,15 +26,8 @@ class RouterCpu(Instrument):
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
         return cls(node=tb.bottleneck[0])
 
-    def _read(self, rec: Recording, when: str) -> None:
-        res = rec.tb.ex(self.node).run(rec.tb.driver(self.node).cpu_counters(), check=False)
-        (rec.raw / layout.cpu(when)).write_text(res.stdout if res.ok else res.stdout + res.stderr)
-
-    def start(self, rec: Recording) -> None:
-        self._read(rec, layout.BEFORE)
-
-    def stop(self, rec: Recording) -> None:
-        self._read(rec, layout.AFTER)
+    def snapshots(self, rec: Recording, when: str) -> list[tuple[str, list[str], str]]:
+        return [(self.node, rec.tb.driver(self.node).cpu_counters(), layout.cpu(when))]
 
     @classmethod
     def from_record(cls, d: Any) -> Self:
