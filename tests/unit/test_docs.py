@@ -1,8 +1,8 @@
 """The documentation against the code: the generated references are current, the README
 is a front page whose links resolve and whose commands are the ones CI runs, and the
 package keeps the shape the README and docs/architecture.md describe (its layers, no
-import cycle, no module over 500 lines, no testbed-kind comparison outside the
-registry)."""
+import cycle, spec apart from the testbed modules, no module over 500 lines, no
+testbed-kind comparison outside the registry)."""
 
 from __future__ import annotations
 
@@ -166,25 +166,26 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _nodes(node: ast.AST) -> list[ast.AST]:
+def _nodes(node: ast.AST, type_checking: bool = False) -> list[ast.AST]:
     """Every node below `node` (inside functions too) except `if TYPE_CHECKING:`
-    bodies (their else branch counts)."""
+    bodies (their else branch counts), or with them (`type_checking`)."""
     out: list[ast.AST] = []
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child):
+        if isinstance(child, ast.If) and _is_type_checking(child) and not type_checking:
             for c in child.orelse:
                 out += [c, *_nodes(c)]
             continue
-        out += [child, *_nodes(child)]
+        out += [child, *_nodes(child, type_checking)]
     return out
 
 
-def _imports(module: str, path: Path) -> list[tuple[str, int]]:
+def _imports(module: str, path: Path, type_checking: bool = False) -> list[tuple[str, int]]:
     """(imported ccbench module, line) of every import in `path`; `from pkg import x`
-    is an import of pkg.x when that is a module, else of pkg."""
+    is an import of pkg.x when that is a module, else of pkg. `type_checking`: those
+    under `if TYPE_CHECKING:` too."""
     found = []
     is_pkg = path.name == "__init__.py"
-    for n in _nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    for n in _nodes(ast.parse(path.read_text(encoding="utf-8")), type_checking):
         if isinstance(n, ast.Import):
             found += [(a.name, n.lineno) for a in n.names if a.name.split(".")[0] == "ccbench"]
         elif isinstance(n, ast.ImportFrom):
@@ -269,6 +270,20 @@ def test_no_import_cycle() -> None:
     except graphlib.CycleError as e:
         # graphlib lists each module before the one that imports it
         pytest.fail(f"import cycle: {' imports '.join(reversed(e.args[1]))}")
+
+
+def test_spec_imports_no_testbed_module() -> None:
+    """Testbed modules import spec, so spec reaches none of them, counting imports under
+    `if TYPE_CHECKING:` and inside functions: no cycle between them of any kind."""
+    reached, todo = set(), ["ccbench.spec"]
+    while todo:
+        m = todo.pop()
+        for target, _ in _imports(m, MODULES[m], type_checking=True):
+            if target in MODULES and target not in reached:
+                reached.add(target)
+                todo.append(target)
+    testbeds = sorted(m for m in reached if m.startswith("ccbench.testbed"))
+    assert not testbeds, f"ccbench.spec reaches {', '.join(testbeds)}"
 
 
 def test_architecture_page_lists_every_module_in_its_layer() -> None:

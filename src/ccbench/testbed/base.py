@@ -18,7 +18,7 @@ from ccbench.hosts.base import HostDriver
 from ccbench.spec import Topology
 
 if TYPE_CHECKING:
-    from ccbench.spec import TestbedConfig
+    from ccbench.testbed.kinds import TestbedConfig
 
 # Testbed state: root's under /run (gone at reboot, like the namespaces); a lab user
 # driving SSH testbeds keeps it in their cache.

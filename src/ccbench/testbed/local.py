@@ -31,10 +31,11 @@ from ccbench.instruments import tcp_probe
 from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
 from ccbench.progress import info
-from ccbench.spec import TestbedConfig, Topology
+from ccbench.spec import Topology
 from ccbench.testbed import base
 from ccbench.testbed import local_layouts as plans
 from ccbench.testbed.base import TestbedBase, signals_deferred
+from ccbench.testbed.kinds import TestbedConfig
 
 # Testbed state: root's under /run (gone at reboot, like the namespaces); a lab user
 # driving SSH testbeds keeps it in their cache.

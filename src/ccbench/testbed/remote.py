@@ -28,9 +28,10 @@ from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
 from ccbench.leftovers import Swept
 from ccbench.progress import info
-from ccbench.spec import TestbedConfig, Topology, stable_hash
+from ccbench.spec import Topology, stable_hash
 from ccbench.testbed import base
 from ccbench.testbed.base import TestbedBase
+from ccbench.testbed.kinds import TestbedConfig
 
 
 class SudoSsh(SshExecutor):
