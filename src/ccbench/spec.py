@@ -13,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ccbench import queues
+from ccbench import queues, roles
 from ccbench.errors import CcbenchError
 
 ETH_OVERHEAD_BYTES = 14  # what a tbf/pfifo on a veth counts beyond the IP packet
@@ -127,12 +127,12 @@ class Flow:
     @property
     def sender(self) -> str:
         """The node it is sent from (pair i: s_i)."""
-        return f"s{self.pair}"
+        return roles.sender(self.pair)
 
     @property
     def receiver(self) -> str:
         """The node that receives it (pair i: r_i)."""
-        return f"r{self.pair}"
+        return roles.receiver(self.pair)
 
 
 # How the OSes ccbench drives are written in messages.
@@ -282,7 +282,7 @@ class RunSpec:
     @property
     def senders(self) -> list[str]:
         """The sender nodes the flows use, sorted."""
-        return sorted({f"s{f.pair}" for f in self.flows})
+        return sorted({f.sender for f in self.flows})
 
     @property
     def first_start_s(self) -> float:

@@ -2,7 +2,8 @@
 is a front page whose links resolve and whose commands are the ones CI runs, and the
 package keeps the shape the README and docs/architecture.md describe (its layers, no
 import cycle, spec apart from the testbed modules, no module over 500 lines, no
-testbed-kind comparison outside the registry)."""
+testbed-kind comparison outside the registry, no role name written outside the modules
+that define roles and layouts)."""
 
 from __future__ import annotations
 
@@ -321,3 +322,18 @@ def test_no_kind_comparison_outside_the_registry() -> None:
             for n, line in enumerate(p.read_text(errors="replace").splitlines(), start=1)
             if "kind ==" in line]  # fmt: skip
     assert not hits, "kind comparisons outside the registry:\n" + "\n".join(hits)
+
+
+# Role names written as literals ("rt1", "dl", f"s{i}", ...): only the modules that
+# define roles and layouts hold them; everything else asks ccbench.roles.
+_ROLE = r"(rt1|rt2|dl|s\d+|r\d+)"
+ROLE_LITERAL = re.compile("|".join((f'"{_ROLE}"', f"'{_ROLE}'", r"""f["'](s|r)\{""")))
+ROLE_MODULES = {PKG / "roles.py", PKG / "topology.py"}
+
+
+def test_no_role_literal_outside_the_roles_and_layouts() -> None:
+    hits = [f"{p.relative_to(REPO)}:{n}: {line.strip()}"
+            for p in sorted(PKG.rglob("*.py")) if p not in ROLE_MODULES
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1)
+            if ROLE_LITERAL.search(line)]  # fmt: skip
+    assert not hits, "role names outside ccbench.roles and ccbench.topology:\n" + "\n".join(hits)

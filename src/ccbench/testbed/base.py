@@ -15,6 +15,7 @@ from ccbench import jsonio, safe
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor
 from ccbench.hosts.base import HostDriver
+from ccbench.roles import Roles
 from ccbench.spec import Topology
 
 if TYPE_CHECKING:
@@ -63,6 +64,12 @@ class Testbed(Protocol):
     @property
     def bottleneck(self) -> tuple[str, str]:
         """(node, interface) carrying the shaper and queue."""
+        ...
+
+    @property
+    def roles(self) -> Roles:
+        """Which nodes send and receive (the pairs of this topology), the bottleneck,
+        the delay element and where loss is applied (ccbench.roles)."""
         ...
 
     def is_up(self) -> bool: ...
