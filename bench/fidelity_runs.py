@@ -28,8 +28,9 @@ from typing import Any
 from ccbench.attempts import execute
 from ccbench.errors import CcbenchError
 from ccbench.parse import procstat
-from ccbench.spec import Flow, RunSpec, TestbedConfig, Topology
+from ccbench.spec import Flow, RunSpec, Topology
 from ccbench.testbed import local
+from ccbench.testbed.kinds import TestbedConfig
 
 USER_HZ = os.sysconf("SC_CLK_TCK")
 CLEAN_OTHER_PCT = 5.0

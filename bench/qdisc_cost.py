@@ -34,8 +34,9 @@ from typing import Any
 from ccbench.attempts import execute
 from ccbench.hosts.linux import LinuxHost
 from ccbench.parse.qdisc import parse_qdisc_samples
-from ccbench.spec import Flow, RunSpec, TestbedConfig, Topology, bdp_packets
+from ccbench.spec import Flow, RunSpec, Topology, bdp_packets
 from ccbench.testbed import local
+from ccbench.testbed.kinds import TestbedConfig
 
 HZ = os.sysconf("SC_CLK_TCK")
 FORK_LOOP = 'while :; do echo "TS $(date +%s.%N)"; tc -s -j qdisc show dev "$2"; sleep "$1"; done'

@@ -66,10 +66,10 @@ def rtt_problem(pair: int, stats: dict[str, Any], configured_ms: float) -> str |
 def idle_rtt(tb: Testbed, problems: list[str]) -> dict[str, Any]:
     """One ping series per pair, s_i -> r_i through the idle dumbbell."""
     rtts: dict[str, Any] = {}
+    roles = tb.roles
     for i in range(1, tb.topo.pairs + 1):
-        out = tb.ex(f"s{i}").run(
-            tb.driver(f"s{i}").idle_ping(tb.address(f"r{i}")), check=False, timeout=30
-        )
+        snd, rcv = roles.pair(i)
+        out = tb.ex(snd).run(tb.driver(snd).idle_ping(tb.address(rcv)), check=False, timeout=30)
         p = parse_ping(out.stdout)
         if not p.received or not p.rtts_us:
             problems.append(f"pair {i}: no ping replies")
@@ -181,18 +181,19 @@ def readback_queue(tb: Testbed, problems: list[str]) -> dict[str, Any]:
 
 
 def measure_rate(tb: Testbed, problems: list[str]) -> dict[str, Any]:
-    """Two seconds of UDP slightly above the rate: what the shaper lets through.
+    """Two seconds of UDP slightly above the rate, pair 1: what the shaper lets through.
 
     Two, not one: the receiver's count misses what is still in flight at the end
     (half an RTT plus the queue), and one vCPU stall weighs half as much.
     """
-    srv = tb.ex("r1").spawn(tb.driver("r1").iperf3_server(PROBE_PORT))
+    snd, rcv = tb.roles.pair(1)
+    srv = tb.ex(rcv).spawn(tb.driver(rcv).iperf3_server(PROBE_PORT))
     payload = 1400
     try:
-        tb.wait_listening("r1", PROBE_PORT)
-        udp = tb.driver("s1").iperf3_udp_client(tb.address("r1"), PROBE_PORT, payload,
-                                                tb.topo.rate_bps * 1.1, 2)  # fmt: skip
-        cp = tb.ex("s1").run(udp, check=False, timeout=30)
+        tb.wait_listening(rcv, PROBE_PORT)
+        udp = tb.driver(snd).iperf3_udp_client(tb.address(rcv), PROBE_PORT, payload,
+                                               tb.topo.rate_bps * 1.1, 2)  # fmt: skip
+        cp = tb.ex(snd).run(udp, check=False, timeout=30)
     finally:
         srv.stop()
     try:

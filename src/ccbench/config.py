@@ -13,8 +13,8 @@ import jsonschema
 import yaml
 
 from ccbench.errors import CcbenchError
-from ccbench.spec import RunSpec, TestbedConfig, Topology, check_flows, flows_from_config
-from ccbench.testbed.kinds import kind
+from ccbench.spec import RunSpec, Topology, check_flows, flows_from_config
+from ccbench.testbed.kinds import TestbedConfig, kind
 
 
 def _registry_lists() -> dict[str, Any]:

@@ -25,11 +25,16 @@ from typing import Any
 
 from lxml import etree
 
-from ccbench import safe
+from ccbench import roles, safe
 from ccbench.errors import CcbenchError
 from ccbench.exec_ssh import SshTarget
+from ccbench.roles import BOTTLENECK_ROUTER, DELAY_NODE, FAR_ROUTER, DummynetNode
 
-ROLE = re.compile(r"^(s\d+|r\d+|rt1|rt2|dl)(?:-d(\d+))?$")
+# A role's name, with its dumbbell's suffix as profile.py names the nodes of dumbbell
+# d > 1 (rt1-d2); a hand-written inventory lists roles per dumbbell, without it.
+ROLE = re.compile(rf"^({roles.NODE_PATTERN})(?:-d(\d+))?$")
+# What an Emulab dumbbell cannot lack (a delay node it may: link-shaping mode).
+REQUIRED = (roles.sender(1), BOTTLENECK_ROUTER, FAR_ROUTER, roles.receiver(1))
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,9 @@ class Inventory:
         }
 
 
-OSES = ("linux", "freebsd", "dummynet")  # dummynet: the delay node, never logged in to
+# dummynet: the delay node (its delay element's name), never logged in to.
+DUMMYNET = DummynetNode.name
+OSES = ("linux", "freebsd", DUMMYNET)
 _SSH_KEYS = {"user", "identity", "sudo", "port", "options"}
 _NODE_KEYS = {"host", "port", "user", "identity", "os", "address"}
 
@@ -105,8 +112,8 @@ def _node(where: str, name: Any, n: Any, ssh: dict[str, Any], default_port: int)
         raise CcbenchError(f"{where}: unknown keys {', '.join(sorted(set(n) - _NODE_KEYS))}")
     if "host" not in n:
         raise CcbenchError(f"{where}: no host")
-    os_name = n.get("os", "dummynet" if name == "dl" else "linux")
-    if os_name not in OSES or (os_name == "dummynet") != (name == "dl"):
+    os_name = n.get("os", DUMMYNET if name == DELAY_NODE else "linux")
+    if os_name not in OSES or (os_name == DUMMYNET) != (name == DELAY_NODE):
         raise CcbenchError(f"{where}: os '{os_name}' (senders and receivers: linux or "
                            "freebsd; dl: dummynet)")  # fmt: skip
     address = n.get("address")
@@ -210,7 +217,7 @@ def from_manifest(xml: bytes, source: str = "manifest", user: str | None = None)
         role, d = m.group(1), int(m.group(2) or 1)
         endpoint = _ssh_endpoint(node, user)
         if endpoint is None:
-            if role == "dl":
+            if role == DELAY_NODE:
                 continue  # not logged in to anyway
             raise CcbenchError(f"{source}: node {cid} has neither <login> nor <host> (is this "
                                "the manifest, not the request?)")  # fmt: skip
@@ -231,7 +238,7 @@ def from_manifest(xml: bytes, source: str = "manifest", user: str | None = None)
         freebsd = "setup-freebsd-sender.sh" in commands or (
             "setup-linux-host.sh" not in commands and "FBSD" in image.upper()
         )
-        os_name = "dummynet" if role == "dl" else ("freebsd" if freebsd else "linux")
+        os_name = DUMMYNET if role == DELAY_NODE else ("freebsd" if freebsd else "linux")
         dbs.setdefault(d, {})[role] = Node(role, target, os_name, address)
     if not dbs:
         raise CcbenchError(
@@ -239,7 +246,7 @@ def from_manifest(xml: bytes, source: str = "manifest", user: str | None = None)
             "expected s1.., rt1, rt2, r1.. as profile.py names them"
         )
     for d, nodes in dbs.items():
-        missing = [r for r in ("s1", "rt1", "rt2", "r1") if r not in nodes]
+        missing = [r for r in REQUIRED if r not in nodes]
         if missing:
             raise CcbenchError(f"{source}: dumbbell {d} lacks {', '.join(missing)}")
     return Inventory(dbs, sudo=True, source=source, user=user)
@@ -247,7 +254,7 @@ def from_manifest(xml: bytes, source: str = "manifest", user: str | None = None)
 
 def _pick_address(role: str, addrs: dict[str, str | None]) -> str | None:
     # Routers have two experiment interfaces; the bottleneck one is on the core link.
-    if role in ("rt1", "rt2"):
+    if role in (BOTTLENECK_ROUTER, FAR_ROUTER):
         for cid, a in addrs.items():
             if cid.endswith(":core") and a:
                 return a
@@ -257,6 +264,6 @@ def _pick_address(role: str, addrs: dict[str, str | None]) -> str | None:
 
 def pairs(nodes: dict[str, Node]) -> int:
     n = 0
-    while f"s{n + 1}" in nodes and f"r{n + 1}" in nodes:
+    while roles.sender(n + 1) in nodes and roles.receiver(n + 1) in nodes:
         n += 1
     return n

@@ -19,8 +19,9 @@ from ccbench.model import Matrix
 
 if TYPE_CHECKING:
     from ccbench.record import RunRecord
-    from ccbench.spec import RunSpec, TestbedConfig, Topology
+    from ccbench.spec import RunSpec, Topology
     from ccbench.testbed.base import Testbed
+    from ccbench.testbed.kinds import TestbedConfig
 
 # Beside `testbed up --calibration-out FILE`: one line per calibration that failed every
 # try (rules/common.smk counts them to retry that testbed when the workflow is rerun).

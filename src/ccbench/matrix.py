@@ -22,14 +22,13 @@ from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenari
 from ccbench.spec import (
     Flow,
     RunSpec,
-    TestbedConfig,
     Topology,
     Variant,
     check_flows,
     flows_from_config,
     os_titles,
 )
-from ccbench.testbed.kinds import REGISTRY, kind
+from ccbench.testbed.kinds import REGISTRY, TestbedConfig, kind
 
 # The sampling settings a scenario may set for itself (the rest are the config's).
 SCENARIO_SAMPLING = ("probe_tool", "probe_flent_test", "qdisc_interval_s", "tcp_probe")

@@ -22,7 +22,8 @@ from typing import Any
 
 from ccbench import upgrade
 from ccbench.errors import CcbenchError
-from ccbench.spec import Flow, RunSpec, TestbedConfig, Topology, Variant, spec_dict_problem
+from ccbench.spec import Flow, RunSpec, Topology, Variant, spec_dict_problem
+from ccbench.testbed.kinds import TestbedConfig
 
 RESOLVE_TARGET_PCT = upgrade.RESOLVE_TARGET_PCT
 

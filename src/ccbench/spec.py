@@ -1,4 +1,5 @@
-"""Frozen descriptions of what to run: topology, flows, one run.
+"""Frozen descriptions of what to run: topology, flows, one run (where it runs is
+ccbench.testbed.kinds' TestbedConfig: this module imports no testbed module).
 
 Everything that affects a measurement is in a RunSpec, and a run's id is a stable
 hash of it, so a changed setting always means a new run directory.
@@ -12,7 +13,7 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from ccbench import queues, safe, topology
+from ccbench import queues, roles
 from ccbench.errors import CcbenchError
 
 ETH_OVERHEAD_BYTES = 14  # what a tbf/pfifo on a veth counts beyond the IP packet
@@ -126,12 +127,12 @@ class Flow:
     @property
     def sender(self) -> str:
         """The node it is sent from (pair i: s_i)."""
-        return f"s{self.pair}"
+        return roles.sender(self.pair)
 
     @property
     def receiver(self) -> str:
         """The node that receives it (pair i: r_i)."""
-        return f"r{self.pair}"
+        return roles.receiver(self.pair)
 
 
 # How the OSes ccbench drives are written in messages.
@@ -213,51 +214,6 @@ class Variant:
         return self.os == "freebsd" and (self.cc == "bbr" or self.stack == "bbr")
 
 
-@dataclass(frozen=True)
-class TestbedConfig:
-    """Where runs happen: what `ccbench testbed up` builds (or, on SSH hosts, readies)."""
-
-    kind: str = "local"
-    id: str = "ccb"
-    delay: str = "auto"
-    delay_direction: str = "both"
-    shaper: str = "tbf"
-    tools: str = "host"
-    inventory: str | None = None
-    dumbbell: int = 1
-    layout: str = topology.DEFAULT  # ccbench.topology's layouts; the seeds' shape
-
-    def __post_init__(self) -> None:
-        from ccbench.testbed.kinds import kind
-
-        # Whatever the source (config, matrix, state file, --id), the id names
-        # namespaces and a state directory: check it before anything uses it.
-        safe.testbed_id(self.id, "testbed.id")
-        kind(self.kind).check_delay_direction(self.delay_direction)
-        kind(self.kind).check_layout(self.layout, self.delay_direction)
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> TestbedConfig:
-        if not isinstance(d, dict):
-            raise CcbenchError("testbed: not a mapping")
-        unknown = set(d) - set(TestbedConfig.__dataclass_fields__)
-        if unknown:
-            raise CcbenchError(f"testbed: unknown keys {', '.join(sorted(unknown))}")
-        return TestbedConfig(**d)
-
-    def to_dict(self) -> dict[str, Any]:
-        """As matrix.json and state files hold it: the defaults of later keys
-        (delay_direction, inventory, layout) left out, so older files read back the same."""
-        d = asdict(self)
-        if self.delay_direction == "both":
-            del d["delay_direction"]
-        if self.layout == topology.DEFAULT:
-            del d["layout"]
-        if self.inventory is None:
-            del d["inventory"]
-        return d
-
-
 # RunSpec fields added after results existed, with the defaults runs were made with
 # before: a spec without one reads as that default (from_dict), and a field at it is
 # left out of the hash (run_id), so every run made before keeps its id.
@@ -326,7 +282,7 @@ class RunSpec:
     @property
     def senders(self) -> list[str]:
         """The sender nodes the flows use, sorted."""
-        return sorted({f"s{f.pair}" for f in self.flows})
+        return sorted({f.sender for f in self.flows})
 
     @property
     def first_start_s(self) -> float:

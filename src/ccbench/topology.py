@@ -22,7 +22,8 @@ Only the addresses differ from Emulab's, since the local plan lives inside priva
 namespaces. Local addresses come from 198.18.0.0/15, the range set aside for
 benchmarking (RFC 2544): each testbed's namespaces are isolated, so every testbed
 reuses the plan. Layouts are classes registered by name (`layout(name)`); nothing else
-compares layout names.
+compares layout names. The node names are ccbench.roles'; each layout gives its roles
+(`Layout.roles`).
 """
 
 from __future__ import annotations
@@ -30,27 +31,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ccbench import roles
 from ccbench.errors import registered
+from ccbench.roles import (
+    BOTTLENECK_ROUTER,
+    DELAY_NODE,
+    FAR_ROUTER,
+    ROUTERS,
+    Bottleneck,
+    LocalElement,
+    Roles,
+    receiver,
+    receivers,
+    sender,
+    senders,
+)
 
-ROUTERS = ("rt1", "dl", "rt2")
+RT1, DL, RT2 = BOTTLENECK_ROUTER, DELAY_NODE, FAR_ROUTER  # short, for the plans below
 
 
-def senders(pairs: int) -> list[str]:
-    return [f"s{i}" for i in range(1, pairs + 1)]
-
-
-def receivers(pairs: int) -> list[str]:
-    return [f"r{i}" for i in range(1, pairs + 1)]
+def to(node: str) -> str:
+    """The name of an interface toward `node` (the loss ledger pairs veth ends by it)."""
+    return f"to-{node}"
 
 
 def nodes(pairs: int) -> list[str]:
-    return [*senders(pairs), "rt1", "dl", "rt2", *receivers(pairs)]
+    """The routed layout's nodes (profile.py's dumbbell has the same: test_profile)."""
+    return [*senders(pairs), *ROUTERS, *receivers(pairs)]
 
 
-def role(node: str) -> str:
-    if node in ROUTERS:
-        return {"rt1": "router", "dl": "delay", "rt2": "router"}[node]
-    return {"s": "sender", "r": "receiver"}[node[0]]
+role = roles.role  # what each node is, in profile.py's words
 
 
 @dataclass(frozen=True)
@@ -95,44 +105,49 @@ def links(pairs: int) -> list[Link]:
     out = []
     for i in range(1, pairs + 1):
         rt, host = _p2p(1, i)
-        out.append(Link(f"s{i}", "to-rt1", host, "rt1", f"to-s{i}", rt))
-    out.append(Link("rt1", "to-dl", "198.18.2.1", "dl", "to-rt1", "198.18.2.2"))
-    out.append(Link("dl", "to-rt2", "198.18.3.1", "rt2", "to-dl", "198.18.3.2"))
+        out.append(Link(sender(i), to(RT1), host, RT1, to(sender(i)), rt))
+    out.append(Link(RT1, to(DL), "198.18.2.1", DL, to(RT1), "198.18.2.2"))
+    out.append(Link(DL, to(RT2), "198.18.3.1", RT2, to(DL), "198.18.3.2"))
     for i in range(1, pairs + 1):
         rt, host = _p2p(4, i)
-        out.append(Link("rt2", f"to-r{i}", rt, f"r{i}", "to-rt2", host))
+        out.append(Link(RT2, to(receiver(i)), rt, receiver(i), to(RT2), host))
     return out
 
 
 def _host_index(node: str, pairs: int) -> int:
-    i = int(node[1:])
-    if not 1 <= i <= pairs:
+    i = roles.pair_of(node)
+    if i is None or not 1 <= i <= pairs:
         raise ValueError(f"{node} is not in a {pairs}-pair dumbbell")
     return i
 
 
+def _side(node: str) -> int:
+    """The third octet of a host's side: senders 198.18.1, receivers 198.18.4."""
+    return 1 if roles.is_sender(node) else 4
+
+
 def address(node: str, pairs: int) -> str:
     """The address a host is reached at (senders and receivers)."""
-    return _p2p(1 if node[0] == "s" else 4, _host_index(node, pairs))[1]
+    return _p2p(_side(node), _host_index(node, pairs))[1]
 
 
 def routes(pairs: int) -> dict[str, list[tuple[str, str]]]:
     """node -> [(destination, via)]; hosts use a default route."""
     r: dict[str, list[tuple[str, str]]] = {}
     for i in range(1, pairs + 1):
-        r[f"s{i}"] = [("default", _p2p(1, i)[0])]
-        r[f"r{i}"] = [("default", _p2p(4, i)[0])]
-    r["rt1"] = [(RIGHT_NET, "198.18.2.2"), (CORE_B_NET, "198.18.2.2")]
-    r["dl"] = [(LEFT_NET, "198.18.2.1"), (RIGHT_NET, "198.18.3.2")]
-    r["rt2"] = [(LEFT_NET, "198.18.3.1"), (CORE_A_NET, "198.18.3.1")]
+        r[sender(i)] = [("default", _p2p(1, i)[0])]
+        r[receiver(i)] = [("default", _p2p(4, i)[0])]
+    r[RT1] = [(RIGHT_NET, "198.18.2.2"), (CORE_B_NET, "198.18.2.2")]
+    r[DL] = [(LEFT_NET, "198.18.2.1"), (RIGHT_NET, "198.18.3.2")]
+    r[RT2] = [(LEFT_NET, "198.18.3.1"), (CORE_A_NET, "198.18.3.1")]
     return r
 
 
-BOTTLENECK = ("rt1", "to-dl")  # (node, interface) where the shaper and queue sit
-DELAY_IFS = ("to-rt1", "to-rt2")  # dl's interfaces (netem goes on both egresses)
+BOTTLENECK = (RT1, to(DL))  # (node, interface) where the shaper and queue sit
+DELAY_IFS = (to(RT1), to(RT2))  # dl's interfaces (netem goes on both egresses)
 # delay_direction reverse: the element sees only what comes from rt2 (r -> s), which
 # leaves dl towards rt1.
-DELAY_REVERSE_INGRESS, DELAY_REVERSE_EGRESS = "to-rt2", "to-rt1"
+DELAY_REVERSE_INGRESS, DELAY_REVERSE_EGRESS = to(RT2), to(RT1)
 
 
 class Layout:
@@ -150,6 +165,11 @@ class Layout:
 
     def nodes(self, pairs: int) -> list[str]:
         raise NotImplementedError
+
+    def roles(self, pairs: int) -> Roles:
+        """The layout's roles: pairs s_i -> r_i, the bottleneck, the local delay element
+        in `delay_node`, loss on the receivers."""
+        return roles.dumbbell(pairs, Bottleneck(*self.bottleneck), LocalElement(self.delay_node))
 
     def links(self, pairs: int) -> list[Link]:
         """The veth pairs."""
@@ -190,7 +210,7 @@ class RoutedLayout(Layout):
     description = "s_i -> rt1 -> dl -> rt2 -> r_i, a veth per hop (as the seeds' Emulab dumbbell)"
     delay_directions = ("both", "reverse")
     bottleneck = BOTTLENECK
-    delay_node = "dl"
+    delay_node = DL
     forwarders = ROUTERS
 
     def nodes(self, pairs: int) -> list[str]:
@@ -227,49 +247,49 @@ class MacvlanLayout(Layout):
         "its delay element sits in rt1, where held data would enter the shaper inside the "
         "element's releases, on its CPU (measured: 24-64 % of packets late at 1 Gbit/s)"
     )
-    bottleneck = ("rt1", f"to-{RECEIVER_HUB}")
-    delay_node = "rt1"
-    forwarders = ("rt1",)
+    bottleneck = (RT1, to(RECEIVER_HUB))
+    delay_node = RT1
+    forwarders = (RT1,)
 
     def nodes(self, pairs: int) -> list[str]:
-        return [*senders(pairs), SENDER_HUB, "rt1", RECEIVER_HUB, *receivers(pairs)]
+        return [*senders(pairs), SENDER_HUB, RT1, RECEIVER_HUB, *receivers(pairs)]
 
     def links(self, pairs: int) -> list[Link]:
         return [
-            Link(SENDER_HUB, "to-rt1", None, "rt1", f"to-{SENDER_HUB}", "198.18.1.1", 24),
-            Link("rt1", f"to-{RECEIVER_HUB}", "198.18.4.1", RECEIVER_HUB, "to-rt1", None, 24),
+            Link(SENDER_HUB, to(RT1), None, RT1, to(SENDER_HUB), "198.18.1.1", 24),
+            Link(RT1, to(RECEIVER_HUB), "198.18.4.1", RECEIVER_HUB, to(RT1), None, 24),
         ]
 
     def macvlans(self, pairs: int) -> list[Macvlan]:
-        out = [Macvlan(f"s{i}", HOST_DEV, SENDER_HUB, "to-rt1", self.address(f"s{i}", pairs))
-               for i in range(1, pairs + 1)]  # fmt: skip
-        out += [Macvlan(f"r{i}", HOST_DEV, RECEIVER_HUB, "to-rt1", self.address(f"r{i}", pairs))
-                for i in range(1, pairs + 1)]  # fmt: skip
+        out = [Macvlan(n, HOST_DEV, SENDER_HUB, to(RT1), self.address(n, pairs))
+               for n in senders(pairs)]  # fmt: skip
+        out += [Macvlan(n, HOST_DEV, RECEIVER_HUB, to(RT1), self.address(n, pairs))
+                for n in receivers(pairs)]  # fmt: skip
         return out
 
     def address(self, node: str, pairs: int) -> str:
         # One /24 per side: rt1 is .1, host i is .(i + 1).
-        return f"198.18.{1 if node[0] == 's' else 4}.{_host_index(node, pairs) + 1}"
+        return f"198.18.{_side(node)}.{_host_index(node, pairs) + 1}"
 
     def routes(self, pairs: int) -> dict[str, list[tuple[str, str]]]:
         r: dict[str, list[tuple[str, str]]] = {}
         for i in range(1, pairs + 1):
-            r[f"s{i}"] = [("default", "198.18.1.1")]
-            r[f"r{i}"] = [("default", "198.18.4.1")]
+            r[sender(i)] = [("default", "198.18.1.1")]
+            r[receiver(i)] = [("default", "198.18.4.1")]
         return r
 
     def delay_egress(self, reverse: bool) -> tuple[str, ...]:
-        return (f"to-{SENDER_HUB}",)  # reverse only: rt1's egress toward the senders
+        return (to(SENDER_HUB),)  # reverse only: rt1's egress toward the senders
 
     def delay_ingress(self, reverse: bool) -> str | None:
-        return f"to-{RECEIVER_HUB}"  # the receivers' ACKs entering rt1
+        return to(RECEIVER_HUB)  # the receivers' ACKs entering rt1
 
     def on_releaser_cpu(self, node: str, dev: str) -> bool:
         # Measured on 2 vCPUs (docs/fidelity.md): only rt1's data ingress (forwarding
         # into the shaper, its watchdog) keeps the other CPUs; the hubs' receive and
         # the ACKs into rt1 go to the releaser's CPU, or CPU 0's backlog becomes a
         # hidden queue.
-        return (node, dev) != ("rt1", f"to-{SENDER_HUB}")
+        return (node, dev) != (RT1, to(SENDER_HUB))
 
 
 LAYOUTS: dict[str, Layout] = {x.name: x for x in (RoutedLayout(), MacvlanLayout())}

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from ccbench import calibration as cal
+from ccbench import roles
 from ccbench.errors import CcbenchError
 from ccbench.metrics import percentile
 
@@ -121,11 +122,12 @@ def test_runs_not_run_pass_the_gate_unless_nothing_ran(tmp_path: Path) -> None:
 
 
 class _RateProbeTestbed:
-    """Just what measure_rate touches: s1's iperf3 UDP client prints `stdout`."""
+    """Just what measure_rate touches: pair 1's iperf3 UDP client prints `stdout`."""
 
     def __init__(self, stdout: str, rate_bps: float) -> None:
         self.stdout = stdout
         self.topo = SimpleNamespace(rate_bps=rate_bps, rate_mbit=rate_bps / 1e6)
+        self.roles = roles.dumbbell(1, None, roles.NoDelay())
 
     def ex(self, node: str) -> Any:
         return SimpleNamespace(

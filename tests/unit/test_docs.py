@@ -1,8 +1,9 @@
 """The documentation against the code: the generated references are current, the README
 is a front page whose links resolve and whose commands are the ones CI runs, and the
 package keeps the shape the README and docs/architecture.md describe (its layers, no
-import cycle, no module over 500 lines, no testbed-kind comparison outside the
-registry)."""
+import cycle, spec apart from the testbed modules, no module over 500 lines, no
+testbed-kind comparison outside the registry, no role name written outside the modules
+that define roles and layouts)."""
 
 from __future__ import annotations
 
@@ -166,25 +167,26 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _nodes(node: ast.AST) -> list[ast.AST]:
+def _nodes(node: ast.AST, type_checking: bool = False) -> list[ast.AST]:
     """Every node below `node` (inside functions too) except `if TYPE_CHECKING:`
-    bodies (their else branch counts)."""
+    bodies (their else branch counts), or with them (`type_checking`)."""
     out: list[ast.AST] = []
     for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.If) and _is_type_checking(child):
+        if isinstance(child, ast.If) and _is_type_checking(child) and not type_checking:
             for c in child.orelse:
                 out += [c, *_nodes(c)]
             continue
-        out += [child, *_nodes(child)]
+        out += [child, *_nodes(child, type_checking)]
     return out
 
 
-def _imports(module: str, path: Path) -> list[tuple[str, int]]:
+def _imports(module: str, path: Path, type_checking: bool = False) -> list[tuple[str, int]]:
     """(imported ccbench module, line) of every import in `path`; `from pkg import x`
-    is an import of pkg.x when that is a module, else of pkg."""
+    is an import of pkg.x when that is a module, else of pkg. `type_checking`: those
+    under `if TYPE_CHECKING:` too."""
     found = []
     is_pkg = path.name == "__init__.py"
-    for n in _nodes(ast.parse(path.read_text(encoding="utf-8"))):
+    for n in _nodes(ast.parse(path.read_text(encoding="utf-8")), type_checking):
         if isinstance(n, ast.Import):
             found += [(a.name, n.lineno) for a in n.names if a.name.split(".")[0] == "ccbench"]
         elif isinstance(n, ast.ImportFrom):
@@ -271,6 +273,20 @@ def test_no_import_cycle() -> None:
         pytest.fail(f"import cycle: {' imports '.join(reversed(e.args[1]))}")
 
 
+def test_spec_imports_no_testbed_module() -> None:
+    """Testbed modules import spec, so spec reaches none of them, counting imports under
+    `if TYPE_CHECKING:` and inside functions: no cycle between them of any kind."""
+    reached, todo = set(), ["ccbench.spec"]
+    while todo:
+        m = todo.pop()
+        for target, _ in _imports(m, MODULES[m], type_checking=True):
+            if target in MODULES and target not in reached:
+                reached.add(target)
+                todo.append(target)
+    testbeds = sorted(m for m in reached if m.startswith("ccbench.testbed"))
+    assert not testbeds, f"ccbench.spec reaches {', '.join(testbeds)}"
+
+
 def test_architecture_page_lists_every_module_in_its_layer() -> None:
     """docs/architecture.md's module table names every module with the README's layer."""
     listed: dict[str, int] = {}
@@ -306,3 +322,18 @@ def test_no_kind_comparison_outside_the_registry() -> None:
             for n, line in enumerate(p.read_text(errors="replace").splitlines(), start=1)
             if "kind ==" in line]  # fmt: skip
     assert not hits, "kind comparisons outside the registry:\n" + "\n".join(hits)
+
+
+# Role names written as literals ("rt1", "dl", f"s{i}", ...): only the modules that
+# define roles and layouts hold them; everything else asks ccbench.roles.
+_ROLE = r"(rt1|rt2|dl|s\d+|r\d+)"
+ROLE_LITERAL = re.compile("|".join((f'"{_ROLE}"', f"'{_ROLE}'", r"""f["'](s|r)\{""")))
+ROLE_MODULES = {PKG / "roles.py", PKG / "topology.py"}
+
+
+def test_no_role_literal_outside_the_roles_and_layouts() -> None:
+    hits = [f"{p.relative_to(REPO)}:{n}: {line.strip()}"
+            for p in sorted(PKG.rglob("*.py")) if p not in ROLE_MODULES
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), start=1)
+            if ROLE_LITERAL.search(line)]  # fmt: skip
+    assert not hits, "role names outside ccbench.roles and ccbench.topology:\n" + "\n".join(hits)

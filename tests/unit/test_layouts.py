@@ -16,7 +16,6 @@ from ccbench import topology
 from ccbench.cli import main
 from ccbench.errors import CcbenchError
 from ccbench.hosts.linux import LinuxHost
-from ccbench.spec import TestbedConfig as TbConfig
 from ccbench.spec import Topology
 from ccbench.testbed import kinds
 from ccbench.testbed import local_layouts as plans
@@ -265,10 +264,10 @@ def test_no_queue_outside_the_bottleneck() -> None:
 
 
 def test_testbed_config_layout_key() -> None:
-    assert TbConfig().layout == "routed"
-    assert "layout" not in TbConfig().to_dict()  # older state and matrix files alike
-    mv = TbConfig(layout="macvlan", delay_direction="reverse")
-    assert TbConfig.from_dict(mv.to_dict()) == mv
+    assert kinds.TestbedConfig().layout == "routed"
+    assert "layout" not in kinds.TestbedConfig().to_dict()  # older state and matrix files alike
+    mv = kinds.TestbedConfig(layout="macvlan", delay_direction="reverse")
+    assert kinds.TestbedConfig.from_dict(mv.to_dict()) == mv
     assert kinds.kind("local").caps.layouts == topology.NAMES == ("routed", "macvlan")
     assert kinds.kind("ssh").caps.layouts == ("routed",)
 
@@ -282,7 +281,7 @@ def test_testbed_config_layout_key() -> None:
 ])  # fmt: skip
 def test_testbed_config_refuses(cfg: dict[str, Any], says: str) -> None:
     with pytest.raises(CcbenchError) as e:
-        TbConfig(**cfg)
+        kinds.TestbedConfig(**cfg)
     assert str(e.value).startswith(says) and "\n" not in str(e.value), str(e.value)
 
 

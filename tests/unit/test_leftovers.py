@@ -17,8 +17,10 @@ from ccbench.hosts.linux import LinuxHost
 def spawn(proc_dir: Path, *argv: str) -> subprocess.Popen[bytes]:
     p = subprocess.Popen([*leftovers.wrapper(str(proc_dir)), *argv],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    # Until the start time is in the file: the shell creates it (empty) before ps writes.
     deadline = time.monotonic() + 10
-    while not (proc_dir / str(p.pid)).exists():
+    record = proc_dir / str(p.pid)
+    while not (record.exists() and record.stat().st_size > 0):
         assert time.monotonic() < deadline, "the wrapper recorded nothing"
         time.sleep(0.01)
     return p

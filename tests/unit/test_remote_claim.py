@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ccbench import config, leftovers
+from ccbench import leftovers
 from ccbench.exec import Result
 from ccbench.spec import Topology
 
@@ -31,7 +31,7 @@ class Rec:
 
 @pytest.fixture
 def beds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from ccbench.testbed import base, remote
+    from ccbench.testbed import base, kinds, remote
 
     monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
     nodes = {n: {"host": f"{n}.example.org"} for n in ("s1", "rt1", "rt2", "r1")}
@@ -41,7 +41,7 @@ def beds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
 
     def make(tb_id: str, topo: Topology) -> remote.RemoteTestbed:
         tb = remote.RemoteTestbed(
-            config.TestbedConfig(kind="ssh", id=tb_id, inventory=str(inv)), topo
+            kinds.TestbedConfig(kind="ssh", id=tb_id, inventory=str(inv)), topo
         )
         monkeypatch.setattr(tb, "ex", lambda node: Rec(node, log))
         monkeypatch.setattr(tb, "_find_dev", lambda node: "eth5")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ccbench import delaynode, spec
+from ccbench import delaynode
 from ccbench.errors import CalibrationFailed
 from ccbench.exec import Result
 from ccbench.spec import Topology
@@ -44,14 +44,14 @@ class Dl:
 
 
 def make_testbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dl: Dl | None) -> Any:
-    from ccbench.testbed import base, remote
+    from ccbench.testbed import base, kinds, remote
 
     monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
     names = ("s1", "rt1", "rt2", "r1") + (("dl",) if dl else ())
     nodes = {n: {"host": f"{n}.example.org"} for n in names}
     inv = tmp_path / "hosts.yaml"
     inv.write_text(yaml.safe_dump({"dumbbells": {1: nodes}}))
-    tb = remote.RemoteTestbed(spec.TestbedConfig(kind="ssh", id="dl1", inventory=str(inv)),
+    tb = remote.RemoteTestbed(kinds.TestbedConfig(kind="ssh", id="dl1", inventory=str(inv)),
                               Topology(pairs=1, rate_mbit=1000, rtt_ms=40))  # fmt: skip
     monkeypatch.setattr(tb, "ex", lambda node: dl or Dl(None, ""))
     return tb

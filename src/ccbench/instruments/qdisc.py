@@ -13,6 +13,7 @@ from typing import Any, Self
 from ccbench import layout
 from ccbench.instruments.base import Cost, Instrument, Recording, need
 from ccbench.jsonio import is_number
+from ccbench.roles import BOTTLENECK_ROUTER
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -60,10 +61,11 @@ class QdiscSampler(Instrument):
 
     @classmethod
     def from_record(cls, d: Any) -> Self:
-        need(isinstance(d, dict) and isinstance(d.get("node", "rt1"), str),
+        # A record without a node is from when the bottleneck was always rt1.
+        need(isinstance(d, dict) and isinstance(d.get("node", BOTTLENECK_ROUTER), str),
              "not {node, dev, interval_s}")  # fmt: skip
         iv = d.get("interval_s")
-        return cls(node=d.get("node", "rt1"), dev=str(d.get("dev", "")),
+        return cls(node=d.get("node", BOTTLENECK_ROUTER), dev=str(d.get("dev", "")),
                    interval_s=float(iv) if is_number(iv) else 0.0,
                    argv=[str(a) for a in d.get("argv") or []])  # fmt: skip
 

@@ -17,6 +17,7 @@ from ccbench.record import RunRecord
 from ccbench.record.parts import Recorded
 from ccbench.report import thinned
 from ccbench.report.fmt import as_float, fmt
+from ccbench.roles import BOTTLENECK_ROUTER
 from ccbench.spec import Flow, Topology
 from ccbench.summarize.hosts import BQL_NO_CAP, tx_queues_in_use
 
@@ -419,14 +420,16 @@ def _bql_text(nic: dict[str, Any], ring: int | None, frame: int) -> str:
 
 
 def _bottleneck_nic(runs_dir: Path, run_ids: list[str]) -> dict[str, Any] | None:
-    """rt1's NIC record on the bottleneck interface (the calibration read it back)."""
+    """The bottleneck router's NIC record on the bottleneck interface (the calibration
+    read both back; a calibration without them: rt1's, on any interface)."""
     for rid in run_ids:
         s = run_summary(runs_dir, rid)
         if s is None or not s.nics:
             continue
         cal = (s.recorded.calibration if s.recorded else None) or {}
-        dev = (cal.get("bottleneck") or {}).get("dev") if isinstance(cal, dict) else None
+        where = (cal.get("bottleneck") or {}) if isinstance(cal, dict) else {}
+        node, dev = where.get("node", BOTTLENECK_ROUTER), where.get("dev")
         for rec in s.nics:
-            if rec.get("node") == "rt1" and (dev is None or rec.get("interface") == dev):
+            if rec.get("node") == node and (dev is None or rec.get("interface") == dev):
                 return rec
     return None

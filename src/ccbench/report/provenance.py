@@ -21,6 +21,7 @@ from ccbench.errors import CcbenchError
 from ccbench.model import Matrix
 from ccbench.report import data
 from ccbench.report.fmt import as_float, fmt
+from ccbench.roles import DELAY_NODE
 from ccbench.summarize.hosts import tx_queues_in_use
 
 # Facts that change on every run by nature; grouping them per variant says nothing.
@@ -123,11 +124,11 @@ def _delay_node_text(dl: Any) -> str:
     if not isinstance(dl, dict):
         return ""
     if dl.get("configuration") != "read":
-        return (f"{dl.get('node', 'dl')}: {dl.get('configuration')} ({dl.get('why', '')}); "
+        return (f"{dl.get('node', DELAY_NODE)}: {dl.get('configuration')} ({dl.get('why', '')}); "
                 "its dummynet counters could not be read for these runs either")  # fmt: skip
     pipes = ", ".join(f"pipe {p.get('number')} {p.get('bandwidth')} {p.get('delay_ms')} ms"
                       for p in dl.get("pipes") or [] if isinstance(p, dict))  # fmt: skip
-    return f"{dl.get('node', 'dl')}: kern.hz {dl.get('kern_hz')}, {pipes}: as asked"
+    return f"{dl.get('node', DELAY_NODE)}: kern.hz {dl.get('kern_hz')}, {pipes}: as asked"
 
 
 def _nic_row(rec: dict[str, Any]) -> dict[str, str]:

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from ccbench.testbed.kinds import DEFAULT, kind
 
 if TYPE_CHECKING:  # imported when used: spec and base import this package's kinds
-    from ccbench.spec import TestbedConfig, Topology
+    from ccbench.spec import Topology
     from ccbench.testbed.base import Testbed
+    from ccbench.testbed.kinds import TestbedConfig
 
 
 def make(cfg: TestbedConfig, topo: Topology) -> Testbed:

@@ -15,10 +15,11 @@ from ccbench import jsonio, safe
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor
 from ccbench.hosts.base import HostDriver
+from ccbench.roles import Roles
 from ccbench.spec import Topology
 
 if TYPE_CHECKING:
-    from ccbench.spec import TestbedConfig
+    from ccbench.testbed.kinds import TestbedConfig
 
 # Testbed state: root's under /run (gone at reboot, like the namespaces); a lab user
 # driving SSH testbeds keeps it in their cache.
@@ -63,6 +64,12 @@ class Testbed(Protocol):
     @property
     def bottleneck(self) -> tuple[str, str]:
         """(node, interface) carrying the shaper and queue."""
+        ...
+
+    @property
+    def roles(self) -> Roles:
+        """Which nodes send and receive (the pairs of this topology), the bottleneck,
+        the delay element and where loss is applied (ccbench.roles)."""
         ...
 
     def is_up(self) -> bool: ...

@@ -5,22 +5,23 @@ whether it needs root, whether its senders run this machine's kernel, which send
 OSes it hosts, how many dumbbells it has. No other module compares kind names.
 Adding a kind (a VM per node, say) is one class here and its Testbed implementation.
 
-Standard library only (and ccbench.topology, which is): the CLI asks `needs_root`
-before anything heavy is imported, and ccbench.spec checks a TestbedConfig against its
-kind.
+Standard library only (and ccbench.topology and ccbench.safe, which are): the CLI asks
+`needs_root` before anything heavy is imported. A TestbedConfig (what a config's
+`testbed` section asks for) is checked against its kind here; ccbench.spec, which
+describes runs, imports no testbed module.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ccbench import topology
+from ccbench import safe, topology
 from ccbench.errors import CcbenchError, registered
 
 if TYPE_CHECKING:
-    from ccbench.spec import TestbedConfig, Topology
+    from ccbench.spec import Topology
     from ccbench.testbed.base import Testbed
 
 # The most dumbbells a comparison may spread its runs over: one Snakemake resource per
@@ -122,3 +123,46 @@ DEFAULT = "local"  # what a config without testbed.kind means, and a testbed wit
 
 def kind(name: str) -> TestbedKind:
     return registered(REGISTRY, name, "testbed.kind", "kind")
+
+
+@dataclass(frozen=True)
+class TestbedConfig:
+    """Where runs happen: what `ccbench testbed up` builds (or, on SSH hosts, readies)."""
+
+    kind: str = DEFAULT
+    id: str = "ccb"
+    delay: str = "auto"
+    delay_direction: str = "both"
+    shaper: str = "tbf"
+    tools: str = "host"
+    inventory: str | None = None
+    dumbbell: int = 1
+    layout: str = topology.DEFAULT  # ccbench.topology's layouts; the seeds' shape
+
+    def __post_init__(self) -> None:
+        # Whatever the source (config, matrix, state file, --id), the id names
+        # namespaces and a state directory: check it before anything uses it.
+        safe.testbed_id(self.id, "testbed.id")
+        kind(self.kind).check_delay_direction(self.delay_direction)
+        kind(self.kind).check_layout(self.layout, self.delay_direction)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> TestbedConfig:
+        if not isinstance(d, dict):
+            raise CcbenchError("testbed: not a mapping")
+        unknown = set(d) - set(TestbedConfig.__dataclass_fields__)
+        if unknown:
+            raise CcbenchError(f"testbed: unknown keys {', '.join(sorted(unknown))}")
+        return TestbedConfig(**d)
+
+    def to_dict(self) -> dict[str, Any]:
+        """As matrix.json and state files hold it: the defaults of later keys
+        (delay_direction, inventory, layout) left out, so older files read back the same."""
+        d = asdict(self)
+        if self.delay_direction == "both":
+            del d["delay_direction"]
+        if self.layout == topology.DEFAULT:
+            del d["layout"]
+        if self.inventory is None:
+            del d["inventory"]
+        return d

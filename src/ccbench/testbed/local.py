@@ -31,10 +31,12 @@ from ccbench.instruments import tcp_probe
 from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
 from ccbench.progress import info
-from ccbench.spec import TestbedConfig, Topology
+from ccbench.roles import Roles
+from ccbench.spec import Topology
 from ccbench.testbed import base
 from ccbench.testbed import local_layouts as plans
 from ccbench.testbed.base import TestbedBase, signals_deferred
+from ccbench.testbed.kinds import TestbedConfig
 
 # Testbed state: root's under /run (gone at reboot, like the namespaces); a lab user
 # driving SSH testbeds keeps it in their cache.
@@ -97,6 +99,10 @@ class LocalTestbed(TestbedBase):
     @property
     def bottleneck(self) -> tuple[str, str]:
         return self.lay.bottleneck
+
+    @property
+    def roles(self) -> Roles:
+        return self.lay.roles(self.topo.pairs)
 
     def snapshot_delay(self, dest: Path) -> None:
         """Ask the delay element for fresh stats (SIGUSR1) and copy them."""

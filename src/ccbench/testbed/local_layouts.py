@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ccbench.hosts.linux import OFFLOADS, LinuxHost
 from ccbench.spec import Topology
-from ccbench.topology import Layout, receivers, senders
+from ccbench.topology import Layout
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,8 @@ def build_plan(lay: Layout, ns: Callable[[str], str], topo: Topology, host: Linu
             _cmd(m.node, host.offloads_off(m.dev)),
             _cmd(m.node, ["ip", "link", "set", m.dev, "up"]),
         ])  # fmt: skip
-    hosts = {*senders(pairs), *receivers(pairs)}
+    roles = lay.roles(pairs)
+    hosts = set(roles.hosts)
     for node in lay.nodes(pairs):
         plan.nodes.append(_cmd(node, ["ip", "link", "set", "lo", "up"]))
         if node in lay.forwarders:
@@ -122,8 +123,8 @@ def build_plan(lay: Layout, ns: Callable[[str], str], topo: Topology, host: Linu
         plan.routes.extend(_cmd(node, ["ip", "route", "add", d, "via", v]) for d, v in rts)
     node, dev = lay.bottleneck
     plan.bottleneck.extend(_cmd(node, a) for a in host.bottleneck(dev, topo, shaper)[1:])
-    for i in range(1, pairs + 1):
-        plan.loss.extend(_cmd(f"r{i}", a) for a in host.loss(topo))
+    for node in roles.loss.nodes:
+        plan.loss.extend(_cmd(node, a) for a in host.loss(topo, roles.loss.chain))
     return plan
 
 

@@ -28,9 +28,19 @@ from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
 from ccbench.leftovers import Swept
 from ccbench.progress import info
-from ccbench.spec import TestbedConfig, Topology, stable_hash
+from ccbench.roles import (
+    BOTTLENECK_ROUTER,
+    DELAY_NODE,
+    Bottleneck,
+    NoDelay,
+    Roles,
+    delay_element,
+    dumbbell,
+)
+from ccbench.spec import Topology, stable_hash
 from ccbench.testbed import base
 from ccbench.testbed.base import TestbedBase
+from ccbench.testbed.kinds import TestbedConfig
 
 
 class SudoSsh(SshExecutor):
@@ -146,8 +156,20 @@ class RemoteTestbed(TestbedBase):
     @property
     def bottleneck(self) -> tuple[str, str]:
         st = self.read_state() or {}
-        dev = st.get("bottleneck_dev") or self._find_dev("rt1")
-        return "rt1", dev
+        dev = st.get("bottleneck_dev") or self._find_dev(BOTTLENECK_ROUTER)
+        return BOTTLENECK_ROUTER, dev
+
+    @property
+    def roles(self) -> Roles:
+        return self._roles(self.bottleneck[1])
+
+    def _roles(self, bottleneck_dev: str) -> Roles:
+        """The Emulab dumbbell: rt1's interface `bottleneck_dev` holds the queue, the
+        delay node delays (a dummynet bridge, named by its os in the inventory; none in
+        link-shaping mode), loss rules at the receivers."""
+        delay = (delay_element(self.nodes[DELAY_NODE].os, DELAY_NODE)
+                 if DELAY_NODE in self.nodes else NoDelay())  # fmt: skip
+        return dumbbell(self.topo.pairs, Bottleneck(BOTTLENECK_ROUTER, bottleneck_dev), delay)
 
     def snapshot_drops(self, dest: Path) -> None:
         # Every node's own counters (each is a machine), the delay node's dummynet pipes.
@@ -156,7 +178,7 @@ class RemoteTestbed(TestbedBase):
                        dest, control_route=True, softnet_host_wide=False)  # fmt: skip
 
     def snapshot_delay(self, dest: Path) -> None:
-        return None  # Emulab's dummynet/netem delay node reports no per-packet lateness
+        return None  # Emulab's delay node (or none) keeps no statistics per run
 
     def is_up(self) -> bool:
         st = self.read_state()
@@ -203,16 +225,14 @@ class RemoteTestbed(TestbedBase):
         self.end_leftovers()
         if self.cfg.tools == "container":
             self._check_image()
-        used = [f"s{i}" for i in range(1, self.topo.pairs + 1)]
-        used += [f"r{i}" for i in range(1, self.topo.pairs + 1)]
+        dev = self._find_dev(BOTTLENECK_ROUTER)
         notes: list[str] = []
-        for n in used:
+        for n in self._roles(dev).hosts:
             for argv in self.driver(n).tune():
                 res = self.ex(n).run(argv, check=False)
                 if not res.ok:
                     # e.g. host-wide knobs inside a container or namespace: say so, go on.
                     notes.append(f"{n}: `{' '.join(argv)}` failed: {res.stderr.strip()}")
-        dev = self._find_dev("rt1")
         self._release_dumbbell()
         loss_rules = self._configure_path(dev)
         st = {
@@ -249,18 +269,20 @@ class RemoteTestbed(TestbedBase):
         the run's RTT; a wrong dl fails `up` (CalibrationFailed: fixed on the node, the
         next `up` tries again). A dl that cannot be read (no dummynet: a stand-in, or
         link-shaping mode with no dl to log in to) is recorded as such, not failed."""
-        if "dl" not in self.nodes:
+        shape = self._roles(bottleneck_dev)
+        dl = shape.delay.node
+        if not shape.delay.read_back or dl is None:
             return delaynode.DelayNodeUnread(
-                "dl", "link-shaping mode: the inventory has no delay node to log in to"
+                DELAY_NODE, "link-shaping mode: the inventory has no delay node to log in to"
             ).to_dict()
         outputs = {}
         for name, argv in delaynode.READ_COMMANDS.items():
-            res = self.ex("dl").run(argv, check=False, timeout=30)
+            res = self.ex(dl).run(argv, check=False, timeout=30)
             outputs[name] = (res.returncode, res.stdout, res.stderr)
-        got = delaynode.from_outputs("dl", outputs)
+        got = delaynode.from_outputs(dl, outputs)
         if isinstance(got, delaynode.DelayNodeUnread):
             return got.to_dict()
-        link_mbit = self._link_mbit(bottleneck_dev)
+        link_mbit = self._link_mbit(shape.bottleneck)
         problems = delaynode.check(got, self.topo.rtt_ms, link_mbit)
         rec = {**got.to_dict(), "link_mbit": link_mbit, "problems": problems}
         if problems:
@@ -268,16 +290,18 @@ class RemoteTestbed(TestbedBase):
                                     record={"delay_node": rec, "problems": problems})  # fmt: skip
         return rec
 
-    def _link_mbit(self, dev: str) -> float:
+    def _link_mbit(self, b: Bottleneck | None) -> float:
         """The speed of rt1's link toward dl (its start-up script's NIC record), 1000
         where it recorded none: frames arrive at dl that fast, whatever rt1 shapes to."""
-        res = self.ex("rt1").run(self.driver("rt1").nic_records(), check=False)
+        if b is None:
+            return 1000.0
+        res = self.ex(b.node).run(self.driver(b.node).nic_records(), check=False)
         for line in res.stdout.splitlines():
             try:
                 rec = jsonio.loads(line)
             except ValueError:
                 continue
-            if not isinstance(rec, dict) or rec.get("interface") != dev:
+            if not isinstance(rec, dict) or rec.get("interface") != b.dev:
                 continue
             speed = rec.get("speed_mbps")
             if isinstance(speed, (int, float)) and speed > 0:
@@ -303,19 +327,21 @@ class RemoteTestbed(TestbedBase):
             return None
 
     def _configure_path(self, dev: str) -> list[list[str]]:
-        """rt1's shaper and queue for this topology, the loss rules on the receivers;
-        returns the rules added (node, argv) so they can be removed."""
+        """rt1's shaper and queue on `dev` for this topology, the loss rules at the loss
+        site (the receivers); returns the rules added (node, argv) so they can be removed."""
+        shape = self._roles(dev)
         router = LinuxHost()
-        plan = router.bottleneck(dev, self.topo, self.cfg.shaper)
-        rt1 = self.ex("rt1")
-        rt1.run(plan[0], check=False)  # deleting a root qdisc that is not there is fine
-        for argv in plan[1:]:
-            rt1.run(argv)
+        if shape.bottleneck is not None:
+            plan = router.bottleneck(shape.bottleneck.dev, self.topo, self.cfg.shaper)
+            rt = self.ex(shape.bottleneck.node)
+            rt.run(plan[0], check=False)  # deleting a root qdisc that is not there is fine
+            for argv in plan[1:]:
+                rt.run(argv)
         loss_rules: list[list[str]] = []
-        for i in range(1, self.topo.pairs + 1):
-            for argv in router.loss(self.topo):
-                self.ex(f"r{i}").run(argv)
-                loss_rules.append([f"r{i}", *argv])
+        for node in shape.loss.nodes:
+            for argv in router.loss(self.topo, shape.loss.chain):
+                self.ex(node).run(argv)
+                loss_rules.append([node, *argv])
         return loss_rules
 
     def _release_dumbbell(self) -> None:
@@ -349,7 +375,7 @@ class RemoteTestbed(TestbedBase):
             return
         st = self.read_state() or {}
         self._release_dumbbell()
-        st["loss_rules"] = self._configure_path(st.get("bottleneck_dev") or self._find_dev("rt1"))
+        st["loss_rules"] = self._configure_path(self.bottleneck[1])
         self.write_state(st)
         self._write_claim()
 
