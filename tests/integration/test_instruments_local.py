@@ -108,6 +108,7 @@ def test_a_crashed_runs_trace_is_removed(tmp_path: Path) -> None:
     leaves them: the local clean-up (testbed down, the next run's start) ends the
     reader and removes the instance; the SSH sweep's command removes one too."""
     inst = tcp_probe.instance("itcrash")
+    tcp_probe.mount_tracefs()
     subprocess.run(["mkdir", "-p", inst], check=True)
     Path(inst, "events/tcp/tcp_probe/enable").write_text("1\n")
     reader = subprocess.Popen(["cat", f"{inst}/trace_pipe"], stdout=subprocess.DEVNULL,

@@ -115,10 +115,8 @@ class TcpProbe(Instrument):
             else:  # over SSH a crashed run's reader was ended by the sweep (leftovers)
                 for argv in remove_plan(self.instance):
                     ex.run(argv, check=False)
-            if r.node == HOST and not Path(f"{TRACEFS}/events").is_dir():
-                # Not every system mounts tracefs at boot; it stays mounted (as systemd
-                # mounts it on most distributions), holding nothing of ccbench's.
-                ex.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=False)
+            if r.node == HOST:
+                mount_tracefs()
             have = ex.run(["ls", f"{TRACEFS}/events/tcp"], check=False)
             r.events = [e for e in EVENTS if e in have.stdout.split()]
             if not have.ok or "tcp_probe" not in r.events:
@@ -211,6 +209,14 @@ def remove_plan(inst: str) -> list[list[str]]:
     reader is stopped first). Also the clean-up of a crashed run's instance."""
     return [["sh", "-c", 'for f in "$1"/events/tcp/*/enable; do echo 0 > "$f"; done',
              "ccbench-off", inst], ["rmdir", inst]]  # fmt: skip
+
+
+def mount_tracefs() -> None:
+    """This machine's tracefs mounted where it belongs. Not every system mounts it at
+    boot; it stays mounted (as systemd mounts it on most distributions), holding
+    nothing of ccbench's."""
+    if not Path(f"{TRACEFS}/events").is_dir():
+        NetnsExecutor(None).run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=False)
 
 
 def remove_host_instance(inst: str) -> bool:
