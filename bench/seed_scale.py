@@ -7,14 +7,14 @@ and report.
 
 For each traffic duration and siftr ppl (`budget`: the ppl ccbench.hosts.siftr_plan's
 choose_ppl picks for that rate x duration under the default siftr_budget_mb, as
-run_senders.siftr_start does; printed) it makes, ON a node behind a real sshd (one
+the siftr instrument's start does; printed) it makes, ON a node behind a real sshd (one
 network namespace, bench/sshnode.py, its management link shaped with tbf to
 --mgmt-mbit), the raw streams of a run of 2 flows sharing 1 Gbit/s at 40 ms RTT
 (bench/streams.py, format-true, written to the node's disk as made): siftr 1.3 per
 sender at that ppl, ss every 0.1 s per sender, the bottleneck qdisc every 50 ms,
 iperf3 `-i 1` JSON per flow, an fping probe every 0.1 s. Then:
 - fetch: every file with SshExecutor.get (streamed, gzip on the node when >= 1 MiB,
-  checked), one after another, as run_senders.siftr_collect fetches a siftr log;
+  checked), one after another, as the siftr instrument's collect fetches a siftr log;
 - parse: `ccbench parse` (a child process: wall time, peak RSS from wait4, address
   space capped at --parse-mem-gb so a parser that does not stream fails instead of
   taking the machine) on a run directory made of a real run's raw/
@@ -130,7 +130,7 @@ def machine_lock(take: bool) -> Iterator[None]:
 
 
 def siftr_plan(duration: float, ppl: int | None) -> SiftrPlan:
-    """One sender's siftr plan as run_senders.siftr_start makes it (its one flow, the
+    """One sender's siftr plan as the siftr instrument's start makes it (its one flow, the
     bottleneck's rate, the default budget); `ppl` given: the same log at that ppl
     (today's 4: run.py's old SIFTR_PPL)."""
     plan = choose_ppl([(0.0, duration)], [flow_ends(1)[3]], RATE_MBIT * 1e6)
@@ -206,7 +206,7 @@ def spec_doc(duration: float) -> dict[str, Any]:
 def meta_doc(
     duration: float, ppl: int, fetched: dict[str, Fetched] | None = None
 ) -> dict[str, Any]:
-    """meta.json as run.py writes it; the siftr loggers as run_senders records them
+    """meta.json as run.py writes it; the siftr loggers as the siftr instrument records them
     (with each log's fetch, when it was fetched)."""
     d = f"{duration:g}"
     client = [["iperf3", "-c", flow_ends(k)[2], "-p", str(flow_ends(k)[3]), "-C", "cubic",

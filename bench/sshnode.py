@@ -52,7 +52,7 @@ class SshNode:
 # In sshd's own mount namespace: the login user's ~/.bashrc is this machine's, not a
 # node's, so it is hidden (bash reads it for every ssh command; here pyenv's init costs
 # 0.38 s each); and the node may get a /var/tmp of its own (where ccbench keeps a
-# FreeBSD sender's siftr log, run_senders.SIFTR_LOG), a directory of this machine.
+# FreeBSD sender's siftr log, instruments.siftr.LOG), a directory of this machine.
 NODE_MOUNTS = (
     'if [ -f "$1" ]; then mount --bind /dev/null "$1"; fi; '
     'if [ -n "$2" ]; then mount --bind "$2" /var/tmp; fi; shift 2; exec "$@"'

@@ -2,12 +2,12 @@
 
 One node namespace with its own sshd and /var/tmp (bench/sshnode.py), its management
 link shaped to 8 Mbit/s. On the node, where a FreeBSD sender keeps it
-(run_senders.SIFTR_LOG): a siftr 1.3 log made by bench/streams.py (the seed-scale
+(instruments.siftr.LOG): a siftr 1.3 log made by bench/streams.py (the seed-scale
 benchmark's generator), large enough that the old `get` (`cat` into a string under a
 fixed 60 s budget) could not have fetched it over this link: shown with the link's rate
 measured here on incompressible bytes. The new get fetches it gzipped, checked, well
 inside the budget its size gives it. Then a run's siftr collection (the real
-run_senders.siftr_collect on a testbed whose s1 is this node, with FreeBSD's driver) is
+the siftr instrument's collect on a testbed whose s1 is this node, with FreeBSD's driver) is
 cut half way (its ssh client killed): the fetch's one line names node, files and bytes
 received, nothing is left under the final name, the log stays on the node, and the
 run's verdict (summarize, with meta.json as run.py writes it) is invalid for that
@@ -38,7 +38,10 @@ from ccbench import fetch, layout
 from ccbench.exec_ssh import SshExecutor
 from ccbench.hosts import siftr_plan
 from ccbench.hosts.freebsd import FreeBSDHost
-from ccbench.run_senders import SIFTR_LOG, siftr_collect
+from ccbench.instruments import Recording
+from ccbench.instruments.siftr import LOG as SIFTR_LOG
+from ccbench.instruments.siftr import Siftr
+from ccbench.layout import load_spec
 from ccbench.spec import RunSpec
 from ccbench.summarize import summarize
 from tests.conftest import REPO
@@ -107,7 +110,7 @@ def node_sha256(n: SshNode, path: str) -> str:
 
 
 class NodeTestbed:
-    """What run_senders.siftr_collect uses of a testbed: a node's executor (the real SSH
+    """What the siftr instrument's collect uses of a testbed: a node's executor (the real SSH
     one) and its host driver (FreeBSD's, as on a seed's sender: its siftr_stop sysctl
     fails on this Linux node, harmlessly, as siftr_collect runs it with check=False)."""
 
@@ -125,7 +128,7 @@ class NodeTestbed:
 
 
 def a_run(d: Path, name: str) -> tuple[Path, dict[str, dict[str, Any]]]:
-    """A real run's raw/ (a valid one of the fixture) and what run_senders.siftr_start
+    """A real run's raw/ (a valid one of the fixture) and what the siftr instrument's start
     records for its s1 (one flow) when the sender is FreeBSD."""
     raw = d / name / "raw"
     shutil.copytree(RUN, raw)
@@ -136,6 +139,11 @@ def a_run(d: Path, name: str) -> tuple[Path, dict[str, dict[str, Any]]]:
     return raw, {"s1": {"logger": "siftr", "ppl": plan.ppl, "port_filter": plan.port_filter,
                         "log_bytes_est": plan.log_bytes, "within_budget": plan.within_budget,
                         "resolution": plan.resolution(len(spec.flows))}}  # fmt: skip
+
+
+def siftr_collect(tb: Any, started: dict[str, dict[str, Any]], raw: Path) -> None:
+    """The siftr instrument's collect, as run.py calls it once the probes ended."""
+    Siftr(nodes=started).collect(Recording(tb, load_spec(raw), raw))
 
 
 def verdict(raw: Path, siftr: dict[str, dict[str, Any]]) -> dict[str, Any]:
