@@ -14,6 +14,7 @@ import itertools
 import lzma
 import re
 import zlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import IO, Any
 
@@ -77,6 +78,38 @@ def _open(rd: RawDir, name: str) -> IO[str] | None:
         return None
 
 
+def _read_whole(rd: RawDir, name: str, rows: FileRows, what: str, read: Callable[[], None]) -> bool:
+    """`read` a sampler file's rows; False (its rows discarded, one problem naming the
+    file) when it is not text, cannot be read whole, or is not `what`."""
+    try:
+        read()
+    except _READ_ERRORS as e:
+        rows.discard()
+        rd.problem(name, _unreadable(e))
+        return False
+    except ValueError as e:
+        rows.discard()
+        rd.problem(name, f"not {what} ({e})")
+        return False
+    return True
+
+
+def _add_sender_rows(
+    rows: FileRows, b: pa.RecordBatch, local_to_flow: dict[str, int], t0: float | None,
+    offset: float, source: str, cols: dict[str, np.ndarray],
+) -> None:  # fmt: skip
+    """A batch's samples of the run's flows (told by their local address), times from
+    the run's start (`offset`: the batch's clock to wall-clock time)."""
+    flow = _flow_of(b.column("local"), local_to_flow)
+    keep = flow > 0
+    if t0 is None or not keep.any():
+        return
+    rows.add(pd.DataFrame({
+        "flow": flow[keep], "t_s": _float(b.column("t_s"))[keep] + offset - t0,
+        **{k: v[keep] for k, v in cols.items()}, "source": source,
+    }))  # fmt: skip
+
+
 def ss_rows(
     rd: RawDir, t0: float | None, traffic_s: float, local_to_flow: dict[str, int], sink: Sink
 ) -> None:
@@ -89,28 +122,17 @@ def ss_rows(
             continue
         reader = SsReader(fh)
         rows = sink.file_rows()
-        try:
+
+        def read(fh: IO[str] = fh, reader: SsReader = reader, rows: FileRows = rows) -> None:
             with fh:
                 for b in reader.batches(SS_BATCH_ROWS):
-                    flow = _flow_of(b.column("local"), local_to_flow)
-                    keep = flow > 0
-                    if t0 is None or not keep.any():
-                        continue
-                    rows.add(pd.DataFrame({
-                        "flow": flow[keep],
-                        "t_s": _float(b.column("t_s"))[keep] - t0,
-                        "throughput_bps": _float(b.column("delivery_rate_bps"))[keep],
-                        "cwnd_bytes": _float(b.column("cwnd_bytes"))[keep],
-                        "rtt_us": _float(b.column("rtt_us"))[keep],
-                        "source": "ss",
-                    }))  # fmt: skip
-        except _READ_ERRORS as e:
-            rows.discard()
-            rd.problem(name, _unreadable(e))
-            continue
-        except ValueError as e:
-            rows.discard()
-            rd.problem(name, f"not ss samples ({e})")
+                    _add_sender_rows(rows, b, local_to_flow, t0, 0.0, "ss", {
+                        "throughput_bps": _float(b.column("delivery_rate_bps")),
+                        "cwnd_bytes": _float(b.column("cwnd_bytes")),
+                        "rtt_us": _float(b.column("rtt_us")),
+                    })  # fmt: skip
+
+        if not _read_whole(rd, name, rows, "ss samples", read):
             continue
         last = reader.last_ts
         if last is None:
@@ -259,29 +281,20 @@ def tcp_probe_rows(
         if fh is None:
             continue
         rows = sink.file_rows()
-        trace = None
-        try:
+        trace = FastTrace(fh)
+
+        def read(
+            fh: IO[str] = fh, trace: FastTrace = trace, rows: FileRows = rows,
+            offset: float = offset,
+        ) -> None:  # fmt: skip
             with fh:
-                trace = FastTrace(fh)
                 for b in trace.probe_batches():
-                    flow = _flow_of(b.column("local"), local_to_flow)
-                    keep = flow > 0
-                    if t0 is None or not keep.any():
-                        continue
-                    rows.add(pd.DataFrame({
-                        "flow": flow[keep],
-                        "t_s": _float(b.column("t_s"))[keep] + offset - t0,
-                        "cwnd_bytes": _float(b.column("cwnd_pkts"))[keep] * mss_bytes,
-                        "rtt_us": _float(b.column("srtt_us"))[keep],
-                        "source": "tcp_probe",
-                    }))  # fmt: skip
-        except _READ_ERRORS as e:
-            rows.discard()
-            rd.problem(name, _unreadable(e))
-            continue
-        except ValueError as e:
-            rows.discard()
-            rd.problem(name, f"not a tcp_probe trace ({e})")
+                    _add_sender_rows(rows, b, local_to_flow, t0, offset, "tcp_probe", {
+                        "cwnd_bytes": _float(b.column("cwnd_pkts")) * mss_bytes,
+                        "rtt_us": _float(b.column("srtt_us")),
+                    })  # fmt: skip
+
+        if not _read_whole(rd, name, rows, "a tcp_probe trace", read):
             continue
         sink.commit(rows)
         if t0 is not None:

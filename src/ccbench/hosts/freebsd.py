@@ -1,7 +1,7 @@
 """FreeBSD host driver: command plans for a FreeBSD sender (Emulab bare metal).
 
 Everything here is a pure function returning argv lists; nothing runs. FreeBSD differs
-from Linux in two ways that shape this module (FACTS §6, seeds 000-004):
+from Linux in two ways that shape this module (mod_cc(4), tcp_functions(9), tcp_bbr(4)):
 
 * The congestion control is a mod_cc(4) module (`cc_<name>.ko`, chosen host-wide with
   `net.inet.tcp.cc.algorithm`), and the TCP *stack* is a second, independent host-wide
@@ -278,7 +278,7 @@ class FreeBSDHost:
     # --- per-flow truth --------------------------------------------------------
     def sockstat_tcp(self) -> Argv:
         """Every TCP socket with its CC module (-C) and TCP stack (-S); read by
-        ccbench.parse.sockstat. Sampled while the flows run (FACTS §6)."""
+        ccbench.parse.sockstat. Sampled while the flows run (usr.bin/sockstat/main.c)."""
         return ["sockstat", "-46", "-CS", "-P", "tcp"]
 
     # --- provenance ----------------------------------------------------------------
@@ -292,7 +292,8 @@ class FreeBSDHost:
 
     # --- interfaces ----------------------------------------------------------
     def offloads_off(self, ifname: str) -> list[Step]:
-        """TSO/LRO/checksum offload off (FACTS §2: offloads distort a small queue).
+        """TSO/LRO/checksum offload off (ifconfig(8) -tso -lro: a TSO segment of 64 KB
+        would sit in a small queue as one packet).
         `-tso` clears TSO4 and TSO6; the IPv6 checksum flags exist only on some NICs,
         so that step may fail."""
         if not _IFNAME.fullmatch(ifname):

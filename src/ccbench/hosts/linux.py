@@ -211,7 +211,8 @@ class LinuxHost:
     def bottleneck(self, dev: str, topo: Topology, shaper: str = "tbf") -> list[Argv]:
         """Rate shaper with the configured child queue on `dev`'s egress."""
         rate = f"{int(topo.rate_bps)}bit"
-        # Burst: ~1 ms at line rate but never under 10 full frames (FACTS §2).
+        # Burst: ~1 ms at line rate but never under 10 full frames (tc-tbf(8): a burst too
+        # small for the timer resolution caps the rate).
         burst = max(int(topo.rate_bps / 8 / 1000), 10 * topo.frame_bytes)
         plan: list[Argv] = [["tc", "qdisc", "del", "dev", dev, "root"]]
         if shaper == "tbf":

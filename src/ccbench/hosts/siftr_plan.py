@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 DEFAULT_BUDGET_BYTES = 64 * 2**20  # per sender per run
 PPL_MAX = 65535  # siftr/siftr2 keep the per-flow counter in a uint16_t
-FRAME_BYTES = 1514  # a full Ethernet frame as the shaper counts it (FACTS §2)
-# Measured on the seeds' path (FACTS §6): 82k data packets and 41k ACKs per second.
+FRAME_BYTES = 1514  # a full Ethernet frame as tbf counts it (net/sched/sch_tbf.c)
+# One ACK per two full-size segments at 1 Gbit/s (~82k data packets and ~41k ACKs a
+# second; delayed ACKs: net/ipv4/tcp_input.c __tcp_ack_snd_check).
 ACKS_PER_DATA = 0.5
 # Bytes per record, at the seeds' magnitudes (1 Gbit/s, 40 ms: 7-digit cwnd, 5-digit
 # srtt, 10-digit flowid and sequence numbers): siftr 1.3's 27 fields come to 169 bytes

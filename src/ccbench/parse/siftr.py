@@ -7,7 +7,7 @@ when logging is disabled) that lists the flows. Every layout detail depends on t
 a real log that differs from these is a one-place fix.
 
 Versions (from the FreeBSD sources and man page, and ccfbsd/siftr2; no real log was
-available to check against, FACTS §6):
+available to check against):
 
 * siftr 1.2.x (older kernels): `hz` and `tcp_rtt_scale` in the header; records start
   `dir,0xHASH,sec.usec,laddr,lport,faddr,fport,ssthresh,cwnd,bwnd,...`; srtt is

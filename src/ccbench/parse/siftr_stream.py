@@ -1,6 +1,7 @@
 """Read a siftr/siftr2 log as a stream of typed columnar batches, in bounded memory.
 
-A FreeBSD sender at 1 Gbit/s logs millions of records per run (FACTS §6), so the log
+A FreeBSD sender at 1 Gbit/s logs millions of records per run (sys/netinet/siftr.c logs every packet
+but 1 in ppl), so the log
 is never held whole: `SiftrReader` takes a text stream (or any iterable of text pieces,
 e.g. a file's lines) and yields pyarrow RecordBatches of one block of text each
 (`block_chars`, 1 MiB by default: about 6,000 siftr 1.3 records). Peak memory is a

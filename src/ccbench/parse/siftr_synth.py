@@ -13,7 +13,7 @@ one counter per flow over its in and out packets, and with ppl > 1 the ppl-th,
 2ppl-th, ... packet of each flow is logged.
 
 The sender's packets: data out at the flow's share of `rate_bps` in 1514-byte frames,
-one ACK in per two data packets (FACTS §6: 82k data and 41k ACK packets/s at 1 Gbit/s).
+one ACK in per two data packets (delayed ACKs: ~82k data and ~41k ACK packets/s at 1 Gbit/s).
 Records are formatted by pyarrow's CSV writer, so 10^7 records take seconds, and the
 text comes out in pieces (an iterator), never whole.
 """
