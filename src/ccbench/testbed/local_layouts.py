@@ -67,7 +67,8 @@ def releaser_mask(cpus: int) -> str:
 
 def rps_mask(lay: Layout, node: str, dev: str, cpus: int) -> str:
     """Where `dev`'s receive processing runs (RPS). One set per device stops reordering
-    (net/core/dev.c get_rps_cpu: a flow's packets stay on one CPU); the last CPU is the releaser's, which forwards what it releases inside
+    (net/core/dev.c get_rps_cpu: a flow's packets stay on one CPU); the last CPU is
+    the releaser's, which forwards what it releases inside
     its verdicts (native/ccdelay/README.md), so by default receive work stays off it;
     a layout may give it devices whose work would otherwise queue behind the data's."""
     return releaser_mask(cpus) if lay.on_releaser_cpu(node, dev) else spare_mask(cpus)
