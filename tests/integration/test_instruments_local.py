@@ -114,7 +114,9 @@ def test_a_crashed_runs_trace_is_removed(tmp_path: Path) -> None:
     reader = subprocess.Popen(["cat", f"{inst}/trace_pipe"], stdout=subprocess.DEVNULL,
                               start_new_session=True)  # fmt: skip
     try:
-        time.sleep(0.2)
+        deadline = time.monotonic() + 10  # until the reader has exec'd (a loaded machine)
+        while _cat_readers(inst) != [reader.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert _cat_readers(inst) == [reader.pid]
         assert tcp_probe.remove_host_instance(inst)
         reader.wait(timeout=5)
