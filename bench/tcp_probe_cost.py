@@ -46,7 +46,7 @@ def config(path: Path, rate: int, duration: float, traced: bool) -> Path:
     cfg = {
         "testbed": tb,
         "topology": {"pairs": 2, "rate_mbit": rate, "rtt_ms": 40, "queue": {"limit_pkts": 48}},
-        "run": {"duration_s": duration, "interval_s": 1, "tcp_probe": traced,
+        "run": {"duration_s": duration, "interval_s": 1, "record": ["tcp_probe"] if traced else [],
                 "flows": [{"cc": "cubic", "pair": 1}, {"cc": "cubic", "pair": 2}]},
     }  # fmt: skip
     path.write_text(yaml.safe_dump(cfg))

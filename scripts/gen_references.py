@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ccbench import config, record
+from ccbench import config, instruments, record
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_REF = REPO / "docs" / "config-reference.md"
@@ -214,7 +214,30 @@ def config_reference() -> str:
         "run",
         "Schema `src/ccbench/schemas/run.yaml`.",
     )
+    lines += _instruments_section()
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _instruments_section() -> list[str]:
+    """The instruments a config's `record:` may name, and their options (the registry)."""
+    lines = ["## Optional instruments (`record:`)", "",
+             "What `record: [name, {name: {option: value}}]` may name, from "
+             "`ccbench.instruments.REGISTRY`. Every other instrument records in every run "
+             "it applies to. A traced run (`tracing: separate`) also records with those "
+             "marked so.", "",
+             "| name | records | sender OSes | cost | in a traced run | options |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for name, c in instruments.REGISTRY.items():
+        if not c.optional:
+            continue
+        opts = "; ".join(
+            f"`{k}` (default {_num(o.default)}; > {_num(o.above)}, ≤ {_num(o.most)}): "
+            f"{o.description}" for k, o in c.options.items()
+        )  # fmt: skip
+        lines.append(f"| `{name}` | {_cell(c.description)} | {', '.join(c.oses)} | "
+                     f"{c.cost.value} | {'yes' if c.in_traced_twin else 'no'} | "
+                     f"{_cell(opts) or 'none'} |")  # fmt: skip
+    return lines + [""]
 
 
 def missing_descriptions() -> list[str]:

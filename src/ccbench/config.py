@@ -12,6 +12,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from ccbench import instruments
 from ccbench.errors import CcbenchError
 from ccbench.spec import RunSpec, Topology, check_flows, flows_from_config
 from ccbench.testbed.kinds import TestbedConfig, kind
@@ -34,6 +35,7 @@ def _registry_lists() -> dict[str, Any]:
         "referable_metrics": list(metric_catalog.REFERABLE),
         "sender_oses": list(dict.fromkeys(oses)),
         "dumbbells": kinds.MAX_DUMBBELLS,
+        "optional_instruments": [n for n, c in instruments.REGISTRY.items() if c.optional],
     }
 
 
@@ -272,11 +274,11 @@ def load_run_config(path: str | Path) -> tuple[TestbedConfig, RunSpec, int]:
         from ccbench.hosts.linux import check_kernel_ccs
 
         check_kernel_ccs((f"{path}: run.flows[{i}]", f.cc) for i, f in enumerate(flows))
-    spec = RunSpec(topology=topo, flows=flows, **sampling_from(run))
+    spec = RunSpec(topology=topo, flows=flows, **sampling_from(run, f"{path}: run.record"))
     return TestbedConfig.from_dict(data["testbed"]), spec, int(run["attempts"])
 
 
-def sampling_from(d: dict[str, Any]) -> dict[str, Any]:
+def sampling_from(d: dict[str, Any], where: str = "record") -> dict[str, Any]:
     """RunSpec's sampling and probe fields from a validated config mapping (a run
     config's `run:`, or a comparison config with its scenario's overrides): the one
     place config keys become these fields."""
@@ -288,9 +290,7 @@ def sampling_from(d: dict[str, Any]) -> dict[str, Any]:
         "probe_flent_test": d["probe_flent_test"],
         "qdisc_interval_s": float(d["qdisc_interval_s"]),
         "siftr_budget_mb": float(d["siftr_budget_mb"]),
-        "tcp_probe": bool(d["tcp_probe"]),
-        "tcp_probe_budget_mb": float(d["tcp_probe_budget_mb"]),
-        "bblog": bool(d["bblog"]),
+        "record": instruments.record_option(d["record"], where),
     }
 
 

@@ -11,10 +11,10 @@ A run directory (results/runs/<run id>/):
 raw/ holds spec.json (what was asked), meta.json (what happened when), calibration.json,
 facts.json, kernel.json, sender-setup.json, qdisc-config.txt, the before/after snapshots
 (tc-, delay-, drops-, cpu-), one iperf3-K.json (+ .err, server-K.txt) per flow, the
-samplers' ss-NODE.txt, qdisc-NODE.txt and siftr-NODE.log, sockstat-K.txt, the tcp_probe
-traces tcp-probe-READER.txt, the senders' tcp-counters-NODE-{before,after}.json, the probe's
-file (its name is the probe tool's, ccbench.probes), error.txt (the attempt failed) or
-skipped.json (not run, and why). A large file fetched from a remote node may be stored
+samplers' ss-NODE.txt, qdisc-NODE.txt and siftr-NODE.log, sockstat-K.txt, other
+instruments' files (each names its own), the senders' tcp-counters-NODE-{before,after}.json,
+the probe's file (its name is the probe tool's, ccbench.probes), error.txt (the attempt
+failed) or skipped.json (not run, and why). A large file fetched from a remote node may be stored
 compressed (NAME.gz, NAME.xz or NAME.zst); every reader here opens both forms.
 """
 
@@ -95,11 +95,6 @@ def sockstat(k: int) -> str:
     return f"sockstat-{k}.txt"
 
 
-def tcp_probe(reader: str) -> str:
-    """A tcp_probe trace (one per sender over SSH, `host` for a one-kernel testbed)."""
-    return f"tcp-probe-{reader}.txt"
-
-
 def bql(when: str) -> str:
     """The bottleneck NIC's transmit queues' BQL state (SSH testbeds)."""
     return f"bql-{when}.txt"
@@ -122,7 +117,6 @@ def stderr_of(name: str) -> str:
 
 SS_GLOB = "ss-s*.txt"
 SIFTR_GLOB = "siftr-s*.log"
-TCP_PROBE_GLOB = "tcp-probe-*.txt"
 
 # --- the run directory -----------------------------------------------------------
 RAW = "raw"

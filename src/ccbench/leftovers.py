@@ -7,8 +7,9 @@ process ccbench spawns over SSH records itself first: the wrapper writes its sta
 time (`ps -o lstart=`, the same on Linux and FreeBSD) to PROC_DIR/<pid>, then execs the
 command under the same pid. The next `testbed up` or run sweeps the node: a pid whose
 process still runs with the recorded start time (not a reused pid) is sent SIGTERM,
-then SIGKILL after 2 s; files of processes that are gone are removed. The sweep also
-turns off a siftr/siftr2 logger left enabled (FreeBSD senders: siftr_off_argv).
+then SIGKILL after 2 s; files of processes that are gone are removed. After the sweep,
+each instrument undoes what it switched on (Instrument.leftovers_argv: a siftr logger,
+a trace instance), printing `logger NAME` lines this module parses too.
 
 Both scripts are constants: only PROC_DIR (also a constant) reaches them, as an
 argument. sh, not Python: the nodes have no Python guaranteed (FreeBSD base).
@@ -59,22 +60,6 @@ if [ -n "$left" ]; then
 fi
 true"""
 
-# FreeBSD: a logger still enabled (its run never got to siftr_stop) is turned off.
-SIFTR_OFF = (
-    "for m in siftr siftr2; do "
-    'if [ "$(sysctl -n net.inet.$m.enabled 2>/dev/null)" = 1 ]; then '
-    'sysctl net.inet.$m.enabled=0 >/dev/null && echo "logger $m"; fi; done'
-)
-
-
-# Linux: a tcp_probe trace instance an earlier run left (its events still on) removed;
-# the sweep has ended its reader, which held the instance open.
-TRACE_OFF = (
-    'for d in /sys/kernel/tracing/instances/ccbench-*; do [ -d "$d" ] || continue; '
-    'for f in "$d"/events/tcp/*/enable; do echo 0 > "$f"; done; '
-    'rmdir "$d" && echo "logger tcp_probe"; done'
-)
-
 
 def wrapper(proc_dir: str = PROC_DIR) -> list[str]:
     """The argv prefix of every process ccbench spawns on a remote node."""
@@ -84,16 +69,6 @@ def wrapper(proc_dir: str = PROC_DIR) -> list[str]:
 def sweep_argv(proc_dir: str = PROC_DIR) -> list[str]:
     """One command that ends what earlier runs left on a node (see the module doc)."""
     return ["sh", "-c", _SWEEP, "ccbench-sweep", proc_dir]
-
-
-def siftr_off_argv() -> list[str]:
-    """FreeBSD: turn off a siftr/siftr2 logger an earlier run left enabled."""
-    return ["sh", "-c", SIFTR_OFF]
-
-
-def trace_off_argv() -> list[str]:
-    """Linux: remove a tcp_probe trace instance an earlier run left."""
-    return ["sh", "-c", TRACE_OFF]
 
 
 @dataclass(frozen=True)
@@ -141,5 +116,4 @@ def parse_sweep(stdout: str) -> Swept:
     return Swept(tuple(ended), tuple(killed), tuple(loggers))
 
 
-__all__ = ["PROC_DIR", "Swept", "parse_sweep", "siftr_off_argv", "sweep_argv", "trace_off_argv",
-           "wrapper"]  # fmt: skip
+__all__ = ["PROC_DIR", "Swept", "parse_sweep", "sweep_argv", "wrapper"]

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ccbench import probes
+from ccbench import instruments, probes
 from ccbench.config import sampling_from, validate
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario
@@ -31,7 +31,7 @@ from ccbench.spec import (
 from ccbench.testbed.kinds import REGISTRY, TestbedConfig, kind
 
 # The sampling settings a scenario may set for itself (the rest are the config's).
-SCENARIO_SAMPLING = ("probe_tool", "probe_flent_test", "qdisc_interval_s", "tcp_probe")
+SCENARIO_SAMPLING = ("probe_tool", "probe_flent_test", "qdisc_interval_s", "record")
 
 
 def _check_probe(source: str, sname: str, tool: str, variants: list[Variant]) -> None:
@@ -260,7 +260,8 @@ def _scenario_runs(
     settings = {**cfg, **{k: sc[k] for k in SCENARIO_SAMPLING if k in sc}}
     _check_probe(source, sname, settings["probe_tool"], variants)
     # What every run of the scenario shares; each variant adds its flows and label.
-    common = RunSpec(topology=topo, flows=(), scenario=sname, **sampling_from(settings))
+    where = f"{source}: " + (f"scenarios.{sname}.record" if "record" in sc else "record")
+    common = RunSpec(topology=topo, flows=(), scenario=sname, **sampling_from(settings, where))
     runs: list[_Run] = []
     for v in variants:
         flows = _variant_flows(source, sname, sc.get("flows", 1), v, topo, duration, tb_cfg)
@@ -278,10 +279,10 @@ def _scenario_runs(
 
 def _tracing_twins(spec: RunSpec, tracing: str) -> list[RunSpec]:
     """The runs of one repetition: itself (inline), or an untraced run and a traced one
-    with every ACK traced (separate)."""
+    (separate: instruments.traced_twin)."""
     if tracing == "inline":
         return [spec]
-    return [replace(spec, tracing="untraced"), replace(spec, tracing="traced", tcp_probe=True)]
+    return [replace(spec, tracing="untraced"), instruments.traced_twin(spec)]
 
 
 def _variant_flows(

@@ -222,15 +222,46 @@ FIELDS_ADDED: dict[str, Any] = {
     "probe_flent_test": "ping",
     "qdisc_interval_s": 0.05,
     "siftr_budget_mb": 64.0,
-    "tcp_probe": False,
-    "tcp_probe_budget_mb": 256.0,
     "tracing": "inline",
-    "bblog": False,
+    "record": {},
 }
+# Optional instruments a spec of 2026-11-25 asked for by keys of its own, now `record:
+# {name: options}`: key -> (instrument, {its old option key: option}).
+OLD_RECORD_KEYS: dict[str, tuple[str, dict[str, str]]] = {
+    "tcp_probe": ("tcp_probe", {"tcp_probe_budget_mb": "budget_mb"}),
+    "bblog": ("bblog", {}),
+}
+
+
+def _record_keys_upgraded(d: dict[str, Any]) -> dict[str, Any]:
+    """A spec mapping with the old keys as `record` (a copy when it changed). Its run id
+    is the one the current layout hashes: a run asked with the old keys is made again."""
+    old = [k for k in d if k in OLD_RECORD_KEYS or any(k in o for _, o in OLD_RECORD_KEYS.values())]
+    if not old:
+        return d
+    record = dict(d.get("record") or {})
+    for key, (name, opts) in OLD_RECORD_KEYS.items():
+        if d.get(key) is True:
+            record[name] = {new: d[k] for k, new in opts.items() if k in d}
+    return {**{k: v for k, v in d.items() if k not in old}, "record": record}
+
+
 # What a run records per packet (`tracing: separate` in a comparison config makes each
 # repetition twice: untraced, whose numbers are reported, and traced, whose curves are
 # plotted; instruments.for_run leaves the per-packet ones out of an untraced run).
 TRACING = ("inline", "untraced", "traced")
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An optional instrument a run records with (config `record:`), by its registered
+    name, and its options (every one the instrument declares, sorted by name)."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, key: str) -> Any:
+        return dict(self.options)[key]
 
 
 @dataclass(frozen=True)
@@ -248,13 +279,9 @@ class RunSpec:
     # FreeBSD senders: the most a run's siftr log may hold per sender, MB (siftr logs
     # every Nth packet to stay under it: hosts.siftr_plan).
     siftr_budget_mb: float = 64.0
-    # Linux senders: every ACK from the tcp_probe tracepoint, within a size budget per
-    # reader, MB (ACKs thinned by sequence space above it: instruments.tcp_probe).
-    tcp_probe: bool = False
-    tcp_probe_budget_mb: float = 256.0
     tracing: str = "inline"  # TRACING
-    # FreeBSD senders: each connection's TCP black-box log (tcplog_dumper, RACK/BBR).
-    bblog: bool = False
+    # The optional instruments asked for, with their options (ccbench.instruments).
+    record: tuple[Recorded, ...] = ()
     scenario: str = "adhoc"
     variant: str = "adhoc"  # the variant's label
     repetition: int = 1
@@ -265,6 +292,10 @@ class RunSpec:
     @property
     def os(self) -> str:
         return self.variant_def.os if self.variant_def else "linux"
+
+    def recording(self, name: str) -> Recorded | None:
+        """The optional instrument `name` as this run asks for it; None: not asked."""
+        return next((r for r in self.record if r.name == name), None)
 
     @property
     def stack(self) -> str:
@@ -310,20 +341,28 @@ class RunSpec:
         d = asdict(self)
         del d["variant_def"]
         d["flows"] = [asdict(f) for f in self.flows]
+        d["record"] = {r.name: dict(r.options) for r in self.record}
         d["extra"] = {"variant": self.variant_def.spec_dict()} if self.variant_def else {}
         return d
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> RunSpec:
         # A field a spec written before it existed lacks takes the dataclass default.
-        rest = {f.name for f in fields(RunSpec)} - {"topology", "flows", "variant_def"}
+        d = _record_keys_upgraded(d)
+        rest = {f.name for f in fields(RunSpec)} - {"topology", "flows", "variant_def", "record"}
         v = (d.get("extra") or {}).get("variant")
         return RunSpec(
             topology=Topology(**d["topology"]),
             flows=tuple(Flow(**f) for f in d["flows"]),
             variant_def=Variant.from_dict(v) if v else None,
+            record=recorded(d.get("record") or {}),
             **{k: v for k, v in d.items() if k in rest},
         )
+
+
+def recorded(d: dict[str, dict[str, Any]]) -> tuple[Recorded, ...]:
+    """spec.json's `record` ({name: {option: value}}) as the spec holds it: by name."""
+    return tuple(Recorded(n, tuple(sorted(o.items()))) for n, o in sorted(d.items()))
 
 
 def spec_dict_problem(d: dict[str, Any]) -> str | None:
@@ -361,6 +400,9 @@ def spec_dict_problem(d: dict[str, Any]) -> str | None:
     for key in ("interval_s", "ss_interval_s", "probe_interval_s"):
         if key in d and not (num(d[key]) and d[key] >= 0):
             return f"{key}: {d[key]!r} is not a non-negative number"
+    rec = d.get("record", {})
+    if not (isinstance(rec, dict) and all(isinstance(o, dict) for o in rec.values())):
+        return "record: not an object of instrument name -> options object"
     return None
 
 

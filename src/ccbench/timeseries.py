@@ -23,15 +23,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ccbench import layout, metrics, runmeta
-from ccbench import timeseries_samplers as samplers
-from ccbench.instruments.qdisc import QdiscSampler
-from ccbench.instruments.tcp_probe import TcpProbe
+from ccbench import instruments, layout, metrics, runmeta
+from ccbench.instruments import SENDER_SOURCES, SeriesContext
 from ccbench.layout import RawDir, load_spec
 from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
 from ccbench.spec import Flow, RunSpec
 from ccbench.timeseries_sink import Series, Sink
-from ccbench.timeseries_stats import SENDER_SOURCES, SeriesStats
+from ccbench.timeseries_stats import SeriesStats
 
 COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "rtt_us",
            "retransmits", "backlog_pkts", "backlog_bytes", "drops", "sent_pkts",
@@ -65,7 +63,7 @@ def write_checked(
     short: its rows are left out, and the verdict (summarize.judge) makes the run
     invalid. iperf3 and meta.json problems are the summary's (they are its files too);
     here such a file just gives no rows. `spec` is the run's (layout.load_spec)."""
-    stats = SeriesStats(bound_us)
+    stats = SeriesStats(SENDER_SOURCES, bound_us)
     sink = Sink(path, spec.run_id, _frame, stats)
     problems: list[str] = []
     try:
@@ -79,17 +77,12 @@ def write_checked(
 
 def _read(rd: RawDir, spec: RunSpec, sink: Sink) -> list[str]:
     meta = runmeta.load(RawDir(rd.path), len(spec.flows))  # its problems are the summary's
-    t0 = meta.started_unix
     frames, local_to_flow = _iperf3_rows(rd, spec, meta.flow_starts)
     for f in frames:
         sink.add(f)
-    samplers.ss_rows(rd, t0, spec.traffic_s, local_to_flow, sink)
-    samplers.siftr_rows(rd, t0, local_to_flow, sink)
-    tp = meta.instrument(TcpProbe)
-    samplers.tcp_probe_rows(rd, t0, local_to_flow, spec.topology.mss_bytes, sink,
-                            tp.thinning if tp else None)  # fmt: skip
-    if t0 is not None:
-        samplers.qdisc_rows(rd, meta.instrument(QdiscSampler), t0, sink)
+    ctx = SeriesContext(meta.started_unix, spec.traffic_s, local_to_flow,
+                        spec.topology.mss_bytes)  # fmt: skip
+    instruments.add_rows(rd, meta.instruments, ctx, sink)
     return [p for p in rd.problems if not p.startswith(f"{layout.META}:")]
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 import itertools
 import lzma
-import re
 import zlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,12 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ccbench import layout
-from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.layout import RawDir
 from ccbench.parse.qdisc import QueuePoint, iter_qdisc_samples, iter_queue_points
 from ccbench.parse.siftr_stream import SiftrReader
 from ccbench.parse.ss import SsReader
-from ccbench.parse.tcp_probe import CongStateChange, FastTrace, Retransmit
 from ccbench.timeseries_sink import FileRows, Sink
 
 # The sampler runs from before the first flow to after the last: its samples must
@@ -61,11 +58,11 @@ def _flow_of(local: pa.Array, local_to_flow: dict[str, int]) -> np.ndarray:
     return flows[np.nan_to_num(idx, nan=-1).astype(np.int64) + 1]
 
 
-def _float(col: Any) -> np.ndarray:
+def as_float(col: Any) -> np.ndarray:
     return np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=float)
 
 
-def _open(rd: RawDir, name: str) -> IO[str] | None:
+def open_stored(rd: RawDir, name: str) -> IO[str] | None:
     """The stored file (plain or compressed) as a text stream; None and a problem when
     it cannot be opened."""
     p = layout.stored(rd.path, name)
@@ -78,7 +75,7 @@ def _open(rd: RawDir, name: str) -> IO[str] | None:
         return None
 
 
-def _read_whole(rd: RawDir, name: str, rows: FileRows, what: str, read: Callable[[], None]) -> bool:
+def read_whole(rd: RawDir, name: str, rows: FileRows, what: str, read: Callable[[], None]) -> bool:
     """`read` a sampler file's rows; False (its rows discarded, one problem naming the
     file) when it is not text, cannot be read whole, or is not `what`."""
     try:
@@ -94,7 +91,7 @@ def _read_whole(rd: RawDir, name: str, rows: FileRows, what: str, read: Callable
     return True
 
 
-def _add_sender_rows(
+def add_sender_rows(
     rows: FileRows, b: pa.RecordBatch, local_to_flow: dict[str, int], t0: float | None,
     offset: float, source: str, cols: dict[str, np.ndarray],
 ) -> None:  # fmt: skip
@@ -105,7 +102,7 @@ def _add_sender_rows(
     if t0 is None or not keep.any():
         return
     rows.add(pd.DataFrame({
-        "flow": flow[keep], "t_s": _float(b.column("t_s"))[keep] + offset - t0,
+        "flow": flow[keep], "t_s": as_float(b.column("t_s"))[keep] + offset - t0,
         **{k: v[keep] for k, v in cols.items()}, "source": source,
     }))  # fmt: skip
 
@@ -117,7 +114,7 @@ def ss_rows(
     every file is checked, even when the run's start time is unknown and it gives no
     rows."""
     for name in rd.glob(layout.SS_GLOB):
-        fh = _open(rd, name)
+        fh = open_stored(rd, name)
         if fh is None:
             continue
         reader = SsReader(fh)
@@ -126,13 +123,13 @@ def ss_rows(
         def read(fh: IO[str] = fh, reader: SsReader = reader, rows: FileRows = rows) -> None:
             with fh:
                 for b in reader.batches(SS_BATCH_ROWS):
-                    _add_sender_rows(rows, b, local_to_flow, t0, 0.0, "ss", {
-                        "throughput_bps": _float(b.column("delivery_rate_bps")),
-                        "cwnd_bytes": _float(b.column("cwnd_bytes")),
-                        "rtt_us": _float(b.column("rtt_us")),
+                    add_sender_rows(rows, b, local_to_flow, t0, 0.0, "ss", {
+                        "throughput_bps": as_float(b.column("delivery_rate_bps")),
+                        "cwnd_bytes": as_float(b.column("cwnd_bytes")),
+                        "rtt_us": as_float(b.column("rtt_us")),
                     })  # fmt: skip
 
-        if not _read_whole(rd, name, rows, "ss samples", read):
+        if not read_whole(rd, name, rows, "ss samples", read):
             continue
         last = reader.last_ts
         if last is None:
@@ -221,18 +218,18 @@ def _siftr_part(
     if local.null_count == len(local):
         return pd.DataFrame({
             "flow": np.full(b.num_rows, -1, dtype=np.int64),
-            "t_s": enable_s + _float(b.column("t_s")) - t0,
-            "cwnd_bytes": _float(b.column("cwnd_bytes")),
-            "rtt_us": _float(b.column("srtt_us")),
+            "t_s": enable_s + as_float(b.column("t_s")) - t0,
+            "cwnd_bytes": as_float(b.column("cwnd_bytes")),
+            "rtt_us": as_float(b.column("srtt_us")),
             "source": "siftr",
             "flowid": b.column("flowid").to_pandas(),
         })  # fmt: skip
     flow = _flow_of(local, local_to_flow)
     keep = flow > 0
     return pd.DataFrame({
-        "flow": flow[keep], "t_s": enable_s + _float(b.column("t_s"))[keep] - t0,
-        "cwnd_bytes": _float(b.column("cwnd_bytes"))[keep],
-        "rtt_us": _float(b.column("srtt_us"))[keep], "source": "siftr",
+        "flow": flow[keep], "t_s": enable_s + as_float(b.column("t_s"))[keep] - t0,
+        "cwnd_bytes": as_float(b.column("cwnd_bytes"))[keep],
+        "rtt_us": as_float(b.column("srtt_us"))[keep], "source": "siftr",
     })  # fmt: skip
 
 
@@ -246,103 +243,10 @@ def _siftr2_flows(by_id: dict[str, int], part: pd.DataFrame) -> pd.DataFrame:
     return part.drop(columns="flowid")[keep].assign(flow=flow[keep]).reset_index(drop=True)
 
 
-# The instant a tcp_probe trace pairs with wall-clock time (instruments.tcp_probe
-# writes it to the instance's trace_marker right after its reader starts).
-_MARKER = re.compile(r"(\d+\.\d+): tracing_mark_write: ccbench_unix=(\d+\.\d+)")
-MARKER_LINES = 10000  # it is among the first lines: the traffic has not started yet
-
-
-def _trace_offset(rd: RawDir, name: str) -> float | None:
-    """Wall-clock time minus trace clock, from the trace's marker line."""
-    fh = _open(rd, name)
-    if fh is None:
-        return None
-    with fh:
-        for line in itertools.islice(fh, MARKER_LINES):
-            m = _MARKER.search(line)
-            if m:
-                return float(m.group(2)) - float(m.group(1))
-    return None
-
-
-def tcp_probe_rows(
-    rd: RawDir, t0: float | None, local_to_flow: dict[str, int], mss_bytes: int, sink: Sink,
-    thinning: str | None = None,
-) -> None:  # fmt: skip
-    """The tcp_probe traces' per-ACK rows (Linux senders: cwnd, srtt) into `sink`, each
-    file's once it read whole; a trace without its marker or that does not parse gives
-    no rows and one problem naming it."""
-    for name in rd.glob(layout.TCP_PROBE_GLOB):
-        offset = _trace_offset(rd, name)
-        if offset is None:
-            rd.problem(name, "no ccbench_unix marker: the trace's clock cannot be placed")
-            continue
-        fh = _open(rd, name)
-        if fh is None:
-            continue
-        rows = sink.file_rows()
-        trace = FastTrace(fh)
-
-        def read(
-            fh: IO[str] = fh, trace: FastTrace = trace, rows: FileRows = rows,
-            offset: float = offset,
-        ) -> None:  # fmt: skip
-            with fh:
-                for b in trace.probe_batches():
-                    _add_sender_rows(rows, b, local_to_flow, t0, offset, "tcp_probe", {
-                        "cwnd_bytes": _float(b.column("cwnd_pkts")) * mss_bytes,
-                        "rtt_us": _float(b.column("srtt_us")),
-                    })  # fmt: skip
-
-        if not _read_whole(rd, name, rows, "a tcp_probe trace", read):
-            continue
-        sink.commit(rows)
-        if t0 is not None:
-            _add_events(sink, trace, local_to_flow, offset - t0, thinning)
-
-
-MAX_MARKS = 500  # event times kept per kind and flow (the counts are whole)
-# A congestion state entered -> the count and the times it adds to (enum tcp_ca_state,
-# include/net/tcp.h: Recovery is fast recovery, Loss follows an RTO).
-ENTERED = {"TCP_CA_Recovery": ("recoveries", "recovery_s"), "TCP_CA_Loss": ("rtos", "rto_s")}
-
-
-def _add_events(
-    sink: Sink, trace: FastTrace, local_to_flow: dict[str, int], shift: float,
-    thinning: str | None,
-) -> None:  # fmt: skip
-    """The trace's recoveries (entries into TCP_CA_Recovery), RTOs (into TCP_CA_Loss)
-    and retransmissions per flow, times from the traffic start, into the statistics."""
-    ev = sink.stats.tcp_events or {"source": "tcp_probe", "acks_thinned": thinning,
-                                   "lost_events": 0, "flows": {}}  # fmt: skip
-    ev["lost_events"] += trace.lost_events
-    for rec in trace.others:
-        k = local_to_flow.get(rec.local, 0)
-        if not k:
-            continue
-        f = ev["flows"].setdefault(k, {"flow": k, "recoveries": 0, "rtos": 0, "retransmits": 0,
-                                       "recovery_s": [], "rto_s": []})  # fmt: skip
-        # An RTO sets TCP_CA_Loss at each expiry, again while in it (tcp_enter_loss);
-        # a fast recovery is entered once (tcp_enter_recovery).
-        if isinstance(rec, CongStateChange) and (rec.state == "TCP_CA_Loss"
-                                                 or rec.state != rec.prev_state):  # fmt: skip
-            entered = ENTERED.get(rec.state)
-            if entered is not None:
-                count, times = entered
-                f[count] += 1
-                if len(f[times]) < MAX_MARKS:
-                    f[times].append(round(rec.t_s + shift, 4))
-        elif isinstance(rec, Retransmit):
-            f["retransmits"] += 1
-    sink.stats.tcp_events = ev
-
-
-def qdisc_rows(rd: RawDir, qs: QdiscSampler | None, t0: float, sink: Sink) -> None:
-    """The bottleneck queue's rows (flow 0) into `sink`, once the file read whole; the
-    file's problems are the summary's."""
-    if qs is None:
-        return
-    fh = _open(rd, qs.file)
+def qdisc_rows(rd: RawDir, file: str, t0: float, sink: Sink) -> None:
+    """The bottleneck queue's rows (flow 0) from its sampler's `file` into `sink`, once
+    the file read whole; the file's problems are the summary's."""
+    fh = open_stored(rd, file)
     if fh is None:
         return
     rows = sink.file_rows()

@@ -83,7 +83,7 @@ class FileRows:
         self._parts: list[pd.DataFrame] = []
         self._rows = 0
         self._spill: tuple[Path, pa.ipc.RecordBatchFileWriter] | None = None
-        self.stats = SeriesStats(sink.stats.bound_ms)
+        self.stats = SeriesStats(sink.stats.sender_sources, sink.stats.bound_ms)
 
     def add(self, part: pd.DataFrame) -> None:
         if not len(part):

@@ -30,35 +30,38 @@ from ccbench.parse.counts import ValueCounts
 if TYPE_CHECKING:
     import pandas as pd
 
-# The sender's own cwnd/RTT samples, the one a run's statistics use first: tcp_probe
-# (Linux, every ACK), ss (Linux), siftr (FreeBSD); iperf3's per-interval TCP_INFO is the
-# fallback every OS has.
-SENDER_SOURCES = ("tcp_probe", "ss", "siftr")
-RTT_SOURCES = (*SENDER_SOURCES, "iperf3")  # finest first
+# The senders' own cwnd/RTT samples (`sender_sources`, finest first: the instruments'
+# ranks, ccbench.instruments.SENDER_SOURCES) are what a run's statistics use first;
+# iperf3's per-interval TCP_INFO is the fallback every OS has.
+FALLBACK = "iperf3"
 _EXACT_SUM = 2.0**53  # integer sums below this are exact in a float, in any order
 
 
 class SeriesStats:
     """Statistics of the rows added (`add`, one part at a time, or `from_frame`).
-    `bound_ms`: the RTT above which a sample counts as excess (None: not counted)."""
+    `sender_sources`: the sources of the senders' own samples, finest first; `bound_ms`:
+    the RTT above which a sample counts as excess (None: not counted)."""
 
-    def __init__(self, bound_ms: float | None = None) -> None:
+    def __init__(self, sender_sources: Sequence[str], bound_ms: float | None = None) -> None:
+        self.sender_sources = tuple(sender_sources)
         self.bound_ms = bound_ms
         self.bound_us = None if bound_ms is None else bound_ms * 1e3  # as metrics.rtt_excess
         self.rows = 0
         self.sources: set[str] = set()
-        self.rtt_counts = {s: ValueCounts() for s in RTT_SOURCES}
+        self.rtt_counts = {s: ValueCounts() for s in (*self.sender_sources, FALLBACK)}
         self.samples: dict[int, int] = {}  # flow -> sender RTT samples
         self.above: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # flow -> (t, rtt)
         self.iperf3: list[pd.DataFrame] = []
         # Linux per-ACK traces: each flow's congestion events (summary.json tcp_events),
-        # gathered as the traces stream past (timeseries_samplers.tcp_probe_rows).
+        # gathered as the traces stream past (the instrument's add_rows).
         self.tcp_events: dict[str, Any] | None = None
 
     @classmethod
-    def from_frame(cls, df: pd.DataFrame, bound_ms: float | None = None) -> SeriesStats:
+    def from_frame(
+        cls, df: pd.DataFrame, sender_sources: Sequence[str], bound_ms: float | None = None
+    ) -> SeriesStats:
         """The statistics of a whole time series (a timeseries.parquet read back)."""
-        st = cls(bound_ms)
+        st = cls(sender_sources, bound_ms)
         if len(df):
             st.add(df)
         return st
@@ -78,12 +81,12 @@ class SeriesStats:
         if "rtt_us" not in part:
             return
         rtt = part["rtt_us"].to_numpy(dtype=float, na_value=np.nan)
-        for s in RTT_SOURCES:
+        for s in self.rtt_counts:
             if s in mask:
                 self.rtt_counts[s].add(rtt[mask[s]])  # NaN is no sample
-        if not any(s in mask for s in SENDER_SOURCES):
+        if not any(s in mask for s in self.sender_sources):
             return
-        sender = np.isin(src, SENDER_SOURCES) & ~np.isnan(rtt)
+        sender = np.isin(src, self.sender_sources) & ~np.isnan(rtt)
         if not sender.any():
             return
         flow = part["flow"].to_numpy()[sender]
@@ -111,7 +114,7 @@ class SeriesStats:
 
     def finest_source(self) -> str:
         """timeseries.finest_source of these rows."""
-        return next((s for s in SENDER_SOURCES if s in self.sources), "iperf3")
+        return next((s for s in self.sender_sources if s in self.sources), FALLBACK)
 
     def srtt(self) -> tuple[str, int, metrics.SrttStats] | None:
         """(source, samples, metrics.srtt_stats of them) for the finest source; None

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ccbench import leftovers
+from ccbench import instruments, leftovers
 from ccbench.instruments import tcp_probe
 from tests.conftest import ccbench
 from tests.integration.conftest import namespaces, run_measured
@@ -29,7 +29,7 @@ def _config(path: Path, tb_id: str, **topo: Any) -> Path:
         "testbed": {"id": tb_id},
         "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_pkts": 48},
                      **topo},
-        "run": {"duration_s": 6, "interval_s": 0.5, "attempts": 2, "tcp_probe": True,
+        "run": {"duration_s": 6, "interval_s": 0.5, "attempts": 2, "record": ["tcp_probe"],
                 "flows": [{"cc": "cubic", "pair": 1}, {"cc": "cubic", "pair": 2}]},
     }  # fmt: skip
     path.write_text(yaml.safe_dump(cfg))
@@ -53,7 +53,7 @@ def test_tcp_probe_gives_every_ack_and_counters_name_the_retransmissions(tmp_pat
     ccbench("parse", str(out))
     raw = out / "raw"
     meta = json.loads((raw / "meta.json").read_text())
-    assert list(meta["instruments"]) == ["ss", "qdisc", "tcp_probe", "tcp_counters", "router_cpu"]
+    assert list(meta["instruments"]) == ["ss", "tcp_probe", "qdisc", "tcp_counters", "router_cpu"]
     ts = pd.read_parquet(out / "timeseries.parquet")
     tp = ts[ts["source"] == "tcp_probe"]
     ss = ts[ts["source"] == "ss"]
@@ -127,6 +127,7 @@ def test_a_crashed_runs_trace_is_removed(tmp_path: Path) -> None:
         subprocess.run(["rmdir", inst], check=False, capture_output=True)
     # the SSH nodes' sweep (ccbench.leftovers), run here on a reader-less instance
     subprocess.run(["mkdir", "-p", inst], check=True)
-    got = subprocess.run(leftovers.trace_off_argv(), capture_output=True, text=True)
+    [trace_off] = instruments.leftovers_argv("linux")
+    got = subprocess.run(trace_off, capture_output=True, text=True)
     assert "logger tcp_probe" in got.stdout and not Path(inst).exists()
     assert leftovers.parse_sweep(got.stdout).loggers == ("tcp_probe",)

@@ -6,6 +6,7 @@ usr.bin/netstat/inet.c."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from ccbench import instruments, layout, runmeta
+from ccbench.errors import CcbenchError
 from ccbench.exec import Result
 from ccbench.fetch import Fetched
 from ccbench.hosts.freebsd import FreeBSDHost
@@ -22,7 +24,7 @@ from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.counters import PLANS, TcpCounters
 from ccbench.instruments.tcp_probe import NODE_FILE, TcpProbe, port_filter, thin_bits_for
 from ccbench.layout import RawDir
-from ccbench.spec import Flow, RunSpec, Topology, Variant
+from ccbench.spec import Flow, Recorded, RunSpec, Topology, Variant
 from ccbench.summarize.bblog import bblog_record
 from ccbench.summarize.counters import retransmit_causes
 
@@ -92,14 +94,14 @@ def spec(tcp_probe: bool = True, os_name: str = "linux", rate: float = 1000,
         topology=Topology(pairs=2, rate_mbit=rate),
         flows=(Flow(pair=1, cc="cubic", duration_s=duration),
                Flow(pair=2, cc="cubic", duration_s=duration)),
-        tcp_probe=tcp_probe,
+        record=(Recorded("tcp_probe", (("budget_mb", 256.0),)),) if tcp_probe else (),
         variant_def=Variant(label="x", cc="cubic", os=os_name),
     )  # fmt: skip
 
 
 def test_registry_order_costs_and_oses() -> None:
     assert list(instruments.REGISTRY) == [
-        "ss", "qdisc", "siftr", "bblog", "tcp_probe", "sockstat", "tcp_counters",
+        "ss", "siftr", "bblog", "tcp_probe", "qdisc", "sockstat", "tcp_counters",
         "tx_queue_limits", "router_cpu",
     ]  # fmt: skip
     costs = {n: c.cost for n, c in instruments.REGISTRY.items()}
@@ -113,7 +115,7 @@ def test_registry_order_costs_and_oses() -> None:
 def test_an_ssh_run_of_linux_senders_records_with_these(tmp_path: Path) -> None:
     tb = SshTestbed()
     got = instruments.for_run(tb, spec())  # type: ignore[arg-type]
-    assert [i.name for i in got] == ["ss", "qdisc", "tcp_probe", "tcp_counters",
+    assert [i.name for i in got] == ["ss", "tcp_probe", "qdisc", "tcp_counters",
                                      "tx_queue_limits", "router_cpu"]  # fmt: skip
     # every record reads back as the instrument that wrote it
     for ins in got:
@@ -320,7 +322,7 @@ def test_bblog_plan_and_its_files_checked_whole(tmp_path: Path) -> None:
 
     tb = SshTestbed("freebsd")
     tb.exs["s1"], tb.exs["s2"] = Node(), Node()
-    s = replace(spec(False, "freebsd"), bblog=True)
+    s = replace(spec(False, "freebsd"), record=(Recorded("bblog"),))
     got = instruments.for_run(tb, s)  # type: ignore[arg-type]
     ins = next(i for i in got if isinstance(i, Bblog))
     assert "bblog" not in [i.name for i in instruments.for_run(tb, replace(s, tracing="untraced"))]  # type: ignore[arg-type]
@@ -351,3 +353,80 @@ def test_bblog_plan_and_its_files_checked_whole(tmp_path: Path) -> None:
         files[1]["blocks"] or 0
     )
     assert part["s1"]["notes"] == [f"bblog-s1-2.pcapng: {files[1]['problem']}"]
+
+
+def test_record_names_optional_instruments_with_their_options() -> None:
+    """A config's `record:` as the spec holds it: by name, every option at a value."""
+    got = instruments.record_option(["bblog", {"tcp_probe": {"budget_mb": 64}}])
+    assert got == (Recorded("bblog"), Recorded("tcp_probe", (("budget_mb", 64.0),)))
+    assert instruments.record_option(["tcp_probe"]) == (
+        Recorded("tcp_probe", (("budget_mb", 256.0),)),
+    )
+    assert instruments.record_option([]) == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        (["ss"], "'ss' is no optional instrument (there are: bblog, tcp_probe)"),
+        (["nope"], "'nope' is no optional instrument"),
+        (["bblog", "bblog"], "bblog is named twice"),
+        ([{"tcp_probe": {"budget": 1}}], "tcp_probe has no option 'budget' (it has: budget_mb)"),
+        (
+            [{"tcp_probe": {"budget_mb": 0}}],
+            "tcp_probe.budget_mb: 0 is not a number in (0, 100000]",
+        ),
+        ([{"tcp_probe": {"budget_mb": True}}], "tcp_probe.budget_mb: True is not a number"),
+        ([{"bblog": {"x": 1}}], "bblog has no option 'x' (it has: none)"),
+    ],
+)
+def test_a_bad_record_is_one_line_naming_it(value: list[Any], says: str) -> None:
+    with pytest.raises(CcbenchError, match=re.escape(says)):
+        instruments.record_option(value, "scenarios.a.record")
+
+
+def test_a_traced_twin_records_with_tcp_probe_and_keeps_what_was_asked() -> None:
+    s = replace(spec(False), record=(Recorded("bblog"),))
+    twin = instruments.traced_twin(s)
+    assert twin.tracing == "traced"
+    assert [r.name for r in twin.record] == ["bblog", "tcp_probe"]
+    asked = replace(spec(False), record=(Recorded("tcp_probe", (("budget_mb", 8.0),)),))
+    assert instruments.traced_twin(asked).record == asked.record  # its own budget kept
+    assert instruments.traced_twin_names() == ["tcp_probe"]
+
+
+def test_specs_with_the_old_keys_read_as_record() -> None:
+    """Specs written 2026-11-25 asked with keys of their own (tcp_probe, bblog)."""
+    d = spec(False).to_dict()
+    assert "record" not in json.loads(json.dumps({k: v for k, v in d.items() if v != {}}))
+    old = {**{k: v for k, v in d.items() if k != "record"}, "tcp_probe": True,
+           "tcp_probe_budget_mb": 32.0, "bblog": False}  # fmt: skip
+    got = RunSpec.from_dict(old)
+    assert got.record == (Recorded("tcp_probe", (("budget_mb", 32.0),)),)
+    assert TcpProbe.asked(got) == {"budget_mb": 32.0}
+    assert RunSpec.from_dict({**old, "tcp_probe": False}).record == ()
+    # a run asking nothing keeps its id (record hashes only when set); asking changes it
+    assert spec(False).run_id == RunSpec.from_dict(spec(False).to_dict()).run_id
+    assert spec(True).run_id != spec(False).run_id
+    assert RunSpec.from_dict(spec(True).to_dict()) == spec(True)
+
+
+def test_sender_sources_are_ranked_by_the_instruments() -> None:
+    assert instruments.SENDER_SOURCES == ("tcp_probe", "ss", "siftr")
+
+
+def test_a_scenario_may_ask_its_own_record() -> None:
+    """`record:` at the top level, overridden by a scenario's own (even an empty one)."""
+    from ccbench import matrix
+    from ccbench.config import load_yaml
+
+    cfg = load_yaml(Path(__file__).parents[2] / "config" / "config.yaml")
+    cfg = {**cfg, "repetitions": 1, "record": ["tcp_probe"]}
+    cfg["scenarios"] = {**cfg["scenarios"]}
+    cfg["scenarios"]["two-flows-48"] = {**cfg["scenarios"]["two-flows-48"], "record": []}
+    m = matrix.load(cfg, "c.yaml", need_inventory=False)
+    asked = {(r.scenario, tuple(x.name for x in r.spec.record)) for r in m.runs.values()}
+    assert asked == {("single-bdp", ("tcp_probe",)), ("two-flows-48", ())}
+    bad = {**cfg, "record": [{"tcp_probe": {"budget_mb": -1}}]}
+    with pytest.raises(CcbenchError, match=r"^c\.yaml: record: tcp_probe\.budget_mb: -1 "):
+        matrix.load(bad, "c.yaml", need_inventory=False)

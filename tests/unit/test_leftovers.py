@@ -9,7 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ccbench import leftovers
+from ccbench import instruments, leftovers
 from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
 
@@ -86,11 +86,13 @@ def test_parse_names_loggers_and_ignores_noise() -> None:
 
 
 def test_plans_per_os() -> None:
-    """Plan test: Linux sweeps and removes a tcp_probe trace instance; FreeBSD also turns
-    off siftr/siftr2 (no FreeBSD here)."""
-    assert LinuxHost().leftovers_plan() == [leftovers.sweep_argv(), leftovers.trace_off_argv()]
-    assert "/sys/kernel/tracing/instances/ccbench-*" in leftovers.trace_off_argv()[2]
-    plan = FreeBSDHost().leftovers_plan()
-    assert plan[0] == leftovers.sweep_argv() and plan[1][:2] == ["sh", "-c"]
-    assert "sysctl net.inet.$m.enabled=0" in plan[1][2] and "siftr siftr2" in plan[1][2]
+    """Plan test: every node is swept; then each instrument undoes its own: Linux removes
+    a tcp_probe trace instance, FreeBSD turns off siftr/siftr2 (no FreeBSD here)."""
+    assert (
+        LinuxHost().leftovers_plan() == FreeBSDHost().leftovers_plan() == [leftovers.sweep_argv()]
+    )
+    linux, freebsd = instruments.leftovers_argv("linux"), instruments.leftovers_argv("freebsd")
+    assert len(linux) == 1 and "/sys/kernel/tracing/instances/ccbench-*" in linux[0][2]
+    assert len(freebsd) == 1 and freebsd[0][:2] == ["sh", "-c"]
+    assert "sysctl net.inet.$m.enabled=0" in freebsd[0][2] and "siftr siftr2" in freebsd[0][2]
     assert leftovers.sweep_argv()[-1] == leftovers.PROC_DIR

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ccbench import leftovers
+from ccbench import instruments, leftovers
 from ccbench.exec import Result
 from ccbench.spec import Topology
 
@@ -68,7 +68,7 @@ def test_a_run_puts_its_own_queue_back_and_removes_the_others_loss_rules(beds: A
     bdp.prepare_run()
     # every node swept first for what a crashed run left (ccbench.leftovers: processes,
     # on Linux also a tcp_probe trace instance) ...
-    sweep, trace_off = leftovers.sweep_argv(), leftovers.trace_off_argv()
+    sweep, [trace_off] = leftovers.sweep_argv(), instruments.leftovers_argv("linux")
     assert sorted(n for n, argv in log if argv == sweep) == NODES
     assert sorted(n for n, argv in log if argv == trace_off) == NODES  # all Linux here
     first = [argv for _, argv in log[: 2 * len(NODES)]]

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ccbench import metrics
-from ccbench.timeseries_stats import SENDER_SOURCES, SeriesStats, rtt_excess
+from ccbench.instruments import SENDER_SOURCES
+from ccbench.timeseries_stats import SeriesStats, rtt_excess
 
 BOUND_MS = 45.5
 
@@ -48,10 +49,10 @@ def reference(df: pd.DataFrame, untimed: list[float]) -> dict[str, object]:
 
 
 def streamed(df: pd.DataFrame, cuts: list[int]) -> SeriesStats:
-    st_ = SeriesStats(BOUND_MS)
+    st_ = SeriesStats(SENDER_SOURCES, BOUND_MS)
     edges = [0, *sorted({c % (len(df) + 1) for c in cuts}), len(df)]
     for a, b in zip(edges, edges[1:], strict=False):
-        other = SeriesStats(BOUND_MS)  # as a file's rows are gathered, then merged
+        other = SeriesStats(SENDER_SOURCES, BOUND_MS)  # as a file's rows are gathered, then merged
         other.add(df.iloc[a:b].reset_index(drop=True))
         st_.merge(other)
     return st_

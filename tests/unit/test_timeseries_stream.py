@@ -16,6 +16,7 @@ import pytest
 
 from bench import seed_scale
 from ccbench import timeseries, timeseries_samplers, timeseries_sink
+from ccbench.instruments import SENDER_SOURCES
 from ccbench.layout import RawDir
 from ccbench.summarize.judge import parse_run_dir
 from ccbench.timeseries_stats import SeriesStats
@@ -69,7 +70,9 @@ def test_siftr2_rows_find_their_flow_in_the_footer(
     shutil.copy(SIFTR2, raw / "siftr-s1.log")
     small(monkeypatch, group=2, spill=spill)
     rd = RawDir(raw)
-    sink = timeseries_sink.Sink(tmp_path / "ts.parquet", "r", timeseries._frame, SeriesStats())
+    sink = timeseries_sink.Sink(
+        tmp_path / "ts.parquet", "r", timeseries._frame, SeriesStats(SENDER_SOURCES)
+    )
     t0 = 1745600000.0
     timeseries_samplers.siftr_rows(rd, t0, {"10.1.1.11:54321": 1}, sink)
     df = sink.close().frame()

@@ -109,8 +109,8 @@ class HostDriver(NodeDriver, Protocol):
 
     def leftovers_plan(self) -> list[Argv]:
         """Commands that end what an earlier, crashed run left on this node (processes
-        ccbench spawned; FreeBSD: a siftr logger still on). ccbench.leftovers parses
-        their output."""
+        ccbench spawned; an instrument's own leftovers are the instrument's:
+        Instrument.leftovers_argv). ccbench.leftovers parses their output."""
         ...
 
     def qdisc_stats(self, dev: str) -> Argv:

@@ -288,7 +288,7 @@ class FreeBSDHost:
         return ["sh", "-c", NIC_RECORDS_SCRIPT]
 
     def leftovers_plan(self) -> list[Argv]:
-        return [leftovers.sweep_argv(), leftovers.siftr_off_argv()]
+        return [leftovers.sweep_argv()]
 
     # --- interfaces ----------------------------------------------------------
     def offloads_off(self, ifname: str) -> list[Step]:

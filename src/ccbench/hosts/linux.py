@@ -123,7 +123,7 @@ class LinuxHost:
         return ["sh", "-c", BQL_SCRIPT, "ccbench-bql", dev]
 
     def leftovers_plan(self) -> list[Argv]:
-        return [leftovers.sweep_argv(), leftovers.trace_off_argv()]
+        return [leftovers.sweep_argv()]
 
     # --- what FreeBSD senders need and Linux does not (HostDriver) ----------------
     def variant_plan(self, cc: str, stack: str = "default") -> list[Step]:

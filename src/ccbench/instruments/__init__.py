@@ -1,14 +1,17 @@
 """What records during a run, as registered kinds (ccbench.instruments.base says what
 one is). A run asks each kind here, in this order, whether it applies (`for_run`), and
-then drives those that do; meta.json keeps each one's record under its name. Adding an
-instrument is its module here, its parser in ccbench.parse, and a line in REGISTRY.
+then drives those that do; meta.json keeps each one's record under its name. The time
+series reads each kind's rows in this order too. Adding an instrument is its module
+here, its parser in ccbench.parse, and a line in REGISTRY.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
-from ccbench.instruments.base import BadRecord, Cost, Instrument, Recording
+from ccbench.errors import CcbenchError
+from ccbench.instruments.base import BadRecord, Cost, Instrument, Recording, SeriesContext
 from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.bql import TxQueueLimits
 from ccbench.instruments.counters import TcpCounters
@@ -18,25 +21,77 @@ from ccbench.instruments.siftr import Siftr
 from ccbench.instruments.sockstat import Sockstat
 from ccbench.instruments.ss import Ss
 from ccbench.instruments.tcp_probe import TcpProbe
-from ccbench.spec import RunSpec
+from ccbench.layout import RawDir
+from ccbench.spec import Recorded, RunSpec
 from ccbench.testbed.base import Testbed
 
-# Order: started in this order, stopped in this order. The counters and the router's
-# CPU come last, closest to the traffic; the sockstat samples end before the CPU is read.
+if TYPE_CHECKING:
+    from ccbench.timeseries_sink import Sink
+
+# Order: started in this order, stopped in this order, read in this order. The counters
+# and the router's CPU come last, closest to the traffic; the sockstat samples end
+# before the CPU is read.
 REGISTRY: dict[str, type[Instrument]] = {
     c.name: c
     for c in (
         Ss,
-        QdiscSampler,
         Siftr,
         Bblog,
         TcpProbe,
+        QdiscSampler,
         Sockstat,
         TcpCounters,
         TxQueueLimits,
         RouterCpu,
     )
 }
+# The senders' own cwnd/RTT sample sources, finest first (timeseries_stats).
+SENDER_SOURCES = tuple(
+    c.name for c in sorted((c for c in REGISTRY.values() if c.sender_rank is not None),
+                           key=lambda c: c.sender_rank or 0)
+)  # fmt: skip
+
+
+def record_option(value: Any, where: str = "record") -> tuple[Recorded, ...]:
+    """A config's `record:` (optional instruments by name, each alone or as {name:
+    {option: value}}, the schema checked its shape) as a spec holds it: every option at
+    its value or default. One line naming what is wrong otherwise."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in value or []:
+        name, given = (item, {}) if isinstance(item, str) else next(iter(item.items()))
+        cls = REGISTRY.get(name)
+        if cls is None or not cls.optional:
+            known = ", ".join(n for n, c in REGISTRY.items() if c.optional)
+            raise CcbenchError(f"{where}: {name!r} is no optional instrument (there are: {known})")
+        if name in out:
+            raise CcbenchError(f"{where}: {name} is named twice")
+        opts = {k: o.default for k, o in cls.options.items()}
+        for k, v in (given or {}).items():
+            o = cls.options.get(k)
+            if o is None:
+                raise CcbenchError(f"{where}: {name} has no option {k!r} "
+                                   f"(it has: {', '.join(cls.options) or 'none'})")  # fmt: skip
+            if isinstance(v, bool) or not isinstance(v, int | float) or not o.above < v <= o.most:
+                raise CcbenchError(f"{where}: {name}.{k}: {v!r} is not a number in "
+                                   f"({o.above:g}, {o.most:g}] ({o.description})")  # fmt: skip
+            opts[k] = float(v)
+        out[name] = opts
+    return tuple(Recorded(n, tuple(sorted(o.items()))) for n, o in sorted(out.items()))
+
+
+def traced_twin(spec: RunSpec) -> RunSpec:
+    """A repetition's traced run (`tracing: separate`): what it asks, plus every
+    instrument a traced twin records with at its defaults."""
+    have = {r.name for r in spec.record}
+    extra = [Recorded(c.name, tuple(sorted((k, o.default) for k, o in c.options.items())))
+             for c in REGISTRY.values() if c.in_traced_twin and c.name not in have]  # fmt: skip
+    record = tuple(sorted((*spec.record, *extra), key=lambda r: r.name))
+    return replace(spec, tracing="traced", record=record)
+
+
+def traced_twin_names() -> list[str]:
+    """The instruments a traced twin records with beyond what the config asks."""
+    return [c.name for c in REGISTRY.values() if c.in_traced_twin]
 
 
 def for_run(tb: Testbed, spec: RunSpec) -> list[Instrument]:
@@ -45,6 +100,23 @@ def for_run(tb: Testbed, spec: RunSpec) -> list[Instrument]:
     kinds = [c for c in REGISTRY.values()
              if not (spec.tracing == "untraced" and c.cost is Cost.PER_PACKET)]  # fmt: skip
     return [i for c in kinds if (i := c.for_run(tb, spec)) is not None]
+
+
+def add_rows(rd: RawDir, records: dict[str, Instrument], ctx: SeriesContext, sink: Sink) -> None:
+    """Every instrument's rows of a run's time series, in REGISTRY's order."""
+    for name, cls in REGISTRY.items():
+        cls.add_rows(rd, records.get(name), ctx, sink)
+
+
+def leftovers_argv(os: str) -> list[list[str]]:
+    """What undoes every instrument's leftovers on a node of `os`."""
+    return [argv for c in REGISTRY.values() for argv in c.leftovers_argv(os)]
+
+
+def remove_local_leftovers(tb_id: str) -> None:
+    """Every instrument's leftovers of one-kernel testbed `tb_id` on this machine."""
+    for c in REGISTRY.values():
+        c.remove_local_leftovers(tb_id)
 
 
 def from_records(d: dict[str, Any]) -> tuple[dict[str, Instrument], list[str]]:
@@ -64,4 +136,20 @@ def from_records(d: dict[str, Any]) -> tuple[dict[str, Instrument], list[str]]:
     return out, problems
 
 
-__all__ = ["REGISTRY", "BadRecord", "Cost", "Instrument", "Recording", "for_run", "from_records"]
+__all__ = [
+    "REGISTRY",
+    "SENDER_SOURCES",
+    "BadRecord",
+    "Cost",
+    "Instrument",
+    "Recording",
+    "SeriesContext",
+    "add_rows",
+    "for_run",
+    "from_records",
+    "leftovers_argv",
+    "record_option",
+    "remove_local_leftovers",
+    "traced_twin",
+    "traced_twin_names",
+]

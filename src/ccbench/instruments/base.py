@@ -4,8 +4,11 @@ a run on a testbed, stops and collects, and owns a typed record in the run's met
 
 The run (ccbench.run) only loops: `for_run` for each registered kind, then `start`
 before the traffic, `during` actions while it flows, `stop` right after it, `collect`
-once the probes ended. What an instrument read is the reader's (summarize, timeseries),
-through its record.
+once the probes ended. Reading loops likewise: the time series asks every kind for its
+rows (`add_rows`), the report for the caption of its samples (`series_caption`), a
+testbed's clean-up for what a crashed run of it leaves (`leftovers_argv`,
+`remove_local_leftovers`). An optional instrument (`optional`) records only when the
+config's `record:` names it, with the options it declares (`options`).
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ccbench.exec import Proc
-from ccbench.layout import AFTER, BEFORE
+from ccbench.layout import AFTER, BEFORE, RawDir
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
+
+if TYPE_CHECKING:
+    from ccbench.record import RunRecord
+    from ccbench.timeseries_sink import Sink
 
 
 class Cost(enum.StrEnum):
@@ -50,6 +57,28 @@ class Recording:
 Action = tuple[float, Callable[[], None]]  # (seconds after the traffic starts, what)
 
 
+@dataclass(frozen=True)
+class Option:
+    """An option of an optional instrument: `record: [{name: {key: value}}]`."""
+
+    default: float
+    description: str
+    above: float  # values must be above this
+    most: float
+
+
+@dataclass(frozen=True)
+class SeriesContext:
+    """What a run's rows are placed by (ccbench.timeseries): the wall-clock time its
+    traffic started (None: unknown, samples give no rows), its traffic time, each flow's
+    sockets by local address, and the path's MSS."""
+
+    t0: float | None
+    traffic_s: float
+    local_to_flow: dict[str, int]
+    mss_bytes: int
+
+
 @dataclass
 class Instrument:
     """One instrument of one run. Subclasses set the class variables, a `record` of
@@ -59,6 +88,15 @@ class Instrument:
     description: ClassVar[str]
     cost: ClassVar[Cost]
     oses: ClassVar[tuple[str, ...]] = ("linux", "freebsd")  # sender OSes it records on
+    # Recorded only when the config's `record:` names it, with these options.
+    optional: ClassVar[bool] = False
+    options: ClassVar[dict[str, Option]] = {}
+    # A traced twin (`tracing: separate`) records with it even when `record:` does not
+    # name it (the per-packet instrument whose curves that twin is for).
+    in_traced_twin: ClassVar[bool] = False
+    # Its rows (source = name) are the senders' own cwnd/RTT samples, finest first by
+    # this rank (statistics and figures use the finest a run has); None: not such rows.
+    sender_rank: ClassVar[int | None] = None
 
     procs: list[Proc] = field(default_factory=list, init=False)
 
@@ -89,6 +127,41 @@ class Instrument:
         """The instrument as a run recorded it (meta.json); BadRecord naming what is
         wrong when `d` is not what record_json writes."""
         raise NotImplementedError
+
+    @classmethod
+    def asked(cls, spec: RunSpec) -> dict[str, Any] | None:
+        """An optional instrument's options for a run of `spec` (each at its default
+        where the spec gives none); None when the run does not ask for it."""
+        r = spec.recording(cls.name)
+        if r is None:
+            return None
+        return {k: o.default for k, o in cls.options.items()} | dict(r.options)
+
+    # --- reading a run's raw files (after the run; `record` is None when the run kept
+    # none: it may predate the instrument's record, its files are still read) ---------
+
+    @classmethod
+    def add_rows(cls, rd: RawDir, record: Self | None, ctx: SeriesContext, sink: Sink) -> None:
+        """Its rows of the run's time series into `sink` (timeseries_sink: each file's
+        rows once the file read whole; a problem in `rd` naming a file that does not)."""
+
+    @classmethod
+    def series_caption(cls, summaries: list[RunRecord | None]) -> str:
+        """How the figures' cwnd/srtt were sampled when its rows are the finest."""
+        return f"{cls.name} samples"
+
+    # --- what a crashed run of it may leave --------------------------------------------
+
+    @classmethod
+    def leftovers_argv(cls, os: str) -> list[list[str]]:
+        """Commands that undo what a run on a node of `os` left running or switched on;
+        each prints `logger NAME` when it did something (ccbench.leftovers.parse_sweep)."""
+        return []
+
+    @classmethod
+    def remove_local_leftovers(cls, tb_id: str) -> None:
+        """On this machine (a one-kernel testbed's `down`): what a run left outside the
+        testbed's namespaces."""
 
 
 @dataclass

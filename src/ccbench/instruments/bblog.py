@@ -37,13 +37,14 @@ class Bblog(Instrument):
     description = "tcplog_dumper's BBLog pcapng files on the FreeBSD senders"
     cost = Cost.PER_PACKET
     oses = ("freebsd",)
+    optional = True
 
     # node -> {"files": [{file, node_bytes, fetched_bytes, blocks, problem}], "problem"}
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
-        if not spec.bblog:
+        if cls.asked(spec) is None:
             return None
         nodes = [n for n in spec.senders if tb.driver(n).os == "freebsd"]
         return cls(nodes={n: {"files": [], "problem": None} for n in nodes}) if nodes else None

@@ -8,14 +8,18 @@ import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ccbench import layout
-from ccbench.instruments.base import Cost, Instrument, Recording, need
+from ccbench.instruments.base import Cost, Instrument, Recording, SeriesContext, need
 from ccbench.jsonio import is_number
+from ccbench.layout import RawDir
 from ccbench.roles import BOTTLENECK_ROUTER
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
+
+if TYPE_CHECKING:
+    from ccbench.timeseries_sink import Sink
 
 # Over ssh the sampler starts ~0.3 s later: the run waits for its first sample, so the
 # queue is seen from the first packet (summary queue.first_s says).
@@ -68,6 +72,13 @@ class QdiscSampler(Instrument):
         return cls(node=d.get("node", BOTTLENECK_ROUTER), dev=str(d.get("dev", "")),
                    interval_s=float(iv) if is_number(iv) else 0.0,
                    argv=[str(a) for a in d.get("argv") or []])  # fmt: skip
+
+    @classmethod
+    def add_rows(cls, rd: RawDir, record: Self | None, ctx: SeriesContext, sink: Sink) -> None:
+        from ccbench import timeseries_samplers as samplers  # pandas: only to read
+
+        if record is not None and ctx.t0 is not None:
+            samplers.qdisc_rows(rd, record.file, ctx.t0, sink)
 
 
 def _wait_nonempty(path: Path, timeout_s: float) -> None:

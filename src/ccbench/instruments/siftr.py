@@ -6,19 +6,30 @@ them and every Nth packet so the log stays within spec.siftr_budget_mb
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ccbench import layout
 from ccbench.fetch import FetchFailed
 from ccbench.hosts import siftr_plan
-from ccbench.instruments.base import Cost, Instrument, Recording, need
+from ccbench.instruments.base import Cost, Instrument, Recording, SeriesContext, need
+from ccbench.layout import RawDir
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
+
+if TYPE_CHECKING:
+    from ccbench.record import RunRecord
+    from ccbench.timeseries_sink import Sink
 
 LOG = "/var/tmp/ccbench-siftr.log"
 # A node's record: what was started and, after the run, what its fetch moved.
 NODE_KEYS = ("logger", "ppl", "port_filter", "log_bytes_est", "within_budget", "resolution")
 FETCH_KEYS = ("node_bytes", "fetched_bytes", "seconds")
+# A logger still enabled (its run never got to siftr_stop) is turned off.
+SIFTR_OFF = (
+    "for m in siftr siftr2; do "
+    'if [ "$(sysctl -n net.inet.$m.enabled 2>/dev/null)" = 1 ]; then '
+    'sysctl net.inet.$m.enabled=0 >/dev/null && echo "logger $m"; fi; done'
+)
 
 
 @dataclass
@@ -27,6 +38,7 @@ class Siftr(Instrument):
     description = "siftr2 or siftr(4) on the FreeBSD senders, every Nth packet"
     cost = Cost.PER_PACKET
     oses = ("freebsd",)
+    sender_rank = 3
 
     # node -> {logger, ppl, port_filter, log_bytes_est, within_budget, resolution,
     #          fetch: {node_bytes, fetched_bytes, compressed, seconds} | {error}}
@@ -100,3 +112,23 @@ class Siftr(Instrument):
             nodes[str(node)] = {**{k: v.get(k) for k in NODE_KEYS},
                                 **({"fetch": fetch} if fetch is not None else {})}  # fmt: skip
         return cls(nodes=nodes)
+
+    @classmethod
+    def add_rows(cls, rd: RawDir, record: Self | None, ctx: SeriesContext, sink: Sink) -> None:
+        from ccbench import timeseries_samplers as samplers  # pandas: only to read
+
+        samplers.siftr_rows(rd, ctx.t0, ctx.local_to_flow, sink)
+
+    @classmethod
+    def series_caption(cls, summaries: list[RunRecord | None]) -> str:
+        """How finely each FreeBSD sender's log was taken (its every Nth packet)."""
+        how: list[str] = []
+        for rec in summaries:
+            for node, lg in sorted(((rec.siftr if rec else None) or {}).items()):
+                if lg.resolution and f"{node}: {lg.resolution}" not in how:
+                    how.append(f"{node}: {lg.resolution}")
+        return "siftr samples" + (f" ({'; '.join(how)})" if how else "")
+
+    @classmethod
+    def leftovers_argv(cls, os: str) -> list[list[str]]:
+        return [["sh", "-c", SIFTR_OFF]] if os == "freebsd" else []

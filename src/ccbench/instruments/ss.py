@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import signal
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ccbench import layout
-from ccbench.instruments.base import Cost, Instrument, Recording, need
+from ccbench.instruments.base import Cost, Instrument, Recording, SeriesContext, need
 from ccbench.jsonio import is_number
+from ccbench.layout import RawDir
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
+
+if TYPE_CHECKING:
+    from ccbench.timeseries_sink import Sink
 
 
 @dataclass
@@ -20,6 +24,7 @@ class Ss(Instrument):
     description = "ss -tinH on the Linux senders every interval"
     cost = Cost.SAMPLED
     oses = ("linux",)
+    sender_rank = 2
 
     interval_s: float = 0.1
     nodes: list[str] = field(default_factory=list)
@@ -51,3 +56,9 @@ class Ss(Instrument):
              and all(isinstance(n, str) for n in d["nodes"]),
              "not {interval_s, nodes}")  # fmt: skip
         return cls(interval_s=float(d["interval_s"]), nodes=list(d["nodes"]))
+
+    @classmethod
+    def add_rows(cls, rd: RawDir, record: Self | None, ctx: SeriesContext, sink: Sink) -> None:
+        from ccbench import timeseries_samplers as samplers  # pandas: only to read
+
+        samplers.ss_rows(rd, ctx.t0, ctx.traffic_s, ctx.local_to_flow, sink)

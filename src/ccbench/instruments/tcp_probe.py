@@ -15,21 +15,37 @@ clock with wall-clock time. Above the size budget, ACKs are thinned by sequence 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import math
 import os
+import re
 import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import IO, TYPE_CHECKING, Any, Self
 
 from ccbench import layout
 from ccbench.exec import Executor, NetnsExecutor
 from ccbench.fetch import FetchFailed
-from ccbench.instruments.base import Cost, Instrument, Recording, is_int, need
+from ccbench.instruments.base import (
+    Cost,
+    Instrument,
+    Option,
+    Recording,
+    SeriesContext,
+    is_int,
+    need,
+)
+from ccbench.layout import RawDir
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 from ccbench.testbed.kinds import kind
+
+if TYPE_CHECKING:
+    from ccbench.parse.tcp_probe import FastTrace
+    from ccbench.record import RunRecord
+    from ccbench.timeseries_sink import FileRows, Sink
 
 TRACEFS = "/sys/kernel/tracing"
 EVENTS = ("tcp_probe", "tcp_cong_state_set", "tcp_retransmit_skb")
@@ -42,6 +58,14 @@ DRAIN_S = 2.0  # after the events are off: until the reader's file stops growing
 # Marker: the trace clock at this line is the wall-clock time it names.
 MARKER_SCRIPT = 'printf "ccbench_unix=%s\\n" "$(date +%s.%N)" > "$1"'
 READER_SCRIPT = 'exec cat "$1" > "$2"'
+
+
+FILE_GLOB = "tcp-probe-*.txt"
+
+
+def trace_file(reader: str) -> str:
+    """A reader's trace in raw/ (one per sender over SSH, HOST on a one-kernel testbed)."""
+    return f"tcp-probe-{reader}.txt"
 
 
 def instance(tb_id: str) -> str:
@@ -83,6 +107,13 @@ class TcpProbe(Instrument):
     description = "tcp_probe per ACK on the Linux senders (+ cong_state, retransmits)"
     cost = Cost.PER_PACKET
     oses = ("linux",)
+    optional = True
+    options = {
+        "budget_mb": Option(256.0, "the most a run's trace may hold per reader, MB; above "
+                            "it ACKs are thinned by sequence space", 0, 1e5),
+    }  # fmt: skip
+    in_traced_twin = True
+    sender_rank = 1  # every ACK: finer than ss and siftr's samples
 
     instance: str = ""
     ports: list[int] = field(default_factory=list)
@@ -91,7 +122,8 @@ class TcpProbe(Instrument):
 
     @classmethod
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
-        if not spec.tcp_probe:
+        opts = cls.asked(spec)
+        if opts is None:
             return None
         linux = [n for n in spec.senders if tb.driver(n).os == "linux"]
         if not linux:
@@ -100,8 +132,8 @@ class TcpProbe(Instrument):
         return cls(
             instance=instance(tb.id),
             ports=[layout.BASE_PORT + k for k in range(1, len(spec.flows) + 1)],
-            thin_bits=thin_bits_for(spec, int(spec.tcp_probe_budget_mb * 2**20)),
-            readers=[Reader(n, layout.tcp_probe(n)) for n in nodes],
+            thin_bits=thin_bits_for(spec, int(opts["budget_mb"] * 2**20)),
+            readers=[Reader(n, trace_file(n)) for n in nodes],
         )
 
     def _ex(self, rec: Recording, r: Reader) -> Executor:
@@ -203,6 +235,35 @@ class TcpProbe(Instrument):
         return (f"ACKs thinned to 1 in {2**self.thin_bits} by sequence space (whole "
                 f"{kib} KiB windows) to stay within the size budget")  # fmt: skip
 
+    @classmethod
+    def add_rows(cls, rd: RawDir, record: Self | None, ctx: SeriesContext, sink: Sink) -> None:
+        trace_rows(rd, ctx, sink, record.thinning if record else None)
+
+    @classmethod
+    def series_caption(cls, summaries: list[RunRecord | None]) -> str:
+        """Every ACK, unless the budget thinned them (then it says how)."""
+        thin = {r.tcp_events.acks_thinned for r in summaries if r and r.tcp_events}
+        if thin <= {None}:
+            return f"{cls.name}, every ACK"
+        return f"{cls.name}: {'; '.join(sorted(t for t in thin if t))}"
+
+    @classmethod
+    def leftovers_argv(cls, os: str) -> list[list[str]]:
+        return [["sh", "-c", TRACE_OFF]] if os == "linux" else []
+
+    @classmethod
+    def remove_local_leftovers(cls, tb_id: str) -> None:
+        remove_host_instance(instance(tb_id))
+
+
+# A trace instance an earlier run left (its events still on) removed; the leftovers
+# sweep has ended its reader, which held the instance open.
+TRACE_OFF = (
+    f'for d in {TRACEFS}/instances/ccbench-*; do [ -d "$d" ] || continue; '
+    'for f in "$d"/events/tcp/*/enable; do echo 0 > "$f"; done; '
+    'rmdir "$d" && echo "logger tcp_probe"; done'
+)
+
 
 def remove_plan(inst: str) -> list[list[str]]:
     """A trace instance removed (tracefs refuses rmdir while a reader holds it open: the
@@ -242,6 +303,104 @@ def remove_host_instance(inst: str) -> bool:
         if not Path(inst).is_dir() or time.monotonic() > deadline:
             return True
         time.sleep(0.05)  # a killed reader lets go of the pipe once it has exited
+
+
+# --- reading ------------------------------------------------------------------------
+# The instant a trace pairs with wall-clock time (`start` writes it to the instance's
+# trace_marker right after its reader starts).
+_MARKER = re.compile(r"(\d+\.\d+): tracing_mark_write: ccbench_unix=(\d+\.\d+)")
+MARKER_LINES = 10000  # it is among the first lines: the traffic has not started yet
+
+
+def _trace_offset(rd: RawDir, name: str) -> float | None:
+    """Wall-clock time minus trace clock, from the trace's marker line."""
+    from ccbench.timeseries_samplers import open_stored
+
+    fh = open_stored(rd, name)
+    if fh is None:
+        return None
+    with fh:
+        for line in itertools.islice(fh, MARKER_LINES):
+            m = _MARKER.search(line)
+            if m:
+                return float(m.group(2)) - float(m.group(1))
+    return None
+
+
+def trace_rows(rd: RawDir, ctx: SeriesContext, sink: Sink, thinning: str | None) -> None:
+    """The traces' per-ACK rows (Linux senders: cwnd, srtt) into `sink`, each file's once
+    it read whole, and their congestion events into its statistics; a trace without its
+    marker or that does not parse gives no rows and one problem naming it."""
+    # pandas and pyarrow are loaded where runs are read, not where they are planned
+    from ccbench.parse.tcp_probe import FastTrace
+    from ccbench.timeseries_samplers import add_sender_rows, as_float, open_stored, read_whole
+
+    t0, local_to_flow = ctx.t0, ctx.local_to_flow
+    for name in rd.glob(FILE_GLOB):
+        offset = _trace_offset(rd, name)
+        if offset is None:
+            rd.problem(name, "no ccbench_unix marker: the trace's clock cannot be placed")
+            continue
+        fh = open_stored(rd, name)
+        if fh is None:
+            continue
+        rows = sink.file_rows()
+        trace = FastTrace(fh)
+
+        def read(
+            fh: IO[str] = fh, trace: FastTrace = trace, rows: FileRows = rows,
+            offset: float = offset,
+        ) -> None:  # fmt: skip
+            with fh:
+                for b in trace.probe_batches():
+                    add_sender_rows(rows, b, local_to_flow, t0, offset, TcpProbe.name, {
+                        "cwnd_bytes": as_float(b.column("cwnd_pkts")) * ctx.mss_bytes,
+                        "rtt_us": as_float(b.column("srtt_us")),
+                    })  # fmt: skip
+
+        if not read_whole(rd, name, rows, f"a {TcpProbe.name} trace", read):
+            continue
+        sink.commit(rows)
+        if t0 is not None:
+            _add_events(sink, trace, local_to_flow, offset - t0, thinning)
+
+
+MAX_MARKS = 500  # event times kept per kind and flow (the counts are whole)
+# A congestion state entered -> the count and the times it adds to (enum tcp_ca_state,
+# include/net/tcp.h: Recovery is fast recovery, Loss follows an RTO).
+ENTERED = {"TCP_CA_Recovery": ("recoveries", "recovery_s"), "TCP_CA_Loss": ("rtos", "rto_s")}
+
+
+def _add_events(
+    sink: Sink, trace: FastTrace, local_to_flow: dict[str, int], shift: float,
+    thinning: str | None,
+) -> None:  # fmt: skip
+    """The trace's recoveries (entries into TCP_CA_Recovery), RTOs (into TCP_CA_Loss)
+    and retransmissions per flow, times from the traffic start, into the statistics."""
+    from ccbench.parse.tcp_probe import CongStateChange, Retransmit
+
+    ev = sink.stats.tcp_events or {"source": TcpProbe.name, "acks_thinned": thinning,
+                                   "lost_events": 0, "flows": {}}  # fmt: skip
+    ev["lost_events"] += trace.lost_events
+    for rec in trace.others:
+        k = local_to_flow.get(rec.local, 0)
+        if not k:
+            continue
+        f = ev["flows"].setdefault(k, {"flow": k, "recoveries": 0, "rtos": 0, "retransmits": 0,
+                                       "recovery_s": [], "rto_s": []})  # fmt: skip
+        # An RTO sets TCP_CA_Loss at each expiry, again while in it (tcp_enter_loss);
+        # a fast recovery is entered once (tcp_enter_recovery).
+        if isinstance(rec, CongStateChange) and (rec.state == "TCP_CA_Loss"
+                                                 or rec.state != rec.prev_state):  # fmt: skip
+            entered = ENTERED.get(rec.state)
+            if entered is not None:
+                count, times = entered
+                f[count] += 1
+                if len(f[times]) < MAX_MARKS:
+                    f[times].append(round(rec.t_s + shift, 4))
+        elif isinstance(rec, Retransmit):
+            f["retransmits"] += 1
+    sink.stats.tcp_events = ev
 
 
 def _wait_still(path: Any) -> None:

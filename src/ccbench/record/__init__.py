@@ -84,7 +84,7 @@ class RunRecord(Part):
     bblog: dict[str, BblogFiles] | None = d(
         "FreeBSD senders with bblog: node -> its black-box log files", None)  # fmt: skip
     tcp_events: TcpEvents | None = d(
-        "Linux senders with tcp_probe: each flow's recoveries, RTOs and retransmissions",
+        "runs with a per-ACK trace: each flow's recoveries, RTOs and retransmissions",
         None)  # fmt: skip
     probe: ProbeRecord | None = d("the concurrent latency probe (RTT under load)", None)
     router_cpu: RouterCpu | None = d("CPU of the bottleneck router over the traffic", None)

@@ -275,7 +275,7 @@ class TcpEventsFlow(Part):
 
 
 class TcpEvents(Part):
-    source: str = d("the tracepoints they came from (tcp_probe's trace instance)")
+    source: str = d("the instrument whose trace they came from")
     acks_thinned: str | None = d("how the per-ACK samples were thinned; null: every ACK")
     lost_events: int = d("events the kernel's trace buffer dropped (0: none)")
     flows: list[TcpEventsFlow] = d("per flow, its congestion events")

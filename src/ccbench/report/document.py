@@ -16,6 +16,7 @@ from typing import Any
 
 import jinja2
 
+from ccbench import instruments
 from ccbench import verdicts as verdicts_mod
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.model import Matrix
@@ -242,6 +243,10 @@ def context(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path)
         "title": matrix.title,
         "question": matrix.question,
         "baseline": matrix.baseline,
+        # what a traced run records that an untraced one does not (`tracing: separate`)
+        "per_packet": ", ".join(
+            n for n, c in instruments.REGISTRY.items() if c.cost is instruments.Cost.PER_PACKET
+        ),  # fmt: skip
         "repetitions": matrix.repetitions,
         "seed": matrix.seed,
         "generated": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

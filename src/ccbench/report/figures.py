@@ -148,7 +148,8 @@ class _Scene:
         return out
 
     def events(self, run_id: str) -> dict[int, dict[str, list[float]]]:
-        """The run's congestion events (tcp_probe traces), flow -> times; {}: none."""
+        """The run's congestion events (a per-ACK trace's: summary.json tcp_events),
+        flow -> times; {}: none."""
         rec = data.run_summary(self.runs_dir, run_id)
         if rec is None or rec.tcp_events is None:
             return {}

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from ccbench.timeseries_stats import SENDER_SOURCES
+from ccbench.instruments import SENDER_SOURCES
 
 FULL_ROWS = 400_000  # about 45 MB as a DataFrame
 BUCKETS = 4_000  # per flow and source: more than a figure has pixels across

@@ -21,7 +21,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 
-from ccbench import timeseries  # noqa: E402
+from ccbench import instruments, timeseries  # noqa: E402
 from ccbench.report import (
     data,  # noqa: E402
     style,  # noqa: E402
@@ -303,24 +303,11 @@ def _queue_panel(
 
 def cwnd_source(series: Sequence[RunSeries], runs_dir: Path) -> str:
     """Where the figures' cwnd and srtt come from, for the caption: the finest source
-    the runs have, and how finely it was taken (tcp_probe's thinning, siftr's ppl)."""
+    the runs have, and how finely its instrument took it (Instrument.series_caption)."""
     if not series:
         return "iperf3 intervals"
     src = timeseries.finest_source(pd.concat([s.ts[["source"]] for s in series]))
-    if src == "tcp_probe":  # every ACK, unless the budget thinned them (it says how)
-        recs = [data.run_summary(runs_dir, s.run_id) for s in series]
-        thin = {r.tcp_events.acks_thinned for r in recs if r and r.tcp_events}
-        return (
-            "tcp_probe, every ACK"
-            if thin <= {None}
-            else f"tcp_probe: {'; '.join(sorted(t for t in thin if t))}"
-        )
-    if src != "siftr":
-        return "iperf3 intervals" if src == "iperf3" else f"{src} samples"
-    how: list[str] = []  # how finely each FreeBSD sender's siftr log was taken
-    for s in series:
-        rec = data.run_summary(runs_dir, s.run_id)
-        for node, lg in sorted(((rec.siftr if rec else None) or {}).items()):
-            if lg.resolution and f"{node}: {lg.resolution}" not in how:
-                how.append(f"{node}: {lg.resolution}")
-    return "siftr samples" + (f" ({'; '.join(how)})" if how else "")
+    if src not in instruments.REGISTRY:
+        return "iperf3 intervals"
+    recs = [data.run_summary(runs_dir, s.run_id) for s in series]
+    return instruments.REGISTRY[src].series_caption(recs)

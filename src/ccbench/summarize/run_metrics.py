@@ -57,10 +57,11 @@ def run_metrics(
       loss, and the measured sum over it times the flows; None without configured loss.
     """
     from ccbench import timeseries
+    from ccbench.instruments import SENDER_SOURCES
 
     srtt = conv = None
     if df is not None:
-        st = df if isinstance(df, SeriesStats) else SeriesStats.from_frame(df)
+        st = df if isinstance(df, SeriesStats) else SeriesStats.from_frame(df, SENDER_SOURCES)
         got = st.srtt()
         if got is not None:
             src, n, s = got

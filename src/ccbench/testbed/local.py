@@ -22,12 +22,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, jsonio, layout, ledger, safe
+from ccbench import calibration, instruments, jsonio, layout, ledger, safe
 from ccbench import topology as tp
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.exec import CommandFailed, NetnsExecutor
 from ccbench.hosts.linux import LinuxHost
-from ccbench.instruments import tcp_probe
 from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
 from ccbench.progress import info
@@ -417,7 +416,7 @@ def down(tb_id: str) -> list[str]:
     _remove_containers(prefix)
     for n in names:
         NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
-    tcp_probe.remove_host_instance(tcp_probe.instance(tb_id))
+    instruments.remove_local_leftovers(tb_id)  # what ran outside the namespaces
     for d in ETC_NETNS.glob(f"{prefix}*"):
         safe.remove_tree(d, ETC_NETNS)
     safe.remove_tree(base.STATE_ROOT / tb_id, base.STATE_ROOT)

@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, delaynode, inventory, jsonio, ledger, leftovers
+from ccbench import calibration, delaynode, instruments, inventory, jsonio, ledger, leftovers
 from ccbench.container import DEFAULT_IMAGE, host_network_argv
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.exec import Result
@@ -208,9 +208,9 @@ class RemoteTestbed(TestbedBase):
         (ccbench.leftovers: its processes, a FreeBSD logger still on), and say so."""
 
         def sweep(n: str) -> Swept:
-            out = [
-                self.ex(n).run(argv, check=False).stdout for argv in self.driver(n).leftovers_plan()
-            ]
+            d = self.driver(n)
+            plan = [*d.leftovers_plan(), *instruments.leftovers_argv(d.os)]
+            out = [self.ex(n).run(argv, check=False).stdout for argv in plan]
             return leftovers.parse_sweep("\n".join(out))
 
         remove_stale_stderr()  # this machine's side of such a run
