@@ -105,6 +105,11 @@ class Instrument:
         """This instrument for a run of `spec` on `tb`; None when it does not apply."""
         raise NotImplementedError
 
+    @classmethod
+    def senders_on(cls, tb: Testbed, spec: RunSpec) -> list[str]:
+        """The run's senders whose OS this instrument records on."""
+        return [n for n in spec.senders if tb.driver(n).os in cls.oses]
+
     def start(self, rec: Recording) -> None:
         """Before the traffic (the clients are spawned and held at their gate)."""
 

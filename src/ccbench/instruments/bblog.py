@@ -46,7 +46,7 @@ class Bblog(Instrument):
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
         if cls.asked(spec) is None:
             return None
-        nodes = [n for n in spec.senders if tb.driver(n).os == "freebsd"]
+        nodes = cls.senders_on(tb, spec)
         return cls(nodes={n: {"files": [], "problem": None} for n in nodes}) if nodes else None
 
     def start(self, rec: Recording) -> None:

@@ -125,7 +125,7 @@ class TcpProbe(Instrument):
         opts = cls.asked(spec)
         if opts is None:
             return None
-        linux = [n for n in spec.senders if tb.driver(n).os == "linux"]
+        linux = cls.senders_on(tb, spec)
         if not linux:
             return None
         nodes = [HOST] if kind(tb.kind).caps.one_kernel else linux
@@ -345,7 +345,8 @@ def trace_rows(rd: RawDir, ctx: SeriesContext, sink: Sink, thinning: str | None)
         if fh is None:
             continue
         rows = sink.file_rows()
-        trace = FastTrace(fh)
+        events = _Events(local_to_flow, None if t0 is None else offset - t0)
+        trace = FastTrace(fh, on_other=events.add)
 
         def read(
             fh: IO[str] = fh, trace: FastTrace = trace, rows: FileRows = rows,
@@ -362,7 +363,7 @@ def trace_rows(rd: RawDir, ctx: SeriesContext, sink: Sink, thinning: str | None)
             continue
         sink.commit(rows)
         if t0 is not None:
-            _add_events(sink, trace, local_to_flow, offset - t0, thinning)
+            events.merge_into(sink, trace.lost_events, thinning)
 
 
 MAX_MARKS = 500  # event times kept per kind and flow (the counts are whole)
@@ -371,23 +372,24 @@ MAX_MARKS = 500  # event times kept per kind and flow (the counts are whole)
 ENTERED = {"TCP_CA_Recovery": ("recoveries", "recovery_s"), "TCP_CA_Loss": ("rtos", "rto_s")}
 
 
-def _add_events(
-    sink: Sink, trace: FastTrace, local_to_flow: dict[str, int], shift: float,
-    thinning: str | None,
-) -> None:  # fmt: skip
-    """The trace's recoveries (entries into TCP_CA_Recovery), RTOs (into TCP_CA_Loss)
-    and retransmissions per flow, times from the traffic start, into the statistics."""
-    from ccbench.parse.tcp_probe import CongStateChange, Retransmit
+class _Events:
+    """One trace's recoveries (entries into TCP_CA_Recovery), RTOs (into TCP_CA_Loss) and
+    retransmissions per flow, times from the traffic start (`shift`: trace clock to
+    that; None: unknown, nothing kept), gathered as the trace streams past: counts whole,
+    at most MAX_MARKS times each, so memory does not grow with the trace."""
 
-    ev = sink.stats.tcp_events or {"source": TcpProbe.name, "acks_thinned": thinning,
-                                   "lost_events": 0, "flows": {}}  # fmt: skip
-    ev["lost_events"] += trace.lost_events
-    for rec in trace.others:
-        k = local_to_flow.get(rec.local, 0)
-        if not k:
-            continue
-        f = ev["flows"].setdefault(k, {"flow": k, "recoveries": 0, "rtos": 0, "retransmits": 0,
-                                       "recovery_s": [], "rto_s": []})  # fmt: skip
+    def __init__(self, local_to_flow: dict[str, int], shift: float | None) -> None:
+        self.local_to_flow = local_to_flow
+        self.shift = shift
+        self.flows: dict[int, dict[str, Any]] = {}
+
+    def add(self, rec: Any) -> None:
+        from ccbench.parse.tcp_probe import CongStateChange, Retransmit
+
+        k = self.local_to_flow.get(rec.local, 0)
+        if not k or self.shift is None:
+            return
+        f = self.flows.setdefault(k, _flow_events(k))
         # An RTO sets TCP_CA_Loss at each expiry, again while in it (tcp_enter_loss);
         # a fast recovery is entered once (tcp_enter_recovery).
         if isinstance(rec, CongStateChange) and (rec.state == "TCP_CA_Loss"
@@ -397,10 +399,27 @@ def _add_events(
                 count, times = entered
                 f[count] += 1
                 if len(f[times]) < MAX_MARKS:
-                    f[times].append(round(rec.t_s + shift, 4))
+                    f[times].append(round(rec.t_s + self.shift, 4))
         elif isinstance(rec, Retransmit):
             f["retransmits"] += 1
-    sink.stats.tcp_events = ev
+
+    def merge_into(self, sink: Sink, lost_events: int, thinning: str | None) -> None:
+        """Into the statistics (summary.json `tcp_events`), once the trace read whole."""
+        ev = sink.stats.tcp_events or {"source": TcpProbe.name, "acks_thinned": thinning,
+                                       "lost_events": 0, "flows": {}}  # fmt: skip
+        ev["lost_events"] += lost_events
+        for k, f in self.flows.items():
+            g = ev["flows"].setdefault(k, _flow_events(k))
+            for count in ("recoveries", "rtos", "retransmits"):
+                g[count] += f[count]
+            for times in ("recovery_s", "rto_s"):
+                g[times] += f[times][: MAX_MARKS - len(g[times])]
+        sink.stats.tcp_events = ev
+
+
+def _flow_events(k: int) -> dict[str, Any]:
+    return {"flow": k, "recoveries": 0, "rtos": 0, "retransmits": 0, "recovery_s": [],
+            "rto_s": []}  # fmt: skip
 
 
 def _wait_still(path: Any) -> None:

@@ -41,7 +41,7 @@ so all three events of one connection have the same (local, peer).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -421,14 +421,20 @@ FAST_SCHEMA = pa.schema([("t_s", pa.float64()), ("local", pa.string()), ("peer",
 class FastTrace:
     """The tcp_probe samples of one trace (text lines with their newlines, e.g. an open
     file) as RecordBatches of FAST_SCHEMA, read a chunk at a time (`probe_batches`);
-    the other events' records in `others` (CongStateChange, Retransmit, in trace
-    order), `counts`, `lost_events` and `other_lines` as TcpTraceReader has them, once
-    the batches were read. The same numbers as TcpTraceReader (tested on captures)."""
+    the other events' records (CongStateChange, Retransmit, in trace order) each given
+    to `on_other` as its chunk is read, or else kept in `others` (a trace with millions
+    of retransmissions: give `on_other`); `counts`, `lost_events` and `other_lines` as
+    TcpTraceReader has them, once the batches were read. The same numbers as
+    TcpTraceReader (tested on captures)."""
 
-    def __init__(self, lines: Iterable[str], chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(
+        self, lines: Iterable[str], chunk_bytes: int = CHUNK_BYTES,
+        on_other: Callable[[TraceRecord], None] | None = None,
+    ) -> None:  # fmt: skip
         self._lines = lines
         self._chunk = chunk_bytes
         self.others: list[TraceRecord] = []
+        self._on_other = on_other or self.others.append
         self.counts = dict.fromkeys(EVENTS, 0)
         self.lost_events = 0
         self.other_lines = 0
@@ -464,7 +470,8 @@ class FastTrace:
             if others:
                 rest = TcpTraceReader(others)
                 rest._states = self._states
-                self.others.extend(rest.records())
+                for rec in rest.records():
+                    self._on_other(rec)
                 for ev in (CONG_STATE_SET, RETRANSMIT_SKB):
                     self.counts[ev] += rest.counts[ev]
                 self.lost_events += rest.lost_events

@@ -22,10 +22,10 @@ def siftr_logging(rd: RawDir, siftr: Siftr | None) -> dict[str, Any] | None:
     out: dict[str, dict[str, Any]] = {}
     for node, v in siftr.nodes.items():
         out[node] = {k: v.get(k) for k in NODE_KEYS}
-        fetch = v.get("fetch")
-        if isinstance(fetch, dict) and fetch.get("error"):
+        fetch = v.get("fetch")  # an object or None (Siftr.from_record checked it)
+        if fetch is not None and fetch.get("error"):
             rd.problem(layout.siftr(node), f"not fetched: {fetch['error']}")
-        elif isinstance(fetch, dict):
+        elif fetch is not None:
             for k in FETCH_KEYS:
                 out[node][f"fetch_{k}"] = fetch.get(k)
     return out
