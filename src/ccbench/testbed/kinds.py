@@ -116,7 +116,23 @@ class SshKind(TestbedKind):
     remover = "ccbench.testbed.remote:down_from_state"
 
 
-REGISTRY: dict[str, TestbedKind] = {k.name: k for k in (LocalKind(), SshKind())}
+class LabKind(TestbedKind):
+    name = "lab"
+    description = (
+        "your own hosts over SSH from a lab inventory: senders, receivers (one may serve "
+        "several senders), an optional router, emulation on the receivers (docs/lab.md)"
+    )
+    caps = Capabilities(
+        needs_root=False, senders_here=False, one_kernel=False, nic_records=False,
+        needs_inventory=True, oses=("linux", "freebsd"), delay_directions=("both",),
+        layouts=(topology.DEFAULT,), dumbbells=1, exclusive_calibration=False,
+    )  # fmt: skip
+    delay_direction_hint = "in a lab the inventory's emulation.delay says where the delay sits"
+    testbed_class = "ccbench.testbed.lab:LabTestbed"
+    remover = "ccbench.testbed.lab:down_from_state"
+
+
+REGISTRY: dict[str, TestbedKind] = {k.name: k for k in (LocalKind(), SshKind(), LabKind())}
 NAMES = tuple(REGISTRY)
 DEFAULT = "local"  # what a config without testbed.kind means, and a testbed with no state
 
