@@ -274,6 +274,11 @@ def _pick_address(role: str, addrs: dict[str, str | None]) -> str | None:
     return vals[0] if vals else None
 
 
+def pairs_in(path: str, dumbbell: int) -> int:
+    """The pairs dumbbell `dumbbell` of inventory `path` holds (testbed.kinds)."""
+    return pairs(load(path).dumbbell(dumbbell))
+
+
 def pairs(nodes: dict[str, Node]) -> int:
     n = 0
     while roles.sender(n + 1) in nodes and roles.receiver(n + 1) in nodes:

@@ -231,3 +231,8 @@ def _check_distinct(p: Path, lab: LabInventory) -> None:
             raise CcbenchError(f"{p}: {name}: same host and port as {seen[key]} "
                                f"({key[0]}:{key[1]})")  # fmt: skip
         seen[key] = name
+
+
+def pairs_in(path: str, dumbbell: int) -> int:
+    """A lab's pairs: one per sender (testbed.kinds; a lab has one dumbbell)."""
+    return len(load(path).senders)

@@ -57,6 +57,8 @@ class TestbedKind:
     description: ClassVar[str]
     testbed_class: ClassVar[str]  # 'module:Class' of its Testbed (base.Testbed protocol)
     remover: ClassVar[str]  # 'module:function(tb_id, state) -> what was done'
+    # 'module:function(path, dumbbell) -> sender/receiver pairs' of its inventory format
+    inventory_reader: ClassVar[str] = "ccbench.inventory:pairs_in"
 
     def make(self, cfg: TestbedConfig, topo: Topology) -> Testbed:
         t: Testbed = _load(self.testbed_class)(cfg, topo)
@@ -65,6 +67,10 @@ class TestbedKind:
     def down(self, tb_id: str, state: dict[str, Any]) -> str:
         """Remove testbed `tb_id` (its state.json as `state`, {} if none); what was done."""
         return str(_load(self.remover)(tb_id, state))
+
+    def inventory_pairs(self, path: str, dumbbell: int) -> int:
+        """The pairs `dumbbell` of inventory `path` holds (CcbenchError if unusable)."""
+        return int(_load(self.inventory_reader)(path, dumbbell))
 
     def check_delay_direction(self, direction: str) -> None:
         if direction not in self.caps.delay_directions:
@@ -130,6 +136,7 @@ class LabKind(TestbedKind):
     delay_direction_hint = "in a lab the inventory's emulation.delay says where the delay sits"
     testbed_class = "ccbench.testbed.lab:LabTestbed"
     remover = "ccbench.testbed.lab:down_from_state"
+    inventory_reader = "ccbench.lab_inventory:pairs_in"
 
 
 REGISTRY: dict[str, TestbedKind] = {k.name: k for k in (LocalKind(), SshKind(), LabKind())}
