@@ -59,6 +59,10 @@ class TestbedKind:
     remover: ClassVar[str]  # 'module:function(tb_id, state) -> what was done'
     # 'module:function(path, dumbbell) -> sender/receiver pairs' of its inventory format
     inventory_reader: ClassVar[str] = "ccbench.inventory:pairs_in"
+    # Its hosts are booked with profile.py (`ccbench matrix` lists what to instantiate),
+    # and how its inventory comes to be.
+    booked_by_profile: ClassVar[bool] = False
+    inventory_hint: ClassVar[str] = "it can be made once the experiment exists"
 
     def make(self, cfg: TestbedConfig, topo: Topology) -> Testbed:
         t: Testbed = _load(self.testbed_class)(cfg, topo)
@@ -118,6 +122,7 @@ class SshKind(TestbedKind):
         layouts=(topology.DEFAULT,), dumbbells=MAX_DUMBBELLS, exclusive_calibration=False,
     )  # fmt: skip
     delay_direction_hint = "on Emulab the delay node's dummynet pipes set the delay (profile.py)"
+    booked_by_profile = True
     testbed_class = "ccbench.testbed.remote:RemoteTestbed"
     remover = "ccbench.testbed.remote:down_from_state"
 
@@ -137,6 +142,7 @@ class LabKind(TestbedKind):
     testbed_class = "ccbench.testbed.lab:LabTestbed"
     remover = "ccbench.testbed.lab:down_from_state"
     inventory_reader = "ccbench.lab_inventory:pairs_in"
+    inventory_hint = "it is written by hand (docs/lab.md)"
 
 
 REGISTRY: dict[str, TestbedKind] = {k.name: k for k in (LocalKind(), SshKind(), LabKind())}
