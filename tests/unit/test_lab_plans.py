@@ -218,3 +218,14 @@ def test_a_lab_without_a_router_names_what_it_cannot_check() -> None:
     assert check_path_rtt(flows, scope) == [
         "flow 1: min RTT 38.00 ms below the 40.40 ms of its path plus the delay asked "
         "(delay not applied)"]  # fmt: skip
+
+
+def test_nftables_loss_rules_drops_are_the_ledgers() -> None:
+    from ccbench import ledger
+
+    def snap(n: int) -> dict[str, Any]:
+        doc = {"nftables": [{"rule": {"expr": [{"counter": {"packets": n, "bytes": 0}},
+                                               {"drop": None}]}}]}  # fmt: skip
+        return {"schema": ledger.SCHEMA, "nodes": {"r1": {"nft": json.dumps(doc)}}, "errors": {}}
+
+    assert ledger.account(snap(5), snap(47))["loss_rules_pkts"] == 42
