@@ -116,6 +116,13 @@ def _node(where: str, name: Any, n: Any, ssh: dict[str, Any], default_port: int)
     if os_name not in OSES or (os_name == DUMMYNET) != (name == DELAY_NODE):
         raise CcbenchError(f"{where}: os '{os_name}' (senders and receivers: linux or "
                            "freebsd; dl: dummynet)")  # fmt: skip
+    return ssh_node(where, name, n, ssh, default_port, os_name)
+
+
+def ssh_node(
+    where: str, name: str, n: dict[str, Any], ssh: dict[str, Any], default_port: int, os_name: str
+) -> Node:
+    """A host entry's SSH target and experiment address, checked (also a lab's)."""
     address = n.get("address")
     try:
         if address is not None:
@@ -134,6 +141,19 @@ def _node(where: str, name: Any, n: Any, ssh: dict[str, Any], default_port: int)
     return Node(name, target, os_name, address)
 
 
+def ssh_section(p: Path, data: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """An inventory's `ssh` section checked, and its default port (also a lab's)."""
+    ssh = _mapping(data.get("ssh"), f"{p}: ssh")
+    if set(ssh) - _SSH_KEYS:
+        raise CcbenchError(f"{p}: ssh: unknown keys {', '.join(sorted(set(ssh) - _SSH_KEYS))}")
+    options = ssh.get("options", [])
+    if not isinstance(options, list):
+        raise CcbenchError(f"{p}: ssh.options: a list of 'Keyword=value' strings")
+    if not isinstance(ssh.get("sudo", False), bool):
+        raise CcbenchError(f"{p}: ssh.sudo: true or false")
+    return ssh, _port(ssh.get("port", 22), f"{p}: ssh")
+
+
 def load(path: str | Path) -> Inventory:
     """Read and check a whole hosts inventory before any ssh starts: strict YAML, known
     keys, roles, ports, os, host and user names, no node listed twice."""
@@ -146,15 +166,7 @@ def load(path: str | Path) -> Inventory:
     unknown = set(data) - {"ssh", "dumbbells"}
     if unknown:
         raise CcbenchError(f"{p}: unknown keys {', '.join(map(str, sorted(unknown, key=str)))}")
-    ssh = _mapping(data.get("ssh"), f"{p}: ssh")
-    if set(ssh) - _SSH_KEYS:
-        raise CcbenchError(f"{p}: ssh: unknown keys {', '.join(sorted(set(ssh) - _SSH_KEYS))}")
-    options = ssh.get("options", [])
-    if not isinstance(options, list):
-        raise CcbenchError(f"{p}: ssh.options: a list of 'Keyword=value' strings")
-    if not isinstance(ssh.get("sudo", False), bool):
-        raise CcbenchError(f"{p}: ssh.sudo: true or false")
-    default_port = _port(ssh.get("port", 22), f"{p}: ssh")
+    ssh, default_port = ssh_section(p, data)
     dbs: dict[int, dict[str, Node]] = {}
     for d, nodes in _mapping(data.get("dumbbells"), f"{p}: dumbbells").items():
         if isinstance(d, bool) or str(d) not in ("1", "2", "3", "4"):
@@ -260,6 +272,11 @@ def _pick_address(role: str, addrs: dict[str, str | None]) -> str | None:
                 return a
     vals = [a for a in addrs.values() if a]
     return vals[0] if vals else None
+
+
+def pairs_in(path: str, dumbbell: int) -> int:
+    """The pairs dumbbell `dumbbell` of inventory `path` holds (testbed.kinds)."""
+    return pairs(load(path).dumbbell(dumbbell))
 
 
 def pairs(nodes: dict[str, Node]) -> int:

@@ -71,6 +71,7 @@ _HOST_WIDE = ("softnet", "boot_id")
 def collect(
     executors: dict[str, Executor], oses: dict[str, str], dest: Path, *,
     control_route: bool, softnet_host_wide: bool, stacked: dict[str, str] | None = None,
+    extra_reads: dict[str, dict[str, list[str]]] | None = None,
 ) -> None:  # fmt: skip
     """Snapshot every node's drop counters into `dest` (raw tool output, parsed later).
 
@@ -78,7 +79,8 @@ def collect(
     its interface is left out. `softnet_host_wide`: the nodes share one kernel (network
     namespaces): softnet_stat and the boot id are read once, as node "host". `stacked`:
     "<node> <dev>" of each macvlan -> "<node> <dev>" of the device it transmits
-    through (module docstring), kept in the snapshot. A counter that cannot be read is
+    through (module docstring), kept in the snapshot. `extra_reads`: node -> {key: argv}
+    read besides its driver's (a lab's nftables loss rules: "nft"). A counter that cannot be read is
     listed under "errors" (the ledger says what it could not count)."""
     reads: dict[tuple[str, str], tuple[str, list[str]]] = {}  # (owner, key) -> node, argv
     for node in executors:
@@ -87,6 +89,8 @@ def collect(
                 continue
             owner = "host" if key in _HOST_WIDE and softnet_host_wide else node
             reads.setdefault((owner, key), (node, argv))
+        for key, argv in (extra_reads or {}).get(node, {}).items():
+            reads[(node, key)] = (node, argv)
 
     def read(item: tuple[tuple[str, str], tuple[str, list[str]]]) -> tuple[str, str, Any]:
         (owner, key), (node, argv) = item
@@ -248,6 +252,8 @@ def account(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
             loss_rules += _delta(
                 parse_drops.iptables_drops(a["iptables"]), parse_drops.iptables_drops(b["iptables"])
             )
+        if "nft" in a and "nft" in b:  # a lab's nftables loss rules (testbed.lab_plans)
+            loss_rules += _delta(parse_drops.nft_drops(a["nft"]), parse_drops.nft_drops(b["nft"]))
     outside.update(_interface_losses(deltas, ends, after.get("stacked")))
     # rx_dropped seen per kernel: a backlog drop is counted there too (module docstring)
     rx_dropped: dict[str, int] = {}

@@ -129,12 +129,9 @@ def check_inventory(
             f"{source}: testbed.inventory: kind {tb_cfg['kind']} needs a hosts inventory "
             "(make one: ccbench testbed inventory --manifest FILE)"
         )
-    from ccbench import inventory
-
     try:
-        inv = inventory.load(tb_cfg["inventory"])
         for tb in testbeds.values():
-            have = inventory.pairs(inv.dumbbell(tb.dumbbell))
+            have = kind(tb_cfg["kind"]).inventory_pairs(tb_cfg["inventory"], tb.dumbbell)
             if tb.topology.pairs > have:
                 raise CcbenchError(
                     f"dumbbell {tb.dumbbell} has {have} sender/receiver "

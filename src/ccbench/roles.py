@@ -117,13 +117,57 @@ class NoDelay(DelayElement):
     description = "nothing added: the path's own delay (Emulab's link-shaping mode, say)"
 
 
+# --- a lab of your own hosts (ccbench.testbed.lab): emulation on a receiver -----------
+@dataclass(frozen=True)
+class ReceiverNetem(DelayElement):
+    name = "netem"
+    description = (
+        "netem on the receiver's interface (its egress: the ACK path), as seeds 000 and 001 "
+        "did (`tc qdisc add dev IF root netem delay 40ms`)"
+    )
+
+
+@dataclass(frozen=True)
+class ReceiverNetemIngress(DelayElement):
+    name = "netem-ifb"
+    description = "netem on an ifb the receiver's ingress is redirected to (the data path)"
+
+
+@dataclass(frozen=True)
+class ReceiverCcdelay(DelayElement):
+    name = "ccdelay"
+    description = (
+        "ccbench's own element (ccdelay) at the receiver: NFQUEUE in its OUTPUT for the "
+        "flows' ACKs and echo replies, where the host has no netem"
+    )
+    snapshots = True  # its per-packet lateness, fetched over SSH
+
+
+# Where each lab element puts the delay (calibration's `delay_direction`).
+LAB_DIRECTIONS = {ReceiverNetem.name: "reverse", ReceiverCcdelay.name: "reverse",
+                  ReceiverNetemIngress.name: "forward", NoDelay.name: "none"}  # fmt: skip
+
 DELAY_ELEMENTS: dict[str, type[DelayElement]] = {
     c.name: c for c in (LocalElement, DummynetNode, NoDelay)
+}
+# The elements a lab inventory may ask of its receivers (`emulation.delay`).
+LAB_DELAY_ELEMENTS: dict[str, type[DelayElement]] = {
+    c.name: c for c in (ReceiverNetem, ReceiverNetemIngress, ReceiverCcdelay, NoDelay)
 }
 
 
 def delay_element(name: str, node: str | None = None) -> DelayElement:
     return registered(DELAY_ELEMENTS, name, "delay element", "element")(node)
+
+
+def lab_delay_element(name: str, node: str | None = None) -> DelayElement:
+    return registered(LAB_DELAY_ELEMENTS, name, "emulation.delay", "element")(node)
+
+
+def path_between(senders: tuple[str, ...], receivers: tuple[str, ...]) -> str:
+    """A bottleneck ccbench does not control, as the report names it."""
+    return (f"the network between {', '.join(senders)} and {', '.join(sorted(set(receivers)))}; "
+            "its buffer is not known")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -133,6 +177,7 @@ class LossSite:
 
     nodes: tuple[str, ...]
     chain: str = "INPUT"
+    tool: str = "iptables"  # a lab may ask nftables (ccbench.testbed.lab_plans.LOSS_TOOLS)
 
 
 @dataclass(frozen=True)

@@ -102,9 +102,11 @@ def _prepare(
 
 def _snapshot_bottleneck(tb: Testbed, raw: Path, when: str) -> None:
     """The bottleneck queue's counters, the delay element's and the drop counters,
-    `when` ("before" or "after") the traffic."""
-    node, dev = tb.bottleneck
-    run_senders.record(tb.ex(node), tb.driver(node).qdisc_stats(dev), raw / layout.tc(when))
+    `when` ("before" or "after") the traffic; no queue counters where the bottleneck
+    is not ccbench's (a lab's own network: summarize says what that leaves unproven)."""
+    if tb.roles.bottleneck is not None:
+        node, dev = tb.bottleneck
+        run_senders.record(tb.ex(node), tb.driver(node).qdisc_stats(dev), raw / layout.tc(when))
     tb.snapshot_delay(raw / layout.delay(when))
     tb.snapshot_drops(raw / layout.drops(when))
 

@@ -45,8 +45,9 @@ def record_facts(tb: Testbed, raw: Path, senders: list[str]) -> None:
     if nics is not None:
         facts["nics"] = nics
     jsonio.write_json(raw / layout.FACTS, facts)
-    node, _dev = tb.bottleneck
-    record(tb.ex(node), ["tc", "qdisc", "show"], raw / layout.QDISC_CONFIG)
+    if tb.roles.bottleneck is not None:  # a lab's own network has none of ccbench's
+        node, _dev = tb.bottleneck
+        record(tb.ex(node), ["tc", "qdisc", "show"], raw / layout.QDISC_CONFIG)
 
 
 def _identity_nodes(tb: Testbed, senders: list[str]) -> list[str]:

@@ -46,16 +46,18 @@ def cmd_matrix(a: argparse.Namespace) -> int:
         how = "" if r.spec.tracing == "inline" else f"  {r.spec.tracing}"
         print(f"{i:4d}  {rid}  testbed {r.testbed_id}  {r.traffic_s:g}s{how}")
     tb_cfg = next(iter(m.testbeds.values())).testbed
-    if testbed_kind(tb_cfg.kind).caps.needs_inventory:
+    tb_kind = testbed_kind(tb_cfg.kind)
+    if tb_kind.caps.needs_inventory:
         from ccbench import booking
 
-        print("\n".join(booking.lines(m)))
+        if tb_kind.booked_by_profile:
+            print("\n".join(booking.lines(m)))
         try:
             matrix.check_inventory(source, {"kind": tb_cfg.kind, "inventory": tb_cfg.inventory},
                                    m.testbeds)  # fmt: skip
         except CcbenchError as e:
-            print(f"still missing: {e}; `snakemake` runs nothing until it is there, and it "
-                  "can be made once the experiment exists")  # fmt: skip
+            print(f"still missing: {e}; `snakemake` runs nothing until it is there, and "
+                  f"{tb_kind.inventory_hint}")  # fmt: skip
     return 0
 
 

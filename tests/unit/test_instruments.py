@@ -24,6 +24,7 @@ from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.counters import PLANS, TcpCounters
 from ccbench.instruments.tcp_probe import NODE_FILE, TcpProbe, port_filter, thin_bits_for
 from ccbench.layout import RawDir
+from ccbench.roles import Bottleneck, NoDelay, dumbbell
 from ccbench.spec import Flow, Recorded, RunSpec, Topology, Variant
 from ccbench.summarize.bblog import bblog_record
 from ccbench.summarize.counters import retransmit_causes
@@ -73,6 +74,7 @@ class SshTestbed:
     id = "emu1"
     kind = "ssh"
     bottleneck = ("rt1", "eth5")
+    roles = dumbbell(2, Bottleneck("rt1", "eth5"), NoDelay())
 
     def __init__(self, os_name: str = "linux") -> None:
         self.os = os_name

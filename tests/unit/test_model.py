@@ -55,6 +55,11 @@ def fixture_matrix(**changes: Any) -> Matrix:
 def expanded(path: Path, tmp_path: Path) -> Matrix:
     """A config expanded through the real path (`ccbench matrix` calls matrix.load)."""
     cfg = parse_yaml(path.read_bytes(), str(path))
+    if path.name.startswith("lab-"):
+        from tests.unit.test_lab_examples import write_lab_inventory
+
+        os_name = cfg["variants"][0].get("os", "linux")
+        cfg["testbed"]["inventory"] = str(write_lab_inventory(tmp_path, os_name))
     if path.name.startswith("emulab-seed"):
         oses = EMULAB_OSES[path.name[len("emulab-seed") :][:3]]
         cfg["testbed"]["inventory"] = str(write_inventory(tmp_path, oses, pairs=4))

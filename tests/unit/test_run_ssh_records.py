@@ -17,6 +17,7 @@ from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
 from ccbench.instruments import Recording, for_run
 from ccbench.instruments.sockstat import Sockstat
+from ccbench.roles import Bottleneck, NoDelay, dumbbell
 from ccbench.run import RunProcs, _drive
 from ccbench.run_senders import _nic_records
 from ccbench.spec import Flow, RunSpec, Topology, Variant
@@ -83,6 +84,7 @@ class Node:
 
 class SshTestbed:
     kind = "ssh"
+    roles = dumbbell(2, Bottleneck("rt1", "eth5"), NoDelay())
 
     def __init__(self, sender_os: str = "freebsd") -> None:
         self.nodes = {"s1": Node(sender_os), "s2": Node(sender_os), "rt1": Node("linux"),

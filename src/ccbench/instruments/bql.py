@@ -28,6 +28,8 @@ class TxQueueLimits(BeforeAfter):
 
     @classmethod
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
+        if tb.roles.bottleneck is None:
+            return None  # no router of ccbench's (a lab's own network)
         node, dev = tb.bottleneck
         if not kind(tb.kind).caps.nic_records or tb.driver(node).os != "linux":
             return None  # namespaces have veths, not NICs

@@ -24,6 +24,8 @@ class RouterCpu(BeforeAfter):
 
     @classmethod
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
+        if tb.roles.bottleneck is None:
+            return None  # no router of ccbench's (a lab's own network)
         return cls(node=tb.bottleneck[0])
 
     def snapshots(self, rec: Recording, when: str) -> list[tuple[str, list[str], str]]:

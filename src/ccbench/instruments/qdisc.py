@@ -41,8 +41,8 @@ class QdiscSampler(Instrument):
 
     @classmethod
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
-        if spec.qdisc_interval_s <= 0:
-            return None
+        if spec.qdisc_interval_s <= 0 or tb.roles.bottleneck is None:
+            return None  # off, or no queue of ccbench's to sample (a lab's own network)
         node, dev = tb.bottleneck
         argv = tb.driver(node).qdisc_sampler(dev, spec.qdisc_interval_s)
         return cls(node=node, dev=dev, interval_s=spec.qdisc_interval_s, argv=argv[3:])

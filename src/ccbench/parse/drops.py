@@ -114,6 +114,21 @@ def iptables_drops(text: str) -> int:
     return total
 
 
+def nft_drops(text: str) -> int:
+    """Packets counted by rules that `counter` and `drop` in `nft -j list table ...`
+    output (a lab's nftables loss rules); 0 for an empty read (no table yet)."""
+    if not text.strip():
+        return 0
+    total = 0
+    for item in json.loads(text).get("nftables", []):
+        expr = item.get("rule", {}).get("expr", []) if isinstance(item, dict) else []
+        kinds = {k for e in expr if isinstance(e, dict) for k in e}
+        if "drop" in kinds:
+            total += sum(int(e["counter"].get("packets", 0)) for e in expr
+                         if isinstance(e, dict) and isinstance(e.get("counter"), dict))  # fmt: skip
+    return total
+
+
 # A pipe's first line, as sbin/ipfw/dummynet.c prints it: "%05d: %s %4d ms burst %s" (FreeBSD
 # 8+: "00001:   1.000 Gbit/s   20 ms burst 0"; bandwidth 0 prints "unlimited") or, on older
 # dummynet (Emulab's early delay nodes), the queue on the same line: "60111: 100.000 Mbit/s

@@ -97,6 +97,9 @@ class RunRecord(Part):
         "s from the last flow's start until Jain over iperf3 intervals stays >= 0.95 for "
         "2 s; null with one flow or never", None)  # fmt: skip
     mathis: Mathis | None = d("with configured loss: the Mathis prediction", None)
+    not_checkable: list[str] | None = d(
+        "a lab's own network: the checks that need the bottleneck's counters, each 'not "
+        "checkable' (ccbench.unproven)", None)  # fmt: skip
     valid: bool = d("the verdict: every check passed")
     reasons: list[str] = d("every check that failed (a not-run run: why)")
     skipped: bool = d("the run was not run (its testbed could not be built, or its "

@@ -58,6 +58,8 @@ class Bottleneck(Part):
     queue: QdiscCounters | None = d("counters of the child queue (handle 10:)", None)
     shaper: QdiscCounters | None = d("counters of the shaper (handle 1:)", None)
     drops: int | None = d("the queue's drops during the run")
+    not_controlled: str | None = d(
+        "a lab's own network: the bottleneck ccbench does not control, named", None)  # fmt: skip
 
 
 class DropsCheck(Part):

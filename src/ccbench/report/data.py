@@ -346,8 +346,12 @@ def bottleneck_text(runs_dir: Path, run_ids: list[str], cond: Conditions) -> str
     run that recorded rt1's NIC (SSH testbeds): tbf, or the NIC when the tbf rate in
     1514-byte frames is above what the wire carries (1538 bytes a frame: at 1000 Mbit/s
     on 1 GbE the NIC is the slower element, and its TX ring(s) queue too: _nic_buffer).
-    Local veths have no wire: tbf."""
+    Local veths have no wire: tbf. A lab's own network (no router of ccbench's) is
+    named as its runs recorded it, not described."""
     t = cond.topology
+    theirs = _uncontrolled(runs_dir, run_ids)
+    if theirs is not None:
+        return f"bottleneck: {theirs} (not ccbench's: its queue is not checkable)"
     shaper = f"tbf at {fmt(t.rate_mbit, None)} Mbit/s"
     qtext = f"{t.queue_limit_pkts} pkts" if t.queue.drop_tail else f"{t.queue_kind}'s own"
     nic = _bottleneck_nic(runs_dir, run_ids)
@@ -417,6 +421,15 @@ def _bql_text(nic: dict[str, Any], ring: int | None, frame: int) -> str:
     if caps:
         return f" (BQL capped at {fmt(max(caps) / 1000, 1)} KB)"
     return " (BQL limit not read after the run)" if setup else ""
+
+
+def _uncontrolled(runs_dir: Path, run_ids: list[str]) -> str | None:
+    """A lab's bottleneck ccbench does not control, as its runs named it (ccbench.unproven)."""
+    for rid in run_ids:
+        s = run_summary(runs_dir, rid)
+        if s is not None and s.bottleneck.not_controlled:
+            return s.bottleneck.not_controlled
+    return None
 
 
 def _bottleneck_nic(runs_dir: Path, run_ids: list[str]) -> dict[str, Any] | None:

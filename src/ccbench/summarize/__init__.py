@@ -21,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ccbench import metrics, runmeta, validity
+from ccbench import metrics, runmeta, unproven, validity
 from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.counters import TcpCounters
 from ccbench.instruments.qdisc import QdiscSampler
@@ -61,18 +61,23 @@ def summarize(raw: Path) -> dict[str, Any]:
     rcs = meta.client_rc
     cal = calibration_of(rd)
     reasons = run_failed(rd)
+    scope = unproven.scope_of(cal)  # a lab's own network: what it cannot prove
     delay_method = cal.get("delay_method") if cal else None
     delay = delay_element(rd, needed=delay_method == "ccdelay")
     losses = loss_ledger(rd)
     held_cause = validity.hidden_queue_cause(losses, delay)
-    flows, results, flow_reasons = flows_of(rd, spec, rcs, held_cause)
+    flows, results, flow_reasons = flows_of(rd, spec, rcs, held_cause, scope.buffer_known)
     reasons += flow_reasons
+    reasons += unproven.check_path_rtt(flows, scope)
     total = throughput_sum(spec, flows)
     reasons += sender_setup_reasons(rd)
     reasons += calibration_reasons(rd, cal, delay, delay_method)
-    bneck = bottleneck_of(rd)
-    reasons += validity.check_bottleneck_config(spec, bneck.get("configured"))
-    queue = queue_of(rd, spec, meta.instrument(QdiscSampler), meta.started_unix)
+    if scope.buffer_known:
+        bneck = bottleneck_of(rd)
+        reasons += validity.check_bottleneck_config(spec, bneck.get("configured"))
+        queue = queue_of(rd, spec, meta.instrument(QdiscSampler), meta.started_unix)
+    else:
+        bneck, queue = unproven.uncontrolled_bottleneck(scope), None
     if losses is not None:
         reasons += ledger_reasons(losses, flows, bneck, delay, dsack_dups(rd))
     probe = probe_record(rd)
@@ -112,6 +117,7 @@ def summarize(raw: Path) -> dict[str, Any]:
         "probe": probe,
         "router_cpu": cpu,
         "calibration": calibration_record(cal),
+        **({"not_checkable": unproven.not_checkable(scope)} if not scope.buffer_known else {}),
         "valid": not reasons,
         "reasons": reasons,
     }

@@ -34,10 +34,12 @@ def _iperf3(rd: RawDir, k: int) -> tuple[Iperf3Result | None, bool]:
 
 
 def flows_of(
-    rd: RawDir, spec: RunSpec, rcs: list[int | None], held_cause: str | None
-) -> tuple[list[dict[str, Any]], list[Iperf3Result | None], list[str]]:
+    rd: RawDir, spec: RunSpec, rcs: list[int | None], held_cause: str | None,
+    buffer_known: bool = True,
+) -> tuple[list[dict[str, Any]], list[Iperf3Result | None], list[str]]:  # fmt: skip
     """Each flow's summary record and iperf3 result (None: no usable output), and the
-    reasons its checks give (validity.check_flow)."""
+    reasons its checks give (validity.check_flow; `buffer_known` false: a lab's own
+    network, whose buffer bounds no RTT)."""
     flows: list[dict[str, Any]] = []
     results: list[Iperf3Result | None] = []
     reasons: list[str] = []
@@ -46,7 +48,7 @@ def flows_of(
         results.append(res)
         if not unreadable:  # else the file's own reason says it
             reasons += validity.check_flow(k, spec, res, rcs[k - 1], spec.stack_cc,
-                                           held_cause)  # fmt: skip
+                                           held_cause, buffer_known)  # fmt: skip
         flows.append(_flow_record(k, f, res))
     return flows, results, reasons
 

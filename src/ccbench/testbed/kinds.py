@@ -57,6 +57,12 @@ class TestbedKind:
     description: ClassVar[str]
     testbed_class: ClassVar[str]  # 'module:Class' of its Testbed (base.Testbed protocol)
     remover: ClassVar[str]  # 'module:function(tb_id, state) -> what was done'
+    # 'module:function(path, dumbbell) -> sender/receiver pairs' of its inventory format
+    inventory_reader: ClassVar[str] = "ccbench.inventory:pairs_in"
+    # Its hosts are booked with profile.py (`ccbench matrix` lists what to instantiate),
+    # and how its inventory comes to be.
+    booked_by_profile: ClassVar[bool] = False
+    inventory_hint: ClassVar[str] = "it can be made once the experiment exists"
 
     def make(self, cfg: TestbedConfig, topo: Topology) -> Testbed:
         t: Testbed = _load(self.testbed_class)(cfg, topo)
@@ -65,6 +71,10 @@ class TestbedKind:
     def down(self, tb_id: str, state: dict[str, Any]) -> str:
         """Remove testbed `tb_id` (its state.json as `state`, {} if none); what was done."""
         return str(_load(self.remover)(tb_id, state))
+
+    def inventory_pairs(self, path: str, dumbbell: int) -> int:
+        """The pairs `dumbbell` of inventory `path` holds (CcbenchError if unusable)."""
+        return int(_load(self.inventory_reader)(path, dumbbell))
 
     def check_delay_direction(self, direction: str) -> None:
         if direction not in self.caps.delay_directions:
@@ -112,11 +122,30 @@ class SshKind(TestbedKind):
         layouts=(topology.DEFAULT,), dumbbells=MAX_DUMBBELLS, exclusive_calibration=False,
     )  # fmt: skip
     delay_direction_hint = "on Emulab the delay node's dummynet pipes set the delay (profile.py)"
+    booked_by_profile = True
     testbed_class = "ccbench.testbed.remote:RemoteTestbed"
     remover = "ccbench.testbed.remote:down_from_state"
 
 
-REGISTRY: dict[str, TestbedKind] = {k.name: k for k in (LocalKind(), SshKind())}
+class LabKind(TestbedKind):
+    name = "lab"
+    description = (
+        "your own hosts over SSH from a lab inventory: senders, receivers (one may serve "
+        "several senders), an optional router, emulation on the receivers (docs/lab.md)"
+    )
+    caps = Capabilities(
+        needs_root=False, senders_here=False, one_kernel=False, nic_records=False,
+        needs_inventory=True, oses=("linux", "freebsd"), delay_directions=("both",),
+        layouts=(topology.DEFAULT,), dumbbells=1, exclusive_calibration=False,
+    )  # fmt: skip
+    delay_direction_hint = "in a lab the inventory's emulation.delay says where the delay sits"
+    testbed_class = "ccbench.testbed.lab:LabTestbed"
+    remover = "ccbench.testbed.lab:down_from_state"
+    inventory_reader = "ccbench.lab_inventory:pairs_in"
+    inventory_hint = "it is written by hand (docs/lab.md)"
+
+
+REGISTRY: dict[str, TestbedKind] = {k.name: k for k in (LocalKind(), SshKind(), LabKind())}
 NAMES = tuple(REGISTRY)
 DEFAULT = "local"  # what a config without testbed.kind means, and a testbed with no state
 

@@ -396,16 +396,21 @@ __all__ = ["RemoteTestbed", "SshProc"]
 
 def down_from_state(tb_id: str, st: dict[str, Any]) -> str:
     """Remove what SSH testbed `tb_id` (its state.json as `st`) left on its hosts."""
+    return down_with(RemoteTestbed, tb_id, st, "remote loss rules removed")
+
+
+def down_with(cls: type[RemoteTestbed], tb_id: str, st: dict[str, Any], done: str) -> str:
+    """`down` of an SSH-reached testbed of class `cls` from its state (also a lab's)."""
     from ccbench import safe
 
     try:
-        remote = RemoteTestbed(TestbedConfig.from_dict(st["testbed"]), Topology(**st["topology"]))
+        remote = cls(TestbedConfig.from_dict(st["testbed"]), Topology(**st["topology"]))
     except (TypeError, KeyError, ValueError, CcbenchError) as e:
         # Which hosts it used is not readable: its state goes, the hosts are not
         # touched (`up` then `down` with its config removes what it left there).
         safe.remove_tree(base.STATE_ROOT / tb_id, base.STATE_ROOT)
-        return (f"state.json was damaged ({type(e).__name__}: {e}): removed it; loss "
-                "rules it left on its SSH hosts, if any, stay until `testbed up` and "
+        return (f"state.json was damaged ({type(e).__name__}: {e}): removed it; what it "
+                "left on its SSH hosts, if anything, stays until `testbed up` and "
                 "`down` with its config")  # fmt: skip
     remote.down()
-    return "remote loss rules removed"
+    return done

@@ -1,0 +1,231 @@
+"""Plan tests: a lab's changes on its hosts as exact argv lists, and the argv that put
+each back (testbed.lab_plans, testbed.lab). netem, ifb and nftables cannot run on this
+machine's kernel (FACTS: no netem qdisc; no nft binary), so their plans are checked
+here exactly; the ccdelay and iptables plans also run for real in
+tests/integration/test_lab_rehearsal.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ccbench.exec import Result
+from ccbench.parse.drops import nft_drops
+from ccbench.spec import Topology
+from ccbench.testbed import base, kinds
+from ccbench.testbed import lab_plans as plans
+from ccbench.testbed.lab import LabTestbed
+from ccbench.unproven import Scope, check_path_rtt, not_checkable, scope_of
+
+NTH = Topology(pairs=2, rtt_ms=40, loss_mode="nth", loss_rate=0.01)
+RANDOM = Topology(pairs=1, rtt_ms=0, loss_mode="random", loss_rate=0.02)
+
+
+def test_netem_on_the_receivers_egress_and_back() -> None:
+    p = plans.NetemEgress()
+    assert p.apply("enp1s0", 40) == [
+        ["tc", "qdisc", "replace", "dev", "enp1s0", "root", "netem", "delay", "40ms",
+         "limit", "1000000"]]  # fmt: skip
+    assert p.undo("enp1s0") == [["tc", "qdisc", "del", "dev", "enp1s0", "root"]]
+
+
+def test_netem_on_an_ifb_for_ingress_and_back() -> None:
+    p = plans.NetemIfb()
+    assert p.apply("enp1s0", 40) == [
+        ["ip", "link", "add", "ccb-ifb0", "type", "ifb"],
+        ["ip", "link", "set", "ccb-ifb0", "up"],
+        ["tc", "qdisc", "replace", "dev", "ccb-ifb0", "root", "netem", "delay", "40ms",
+         "limit", "1000000"],
+        ["tc", "qdisc", "add", "dev", "enp1s0", "handle", "ffff:", "ingress"],
+        ["tc", "filter", "add", "dev", "enp1s0", "parent", "ffff:", "protocol", "all",
+         "matchall", "action", "mirred", "egress", "redirect", "dev", "ccb-ifb0"],
+    ]  # fmt: skip
+    assert p.undo("enp1s0") == [["tc", "qdisc", "del", "dev", "enp1s0", "ingress"],
+                                ["ip", "link", "del", "ccb-ifb0"]]  # fmt: skip
+    assert plans.NetemIfb.load_argv == ["modprobe", "ifb", "numifbs=0"]
+
+
+def test_ccdelay_at_the_receiver_delays_only_acks_and_echo_replies() -> None:
+    p = plans.CcdelayAtReceiver("/opt/ccdelay", "t1")
+    start = p.start(40)
+    assert start[-1][:2] == ["sh", "-c"] and start[-1][4:] == [
+        "/var/tmp/ccbench/lab/t1-ccdelay.pid", "/var/tmp/ccbench/lab/t1-ccdelay.log",
+        "/opt/ccdelay", "--queue", "5201", "--delay-us", "40000",
+        "--stats", "/var/tmp/ccbench/lab/t1-ccdelay-stats.json", "--rt-prio", "10"]  # fmt: skip
+    assert p.rules() == [
+        ["iptables", "-w", "-A", "OUTPUT", "-p", "tcp", "--sport", "5202:6201", "-m", "comment",
+         "--comment", "ccbench", "-j", "NFQUEUE", "--queue-num", "5201"],
+        ["iptables", "-w", "-A", "OUTPUT", "-p", "icmp", "--icmp-type", "echo-reply", "-m",
+         "comment", "--comment", "ccbench", "-j", "NFQUEUE", "--queue-num", "5201"],
+    ]  # fmt: skip
+    assert p.stop(123)[-1] == "123"  # only a pid that still is a ccdelay is ended
+
+
+@pytest.mark.parametrize(
+    ("topo", "match"),
+    [(NTH, ["-m", "statistic", "--mode", "nth", "--every", "100", "--packet", "0"]),
+     (RANDOM, ["-m", "statistic", "--mode", "random", "--probability", "0.020000"])],
+)  # fmt: skip
+def test_iptables_loss_on_the_flows_ports_only(topo: Topology, match: list[str]) -> None:
+    tool = plans.loss_tool("iptables")
+    added = tool.add(topo)
+    assert added == [["iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "5202:6201",
+                      *match, "-m", "comment", "--comment", "ccbench", "-j", "DROP"]]  # fmt: skip
+    assert tool.undo(added) == [["iptables", "-w", "-D", *added[0][3:]]]
+
+
+@pytest.mark.parametrize(
+    ("topo", "match"),
+    [(NTH, ["numgen", "inc", "mod", "100", "==", "0"]),
+     (RANDOM, ["numgen", "random", "mod", "1000000", "<", "20000"])],
+)  # fmt: skip
+def test_nftables_loss_in_ccbenchs_own_table(topo: Topology, match: list[str]) -> None:
+    tool = plans.loss_tool("nftables")
+    added = tool.add(topo)
+    assert added == [
+        ["nft", "add", "table", "inet", "ccbench"],
+        ["nft", "add", "chain", "inet", "ccbench", "input", "{", "type", "filter", "hook",
+         "input", "priority", "0", ";", "policy", "accept", ";", "}"],
+        ["nft", "add", "rule", "inet", "ccbench", "input", "tcp", "dport", "5202-6201", *match,
+         "counter", "drop"],
+    ]  # fmt: skip
+    assert tool.undo(added) == [["nft", "delete", "table", "inet", "ccbench"]]
+    assert tool.counters() == ["nft", "-j", "list", "table", "inet", "ccbench"]
+
+
+def test_nftables_counters_count_the_drop_rules() -> None:
+    doc = {"nftables": [
+        {"metainfo": {"json_schema_version": 1}},
+        {"table": {"family": "inet", "name": "ccbench"}},
+        {"rule": {"expr": [{"match": {}}, {"counter": {"packets": 41, "bytes": 60000}},
+                           {"drop": None}]}},
+        {"rule": {"expr": [{"counter": {"packets": 7, "bytes": 1}}, {"accept": None}]}},
+    ]}  # fmt: skip
+    assert nft_drops(json.dumps(doc)) == 41
+    assert nft_drops("") == 0
+
+
+def test_sysctls_are_read_and_written_back() -> None:
+    argv = ["sysctl", "-w", "net.ipv4.tcp_rmem=4096 131072 134217728"]
+    assert plans.sysctl_read(argv) == ["sysctl", "-n", "net.ipv4.tcp_rmem"]
+    assert plans.sysctl_restore(argv, "4096\t131072\t6291456\n") == [
+        "sysctl", "-w", "net.ipv4.tcp_rmem=4096 131072 6291456"]  # fmt: skip
+    fbsd = ["sysctl", "kern.ipc.maxsockbuf=134217728"]
+    assert plans.sysctl_restore(fbsd, "2097152") == ["sysctl", "kern.ipc.maxsockbuf=2097152"]
+
+
+def test_only_a_default_root_qdisc_is_replaced() -> None:
+    default = [{"kind": "fq_codel", "handle": "0:", "root": True}]
+    mine = [{"kind": "htb", "handle": "1:", "root": True}]
+    assert plans.foreign_root(json.dumps(default), "eth0") is None
+    assert plans.foreign_root(json.dumps(mine), "eth0") == "htb 1:"
+
+
+# --- the whole `up` plan of a lab with netem, against a recording executor -----------
+class Rec:
+    def __init__(self, node: str, log: list[tuple[str, list[str]]]):
+        self.node, self.log = node, log
+
+    def run(self, argv: Any, check: bool = True, timeout: float | None = None) -> Result:
+        argv = list(argv)
+        self.log.append((self.node, argv))
+        out = ""
+        if argv[:2] == ["sysctl", "-n"]:
+            out = "4096\t131072\t6291456\n" if "mem" in argv[2] else "0\n"
+        elif argv[:3] == ["tc", "-j", "qdisc"]:
+            out = json.dumps([{"kind": "fq_codel", "handle": "0:", "root": True}])
+        return Result(tuple(argv), 0, out, "")
+
+
+@pytest.fixture
+def netem_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[LabTestbed, list[Any]]:
+    monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
+    inv = {"senders": {"s1": {"host": "a", "address": "10.0.0.1"},
+                       "s2": {"host": "b", "address": "10.0.0.2"}},
+           "receivers": {"r1": {"host": "c", "address": "10.0.0.9"}},
+           "emulation": {"delay": "netem", "loss": "iptables"}}  # fmt: skip
+    (tmp_path / "lab.yaml").write_text(yaml.safe_dump(inv))
+    cfg = kinds.TestbedConfig(kind="lab", id="t1", inventory=str(tmp_path / "lab.yaml"))
+    tb = LabTestbed(cfg, NTH)
+    log: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(tb, "ex", lambda node: Rec(tb.host_of(node), log))
+    monkeypatch.setattr(tb, "_find_dev", lambda node: "enp1s0")
+    return tb, log
+
+
+def test_a_netem_lab_up_plan_and_its_undo(netem_lab: tuple[LabTestbed, list[Any]]) -> None:
+    tb, log = netem_lab
+    assert tb.ex("r2").node == "r1"  # both pairs' receiving end is r1
+    st: dict[str, Any] = {}
+    tb._apply(st)
+    on_r1 = [a for n, a in log if n == "r1" and a[0] in ("tc", "iptables")]
+    assert on_r1 == [
+        ["tc", "-j", "qdisc", "show", "dev", "enp1s0"],
+        ["tc", "qdisc", "replace", "dev", "enp1s0", "root", "netem", "delay", "40ms",
+         "limit", "1000000"],
+        ["iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "5202:6201", "-m", "statistic",
+         "--mode", "nth", "--every", "100", "--packet", "0", "-m", "comment", "--comment",
+         "ccbench", "-j", "DROP"],
+    ]  # fmt: skip
+    what = [(c["node"], c["what"]) for c in st["changes"]]
+    assert ("r1", "netem 40 ms on enp1s0") in what
+    assert ("r1", "iptables loss rule (nth 0.01)") in what
+    assert ("s1", "sysctl net.ipv4.tcp_rmem") in what  # read before, put back by down
+    log.clear()
+    tb._undo(st["changes"], "test")
+    undone = [(n, a) for n, a in log]
+    assert undone[0] == ("r1", ["iptables", "-w", "-D", *on_r1[2][3:]])  # last change first
+    assert undone[1] == ("r1", ["tc", "qdisc", "del", "dev", "enp1s0", "root"])
+    assert ("s1", ["sysctl", "-w", "net.ipv4.tcp_rmem=4096 131072 6291456"]) in undone
+
+
+def test_a_receiver_with_a_qdisc_of_its_own_is_not_touched(
+    netem_lab: tuple[LabTestbed, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tb, log = netem_lab
+    real = Rec.run
+
+    def run(self: Rec, argv: Any, check: bool = True, timeout: float | None = None) -> Result:
+        res = real(self, argv, check, timeout)
+        if list(argv)[:3] == ["tc", "-j", "qdisc"]:
+            return Result(res.argv, 0, json.dumps([{"kind": "htb", "handle": "1:", "root": True}]),
+                          "")  # fmt: skip
+        return res
+
+    monkeypatch.setattr(Rec, "run", run)
+    with pytest.raises(Exception, match=r"r1: enp1s0 has a root qdisc \(htb 1:\)"):
+        tb._apply({})
+    assert not any(a[:3] == ["tc", "qdisc", "replace"] for _, a in log)
+    # what was changed before the refusal was put back (the sysctls)
+    assert any(a[:2] == ["sysctl", "-w"] and "6291456" in a[-1] for _, a in log)
+
+
+# --- what a lab run can prove (ccbench.unproven) ---------------------------------------
+def test_a_lab_without_a_router_names_what_it_cannot_check() -> None:
+    cal = {"bottleneck": {"controlled": False, "where": "the network between s1 and r1; its "
+                          "buffer is not known"}, "expected_rtt_ms": {"pair1": 40.4}}  # fmt: skip
+    scope = scope_of(cal)
+    assert scope == Scope("the network between s1 and r1; its buffer is not known", {1: 40.4})
+    lines = not_checkable(scope)
+    assert len(lines) == 4 and all(ln.endswith("its buffer is not known)") for ln in lines)
+    assert not_checkable(scope_of({"bottleneck": {"node": "rt1"}})) == []
+    flows = [{"flow": 1, "pair": 1, "rtt_min_us": 38000}, {"flow": 2, "pair": 1,
+                                                           "rtt_min_us": 40300}]  # fmt: skip
+    assert check_path_rtt(flows, scope) == [
+        "flow 1: min RTT 38.00 ms below the 40.40 ms of its path plus the delay asked "
+        "(delay not applied)"]  # fmt: skip
+
+
+def test_nftables_loss_rules_drops_are_the_ledgers() -> None:
+    from ccbench import ledger
+
+    def snap(n: int) -> dict[str, Any]:
+        doc = {"nftables": [{"rule": {"expr": [{"counter": {"packets": n, "bytes": 0}},
+                                               {"drop": None}]}}]}  # fmt: skip
+        return {"schema": ledger.SCHEMA, "nodes": {"r1": {"nft": json.dumps(doc)}}, "errors": {}}
+
+    assert ledger.account(snap(5), snap(47))["loss_rules_pkts"] == 42
