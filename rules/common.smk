@@ -139,8 +139,15 @@ def testbed_of(run_id):
     return MATRIX["runs"][run_id]["testbed_id"]
 
 
+def lane_of(tb):
+    """The one-job-at-a-time resource testbed `tb`'s jobs take: its dumbbell's, or the
+    first where a kind's dumbbells share hosts (a lab's sender sets, one receiver)."""
+    k = testbed_kind(MATRIX["testbeds"][tb]["testbed"]["kind"])
+    return 1 if k.caps.dumbbells_share_hosts else MATRIX["testbeds"][tb]["dumbbell"]
+
+
 def dumbbell_of(run_id):
-    return MATRIX["testbeds"][testbed_of(run_id)]["dumbbell"]
+    return lane_of(testbed_of(run_id))
 
 
 # --- Testbeds that could not be calibrated (rules/testbed.smk) --------------------
@@ -180,7 +187,7 @@ def testbed_threads(wc):
 # bottleneck: a resource per dumbbell the matrix uses, of which each such job takes
 # one; the workflow has one of each. The most dumbbells a config may ask for is the
 # testbed kind's (ccbench.testbed.kinds), checked when the matrix is made.
-DUMBBELLS = sorted({tb["dumbbell"] for tb in MATRIX["testbeds"].values()})
+DUMBBELLS = sorted({lane_of(tb) for tb in MATRIX["testbeds"]})
 workflow.global_resources.update({f"dumbbell_{d}": 1 for d in DUMBBELLS})
 
 
@@ -189,7 +196,7 @@ def _on_dumbbell(d, dumbbell_of_job):
 
 
 TESTBED_RESOURCES = {
-    f"dumbbell_{d}": _on_dumbbell(d, lambda wc: MATRIX["testbeds"][wc.tb]["dumbbell"])
+    f"dumbbell_{d}": _on_dumbbell(d, lambda wc: lane_of(wc.tb))
     for d in DUMBBELLS
 }
 RUN_RESOURCES = {

@@ -8,6 +8,8 @@
       r1: {host: n2linux.lan, address: 192.168.50.89}
     router: {host: edge.lan, address: 192.168.50.1}     # optional: ccbench shapes its egress
     emulation: {delay: netem, loss: iptables}          # on the receivers
+    sender_sets:                                       # optional: more senders, by number
+      2: {s1: {host: n1linux.lan, os: linux, address: 192.168.50.154, receiver: r1}}
 
 Senders are s1..sN, receivers r1..rM (several senders may share one: each flow has its
 own server port); `receiver` says where a sender sends, `server_port` optionally pins
@@ -15,7 +17,11 @@ the port its flow is served on (checked: two senders on one receiver port are
 refused). `emulation.delay` is a registered element (ccbench.roles.LAB_DELAY_ELEMENTS:
 netem, netem-ifb, ccdelay, none) and `emulation.loss` a registered tool
 (testbed.lab_plans.LOSS_TOOLS: iptables, nftables); `emulation.ccdelay` is the element's
-path on the receivers. Every problem is refused in one line naming it.
+path on the receivers. `senders` is sender set 1; `sender_sets` may add others (2, 3,
+...) sending to the same receivers: a variant's `dumbbell: N` runs on set N, so one
+comparison can hold FreeBSD and Linux senders (seed 000). Sets take turns on the shared
+receivers (testbed.kinds: dumbbells_share_hosts). Every problem is refused in one line
+naming it.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from ccbench.roles import BOTTLENECK_ROUTER, LAB_DELAY_ELEMENTS, NoDelay
 from ccbench.testbed.lab_plans import LOSS_TOOLS
 
 OSES = ("linux", "freebsd")
-_TOP_KEYS = {"ssh", "senders", "receivers", "router", "emulation"}
+_TOP_KEYS = {"ssh", "senders", "receivers", "router", "emulation", "sender_sets"}
 _HOST_KEYS = {"host", "port", "user", "identity", "os", "address"}
 _SENDER_KEYS = _HOST_KEYS | {"receiver", "server_port"}
 _EMULATION_KEYS = {"delay", "loss", "ccdelay"}
@@ -58,10 +64,12 @@ class LabInventory:
     source: str
     sudo: bool
     user: str | None
-    senders: tuple[LabSender, ...]
+    senders: tuple[LabSender, ...]  # the sender set in use (`set_no`)
     receivers: dict[str, Node]
     router: Node | None
     emulation: Emulation
+    set_no: int = 1
+    sets: tuple[int, ...] = (1,)  # every sender set the inventory has
 
     @property
     def hosts(self) -> dict[str, Node]:
@@ -130,18 +138,19 @@ def _emulation(p: Path, data: Any) -> Emulation:
     return Emulation(delay, loss, binary)
 
 
-def load(path: str | Path) -> LabInventory:
-    """Read and check a whole lab inventory before any ssh starts (module docstring)."""
+def load(path: str | Path, sender_set: int = 1) -> LabInventory:
+    """Read and check a whole lab inventory before any ssh starts (module docstring),
+    with sender set `sender_set` in use."""
     from ccbench.config import load_yaml
 
     p = Path(path)
     if not p.is_file():
         raise CcbenchError(f"{p}: no such lab inventory")
     data = load_yaml(p)
-    return parse(p, data)
+    return parse(p, data, sender_set)
 
 
-def parse(p: Path, data: dict[str, Any]) -> LabInventory:
+def parse(p: Path, data: dict[str, Any], sender_set: int = 1) -> LabInventory:
     unknown = set(data) - _TOP_KEYS
     if unknown:
         raise CcbenchError(f"{p}: unknown keys {', '.join(sorted(map(str, unknown)))}")
@@ -154,22 +163,18 @@ def parse(p: Path, data: dict[str, Any]) -> LabInventory:
                  for name, n in rcv.items()}  # fmt: skip
     for name, node in receivers.items():
         _check_receiver(p, name, node, emu, "loss" in (data.get("emulation") or {}))
-    senders = []
-    for i in range(1, len(snd) + 1):
-        name = roles.sender(i)
-        if name not in snd:
-            raise CcbenchError(f"{p}: senders: {name} is missing (senders are s1..s{len(snd)})")
-        entry = _mapping(snd[name], f"{p}: senders: {name}")
-        node = _host(f"{p}: senders: {name}", name, entry, _SENDER_KEYS, ssh, port)
-        to = entry.get("receiver", first_r if len(receivers) == 1 else None)
-        if to is None:
-            raise CcbenchError(f"{p}: senders: {name}: no receiver (which of "
-                               f"{', '.join(receivers)} it sends to)")  # fmt: skip
-        if to not in receivers:
-            raise CcbenchError(f"{p}: senders: {name}: receiver '{to}' is not among the "
-                               f"receivers ({', '.join(receivers)})")  # fmt: skip
-        senders.append(LabSender(node, str(to), _server_port(p, name, entry.get("server_port"))))
-    _check_ports(p, senders)
+    sets = {1: _sender_set(p, "senders", snd, receivers, ssh, port)}
+    more = _mapping(data["sender_sets"], f"{p}: sender_sets") if "sender_sets" in data else {}
+    for n, entries in more.items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise CcbenchError(f"{p}: sender_sets: {n!r} is not a set number from 2 "
+                               "(set 1 is `senders`)")  # fmt: skip
+        section = f"sender_sets.{n}"
+        found = _names(p, section, entries, roles.is_sender, first_s)
+        sets[n] = _sender_set(p, section, found, receivers, ssh, port)
+    if sender_set not in sets:
+        raise CcbenchError(f"{p}: no sender set {sender_set} (it has "
+                           f"{', '.join(map(str, sorted(sets)))}; set 1 is `senders`)")  # fmt: skip
     router = None
     if data.get("router") is not None:
         router = _host(f"{p}: router", BOTTLENECK_ROUTER, data["router"], _HOST_KEYS, ssh, port)
@@ -179,10 +184,37 @@ def parse(p: Path, data: dict[str, Any]) -> LabInventory:
         if router.address is None:
             raise CcbenchError(f"{p}: router: no address (the one on its egress toward the "
                                "receivers, which is how its interface is found)")  # fmt: skip
-    lab = LabInventory(str(p), bool(ssh.get("sudo", False)), ssh.get("user"), tuple(senders),
-                       receivers, router, emu)  # fmt: skip
-    _check_distinct(p, lab)
-    return lab
+    labs = {n: LabInventory(str(p), bool(ssh.get("sudo", False)), ssh.get("user"), senders,
+                            receivers, router, emu, n, tuple(sorted(sets)))
+            for n, senders in sets.items()}  # fmt: skip
+    for lab in labs.values():
+        _check_distinct(p, lab)
+    return labs[sender_set]
+
+
+def _sender_set(
+    p: Path, section: str, snd: dict[str, Any], receivers: dict[str, Node],
+    ssh: dict[str, Any], port: int,
+) -> tuple[LabSender, ...]:  # fmt: skip
+    """One set of senders s1..sN (`section` of the inventory), each with its receiver."""
+    first_r = roles.receiver(1)
+    senders = []
+    for i in range(1, len(snd) + 1):
+        name = roles.sender(i)
+        if name not in snd:
+            raise CcbenchError(f"{p}: {section}: {name} is missing (senders are s1..s{len(snd)})")
+        entry = _mapping(snd[name], f"{p}: {section}: {name}")
+        node = _host(f"{p}: {section}: {name}", name, entry, _SENDER_KEYS, ssh, port)
+        to = entry.get("receiver", first_r if len(receivers) == 1 else None)
+        if to is None:
+            raise CcbenchError(f"{p}: {section}: {name}: no receiver (which of "
+                               f"{', '.join(receivers)} it sends to)")  # fmt: skip
+        if to not in receivers:
+            raise CcbenchError(f"{p}: {section}: {name}: receiver '{to}' is not among the "
+                               f"receivers ({', '.join(receivers)})")  # fmt: skip
+        senders.append(LabSender(node, str(to), _server_port(p, name, entry.get("server_port"))))
+    _check_ports(p, section, senders)
+    return tuple(senders)
 
 
 def _check_receiver(p: Path, name: str, node: Node, emu: Emulation, loss_asked: bool) -> None:
@@ -211,14 +243,14 @@ def _server_port(p: Path, name: str, port: Any) -> int | None:
     return port
 
 
-def _check_ports(p: Path, senders: list[LabSender]) -> None:
+def _check_ports(p: Path, section: str, senders: list[LabSender]) -> None:
     """Two senders of one receiver must reach it on different server ports."""
     seen: dict[tuple[str, int], str] = {}
     for i, s in enumerate(senders, start=1):
         port = s.port if s.port is not None else layout.BASE_PORT + i
         key = (s.receiver, port)
         if key in seen:
-            raise CcbenchError(f"{p}: senders: {seen[key]} and {s.node.name} on one receiver "
+            raise CcbenchError(f"{p}: {section}: {seen[key]} and {s.node.name} on one receiver "
                                f"port ({s.receiver} port {port})")  # fmt: skip
         seen[key] = s.node.name
 
@@ -234,5 +266,5 @@ def _check_distinct(p: Path, lab: LabInventory) -> None:
 
 
 def pairs_in(path: str, dumbbell: int) -> int:
-    """A lab's pairs: one per sender (testbed.kinds; a lab has one dumbbell)."""
-    return len(load(path).senders)
+    """The pairs of sender set `dumbbell`: one per sender (testbed.kinds)."""
+    return len(load(path, dumbbell).senders)

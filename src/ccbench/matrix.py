@@ -339,8 +339,12 @@ def _assign_dumbbells(
     source: str, tb_cfg: dict[str, Any], testbeds: dict[str, _Testbed]
 ) -> dict[str, PlannedTestbed]:
     """Each testbed's dumbbell: a pinned variant's, else spread over the dumbbells the
-    testbed kind has (a local testbed has one: the machine's CPU)."""
-    n_db = min(tb_cfg["dumbbells"], kind(tb_cfg["kind"]).caps.dumbbells)
+    testbed kind has (a local testbed has one: the machine's CPU). Where dumbbells share
+    hosts (a lab's sender sets), spreading gains nothing and would change the senders'
+    OS: an unpinned variant runs on the first."""
+    caps = kind(tb_cfg["kind"]).caps
+    n_db = min(tb_cfg["dumbbells"], caps.dumbbells)
+    spread = 1 if caps.dumbbells_share_hosts else n_db
     free = [t for t in testbeds if testbeds[t].pinned is None]
     planned = {}
     for tb_id, tb in testbeds.items():
@@ -348,7 +352,7 @@ def _assign_dumbbells(
         if pinned is not None and pinned > n_db:
             raise CcbenchError(f"{source}: a variant is pinned to dumbbell {pinned}, but "
                                f"the testbed has {n_db}")  # fmt: skip
-        d = pinned if pinned is not None else free.index(tb_id) % n_db + 1
+        d = pinned if pinned is not None else free.index(tb_id) % spread + 1
         planned[tb_id] = PlannedTestbed(tb_id, d, _testbed_config(tb_cfg, tb_id, d),
                                         tb.topology, tb.topology_config)  # fmt: skip
     return planned

@@ -86,6 +86,20 @@ def run_once(
     return meta
 
 
+def check_sender_os(tb: Testbed, spec: RunSpec, senders: list[str]) -> None:
+    """The senders run the variant's OS (a variant pinned to the wrong dumbbell or lab
+    sender set would otherwise run there, as another OS's variant); a single run's
+    config names no OS."""
+    if spec.variant_def is None:
+        return
+    wrong = [f"{n} runs {os}" for n in senders if (os := tb.driver(n).os) != spec.os]
+    if wrong:
+        raise CcbenchError(
+            f"variant {spec.variant} is for {spec.os} senders, but {', '.join(wrong)} "
+            f"(testbed {tb.id}: pin the variant to a dumbbell whose senders run {spec.os})"
+        )
+
+
 def _prepare(
     tb: Testbed, spec: RunSpec, raw: Path, senders: list[str], kernel_req: dict[str, str] | None
 ) -> None:
@@ -96,6 +110,7 @@ def _prepare(
         jsonio.write_json(raw / layout.KERNEL, kernel_req)
     tb.prepare_run()
     jsonio.write_json(raw / layout.CALIBRATION, tb.calibration())
+    check_sender_os(tb, spec, senders)
     run_senders.prepare_senders(tb, spec, senders, raw)
     run_senders.record_facts(tb, raw, senders)
 

@@ -432,3 +432,18 @@ def test_a_scenario_may_ask_its_own_record() -> None:
     bad = {**cfg, "record": [{"tcp_probe": {"budget_mb": -1}}]}
     with pytest.raises(CcbenchError, match=r"^c\.yaml: record: tcp_probe\.budget_mb: -1 "):
         matrix.load(bad, "c.yaml", need_inventory=False)
+
+
+def test_a_run_refuses_senders_of_another_os() -> None:
+    """A FreeBSD variant on a Linux sender set (a variant pinned to the wrong dumbbell)
+    fails before any traffic, naming both; a single run's config names no OS."""
+    from ccbench.run import check_sender_os
+
+    tb = SshTestbed("linux")
+    with pytest.raises(
+        CcbenchError,
+        match=r"variant adhoc is for freebsd senders, but s1 runs linux \(testbed emu1: pin",
+    ):
+        check_sender_os(tb, spec(False, "freebsd"), ["s1"])  # type: ignore[arg-type]
+    check_sender_os(tb, spec(False, "linux"), ["s1", "s2"])  # type: ignore[arg-type]
+    check_sender_os(tb, replace(spec(False, "freebsd"), variant_def=None), ["s1"])  # type: ignore[arg-type]

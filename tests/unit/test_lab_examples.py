@@ -18,15 +18,24 @@ REPO = Path(__file__).resolve().parents[2]
 LABS = sorted((REPO / "config" / "examples").glob("lab-*.yaml"))
 
 
-def write_lab_inventory(d: Path, os_name: str, senders: int = 2) -> Path:
-    """A lab inventory: `senders` senders of one OS sending to one receiver."""
+def write_lab_inventory(d: Path, os_by_set: dict[int, str], senders: int = 2) -> Path:
+    """A lab inventory: per sender set (its OS), `senders` senders sending to one
+    receiver."""
+
+    def sender_set(n: int, os_name: str) -> dict[str, Any]:
+        return {f"s{i}": {"host": f"set{n}-s{i}.lan", "os": os_name,
+                          "address": f"10.0.{n}.{i}", "receiver": "r1"}
+                for i in range(1, senders + 1)}  # fmt: skip
+
     inv: dict[str, Any] = {
         "ssh": {"user": "alice"},
-        "senders": {f"s{i}": {"host": f"s{i}.lan", "os": os_name, "address": f"10.0.0.{i}",
-                              "receiver": "r1"} for i in range(1, senders + 1)},
+        "senders": sender_set(1, os_by_set.get(1, "linux")),
         "receivers": {"r1": {"host": "r1.lan", "address": "10.0.0.100"}},
         "emulation": {"delay": "netem", "loss": "iptables"},
-    }  # fmt: skip
+    }
+    more = {n: sender_set(n, o) for n, o in os_by_set.items() if n > 1}
+    if more:
+        inv["sender_sets"] = more
     p = d / "lab.yaml"
     p.write_text(yaml.safe_dump(inv))
     return p
@@ -34,8 +43,8 @@ def write_lab_inventory(d: Path, os_name: str, senders: int = 2) -> Path:
 
 def test_every_seed_lab_has_an_example() -> None:
     names = {p.name for p in LABS}
-    assert {"lab-seed000-freebsd.yaml", "lab-seed000-linux.yaml", "lab-seed001-single-path.yaml",
-            "lab-seed001-loss.yaml", "lab-seed001-tripoint.yaml"} <= names  # fmt: skip
+    assert {"lab-seed000.yaml", "lab-seed001-single-path.yaml", "lab-seed001-loss.yaml",
+            "lab-seed001-tripoint.yaml"} <= names  # fmt: skip
 
 
 @pytest.mark.parametrize("path", LABS, ids=lambda p: p.name)
@@ -51,11 +60,14 @@ def test_matrix_plans_a_lab_example_without_its_inventory(
 @pytest.mark.parametrize("path", LABS, ids=lambda p: p.name)
 def test_a_lab_example_expands_with_its_references(path: Path, tmp_path: Path) -> None:
     cfg = parse_yaml(path.read_bytes(), path.name)
-    oses = {v.get("os", "linux") for v in cfg["variants"]}
-    assert len(oses) == 1  # a lab testbed drives one sender set
-    cfg["testbed"]["inventory"] = str(write_lab_inventory(tmp_path, oses.pop()))
+    # one sender set per OS: a variant's `dumbbell` (default 1) is its set
+    by_set = {v.get("dumbbell", 1): v.get("os", "linux") for v in cfg["variants"]}
+    assert len(by_set) == len(set(by_set.values()))
+    cfg["testbed"]["inventory"] = str(write_lab_inventory(tmp_path, by_set))
     m = matrix.load(cfg, path.name)
     assert m.testbeds and all(tb.testbed.kind == "lab" for tb in m.testbeds.values())
+    for r in m.runs.values():  # every run on the sender set of its OS
+        assert by_set[m.testbeds[r.testbed_id].dumbbell] == r.spec.os
     refs = cfg["references"]
     assert refs and all(r["source"].startswith("seed 00") for r in refs)
     # every variant of every scenario has the seed's number beside it

@@ -4,6 +4,7 @@ bad one is refused in one line naming the problem."""
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +84,34 @@ def test_a_bad_lab_is_refused_in_one_line(tmp_path: Path, data: dict[str, Any], 
     msg = str(e.value)
     assert says in msg and "\n" not in msg, msg
     assert msg.startswith(str(tmp_path / "lab.yaml"))
+
+
+def test_sender_sets_share_the_receivers(tmp_path: Path) -> None:
+    """Seed 000's lab in one comparison: set 1 FreeBSD, set 2 Linux, one receiver."""
+    data = {**GOOD, "sender_sets": {2: {"s1": {"host": "n1linux2.lan", "os": "linux",
+                                              "address": "192.168.50.155"}}}}  # fmt: skip
+    p = tmp_path / "lab.yaml"
+    p.write_text(yaml.safe_dump(data))
+    one, two = lab_inventory.load(p), lab_inventory.load(p, 2)
+    assert (one.set_no, one.sets, two.set_no, two.sets) == (1, (1, 2), 2, (1, 2))
+    assert [s.node.os for s in one.senders] == ["freebsd", "linux"]
+    assert [(s.node.os, s.node.target.host, s.receiver) for s in two.senders] == [
+        ("linux", "n1linux2.lan", "r1")
+    ]
+    assert two.receivers == one.receivers and lab_inventory.pairs_in(str(p), 2) == 1
+    with pytest.raises(CcbenchError, match=r"lab\.yaml: no sender set 3 \(it has 1, 2; set 1 is"):
+        lab_inventory.load(p, 3)
+
+
+@pytest.mark.parametrize(
+    ("sets", "says"),
+    [
+        ({1: {"s1": {"host": "x", "address": "10.0.0.1"}}}, "sender_sets: 1 is not a set number"),
+        ({2: {"s2": {"host": "x", "address": "10.0.0.1"}}}, "sender_sets.2: s1 is missing"),
+        ({2: {"s1": {"host": "n2linux.lan", "address": "10.0.0.1"}}}, "same host and port as"),
+        ({2: {"s1": {"host": "x", "os": "plan9", "address": "10.0.0.1"}}}, "unknown os 'plan9'"),
+    ],
+)
+def test_bad_sender_sets_are_refused(tmp_path: Path, sets: Any, says: str) -> None:
+    with pytest.raises(CcbenchError, match=re.escape(says)):
+        load(tmp_path, {**GOOD, "sender_sets": sets})

@@ -58,8 +58,8 @@ def expanded(path: Path, tmp_path: Path) -> Matrix:
     if path.name.startswith("lab-"):
         from tests.unit.test_lab_examples import write_lab_inventory
 
-        os_name = cfg["variants"][0].get("os", "linux")
-        cfg["testbed"]["inventory"] = str(write_lab_inventory(tmp_path, os_name))
+        by_set = {v.get("dumbbell", 1): v.get("os", "linux") for v in cfg["variants"]}
+        cfg["testbed"]["inventory"] = str(write_lab_inventory(tmp_path, by_set))
     if path.name.startswith("emulab-seed"):
         oses = EMULAB_OSES[path.name[len("emulab-seed") :][:3]]
         cfg["testbed"]["inventory"] = str(write_inventory(tmp_path, oses, pairs=4))

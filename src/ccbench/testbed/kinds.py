@@ -42,6 +42,9 @@ class Capabilities:
     dumbbells: int  # most independent dumbbells
     # Calibration times pings on this machine's CPU: no other job may run beside it.
     exclusive_calibration: bool
+    # Its dumbbells share hosts (a lab's sender sets send to the same receivers): their
+    # runs take turns, as one dumbbell's do (rules/common.smk).
+    dumbbells_share_hosts: bool = False
 
 
 def _load(path: str) -> Any:
@@ -136,7 +139,8 @@ class LabKind(TestbedKind):
     caps = Capabilities(
         needs_root=False, senders_here=False, one_kernel=False, nic_records=False,
         needs_inventory=True, oses=("linux", "freebsd"), delay_directions=("both",),
-        layouts=(topology.DEFAULT,), dumbbells=1, exclusive_calibration=False,
+        layouts=(topology.DEFAULT,), dumbbells=MAX_DUMBBELLS, exclusive_calibration=False,
+        dumbbells_share_hosts=True,
     )  # fmt: skip
     delay_direction_hint = "in a lab the inventory's emulation.delay says where the delay sits"
     testbed_class = "ccbench.testbed.lab:LabTestbed"

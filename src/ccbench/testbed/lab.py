@@ -32,7 +32,7 @@ from ccbench.hosts.linux import LinuxHost
 from ccbench.inventory import Node
 from ccbench.progress import info
 from ccbench.roles import BOTTLENECK_ROUTER, Bottleneck, LossSite, Roles
-from ccbench.spec import Topology
+from ccbench.spec import Topology, stable_hash
 from ccbench.testbed import base
 from ccbench.testbed import lab_plans as plans
 from ccbench.testbed.base import TestbedBase
@@ -58,7 +58,7 @@ class LabTestbed(RemoteTestbed):
         if not cfg.inventory:
             raise CcbenchError("testbed.inventory: kind lab needs a lab inventory (docs/lab.md)")
         TestbedBase.__init__(self, cfg, topo)
-        self.lab = lab_inventory.load(cfg.inventory)
+        self.lab = lab_inventory.load(cfg.inventory, cfg.dumbbell)  # its sender set
         self.inv = self.lab.as_ssh_inventory()
         self.nodes = dict(self.inv.dumbbells[1])
         if topo.pairs > len(self.lab.senders):
@@ -359,7 +359,12 @@ class LabTestbed(RemoteTestbed):
                 info(f"testbed {self.id}: {n}: removed what an earlier testbed left "
                      f"({'; '.join(out.splitlines())})")  # fmt: skip
 
-    # --- several testbeds on one lab (one per scenario) -----------------------------
+    # --- several testbeds on one lab (one per scenario and sender set) ---------------
+    def _claim_file(self) -> Path:
+        """One claim per lab inventory: every sender set sends to the same receivers."""
+        key = stable_hash([str(Path(self.inv.source).resolve()), "lab"])[:12]
+        return base.STATE_ROOT / f"lab-{key}.json"
+
     def _release_other(self) -> None:
         """The lab's hosts are this testbed's: the changes of the one that claimed them
         last are put back first (its state lists them), so its rules never apply to
