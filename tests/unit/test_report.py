@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import re
 import shutil
 import subprocess
 import time
@@ -509,3 +510,26 @@ def test_runs_waiting_for_their_kernel_are_named_apart() -> None:
     assert document._runs_text(0, 0, 3) == "not run"
     assert document._runs_sentence(3, 3, 3, 3) == "3/3 runs valid, 3 waiting for their kernel"
     assert document._runs_sentence(0, 0, 2, 2) == "no run ran (all wait for their kernel)"
+
+
+def test_a_lab_without_a_router_says_what_was_not_proven(built: Built, tmp_path: Path) -> None:
+    """A lab's bottleneck is not ccbench's: the report names it and lists the checks that
+    could not be made (summary.json `not_controlled`, `not_checkable`), not a pass."""
+    runs = tmp_path / "runs"
+    shutil.copytree(FIX / "runs", runs)
+    where = "the network between s1, s2 and r1; its buffer is not known"
+    lines = [f"bottleneck queue drops: not checkable ({where})",
+             f"RTT excess share: not checkable ({where})"]  # fmt: skip
+    for d in runs.iterdir():
+        p = d / "summary.json"
+        if p.exists():
+            s = json.loads(p.read_text())
+            s["bottleneck"]["not_controlled"] = where
+            s["not_checkable"] = lines
+            p.write_text(json.dumps(s))
+    out = document.render_html(FIX / "tables", built.out / "figures", built.matrix, runs)
+    text = _collapse(html.unescape(re.sub(r"<[^>]+>", " ", out)))
+    assert f"bottleneck: {where} (not ccbench's: its queue is not checkable)" in text
+    assert "Not proven here" in text and "; ".join(lines) in text
+    plain = document.render_html(FIX / "tables", built.out / "figures", built.matrix, FIX / "runs")
+    assert "Not proven here" not in plain

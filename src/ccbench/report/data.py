@@ -432,6 +432,16 @@ def _uncontrolled(runs_dir: Path, run_ids: list[str]) -> str | None:
     return None
 
 
+def not_checkable(runs_dir: Path, run_ids: list[str]) -> list[str]:
+    """What the runs could not prove (a lab's bottleneck ccbench does not control), as
+    the first run that says so recorded it (summary.json `not_checkable`)."""
+    for rid in run_ids:
+        s = run_summary(runs_dir, rid)
+        if s is not None and s.not_checkable:
+            return list(s.not_checkable)
+    return []
+
+
 def _bottleneck_nic(runs_dir: Path, run_ids: list[str]) -> dict[str, Any] | None:
     """The bottleneck router's NIC record on the bottleneck interface (the calibration
     read both back; a calibration without them: rt1's, on any interface)."""

@@ -132,6 +132,7 @@ def _scenario(
         **row,
         "skipped_all": skipped_all,
         "runs_sentence": _runs_sentence(*counts, n_wait),
+        "not_checkable": data.not_checkable(runs_dir, list(map(str, runs["run_id"]))),
         "skip_reasons": data.skip_reasons(runs),
         "n_skipped": counts[2],
         "skipped": tables.skipped_rows(runs),
