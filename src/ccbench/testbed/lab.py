@@ -288,7 +288,7 @@ class LabTestbed(RemoteTestbed):
         kind = plans.delay_plan(name)
         for node in self._receivers():
             dev = self._find_dev(node)
-            if isinstance(kind(), plans.CcdelayAtReceiver):
+            if kind.runs_a_process:
                 pids[node] = self._start_ccdelay(node, did)
                 continue
             el = kind()

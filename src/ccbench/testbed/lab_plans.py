@@ -92,6 +92,7 @@ class DelayPlan:
     # A root qdisc on `dev` (netem on egress) or an ingress qdisc (ifb redirect).
     takes_root: ClassVar[bool] = False
     takes_ingress: ClassVar[bool] = False
+    runs_a_process: ClassVar[bool] = False  # a program on the receiver, not a qdisc
 
     def apply(self, dev: str, delay_ms: float) -> list[Argv]:
         return []
@@ -169,6 +170,8 @@ class CcdelayAtReceiver(DelayPlan):
     """ACKs (from the flows' server ports) and echo replies leave the receiver through
     NFQUEUE to ccdelay, which holds each for the whole delay asked: the ACK path carries
     it, as netem on the receiver's egress does; ccbench's own SSH is not delayed."""
+
+    runs_a_process = True
 
     element = ReceiverCcdelay.name
     binary: str = "ccdelay"
