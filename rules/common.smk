@@ -196,8 +196,7 @@ def _on_dumbbell(d, dumbbell_of_job):
 
 
 TESTBED_RESOURCES = {
-    f"dumbbell_{d}": _on_dumbbell(d, lambda wc: lane_of(wc.tb))
-    for d in DUMBBELLS
+    f"dumbbell_{d}": _on_dumbbell(d, lambda wc: lane_of(wc.tb)) for d in DUMBBELLS
 }
 RUN_RESOURCES = {
     f"dumbbell_{d}": _on_dumbbell(d, lambda wc: dumbbell_of(wc.run)) for d in DUMBBELLS
