@@ -516,3 +516,19 @@ def test_retransmissions_without_dsack_or_drop_stay_unexplained(tmp_path: Path) 
     assert s["loss_ledger"]["spurious_retransmits"] == 0
     assert not s["valid"]
     assert any("461 retransmissions have no counted drop behind them" in r for r in s["reasons"])
+
+
+def test_a_lab_hosts_own_firewall_drops_are_not_the_loss_rules() -> None:
+    """Where ccbench's loss rule is commented (a lab), another DROP rule on the host (its
+    own firewall) is not counted as emulated loss; without such a comment every DROP
+    rule is (the namespaces and Emulab nodes have none of their own)."""
+    text = "\n".join([
+        "*filter",
+        ":INPUT ACCEPT [100:2000]",
+        "[7:420] -A INPUT -s 203.0.113.0/24 -j DROP",
+        "[12:18000] -A INPUT -p tcp -m tcp --dport 5202:6201 -m statistic --mode nth "
+        "--every 100 --packet 0 -m comment --comment ccbench -j DROP",
+        "COMMIT",
+    ])  # fmt: skip
+    assert drops.iptables_drops(text) == 12
+    assert drops.iptables_drops(text.replace(" -m comment --comment ccbench", "")) == 19

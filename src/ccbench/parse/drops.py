@@ -104,14 +104,22 @@ def softnet(text: str) -> dict[str, int]:
 _RULE = re.compile(r"^\[(\d+):(\d+)\] -A (\S+) (.*)$")
 
 
+# ccbench's own rules carry this comment (a lab's; testbed.lab_plans.COMMENT): where
+# any DROP rule has it, only those are the loss rules, not the host's own firewall.
+_OWN_RULE = re.compile(r'(^| )--comment "?ccbench"?( |$)')
+
+
 def iptables_drops(text: str) -> int:
-    """Packets dropped by `-j DROP` rules in `iptables-save -c` output (the loss rules)."""
-    total = 0
+    """Packets dropped by the loss rules in `iptables-save -c` output: the `-j DROP`
+    rules commented ccbench where there are such, else every `-j DROP` rule (the
+    testbeds whose hosts have no firewall of their own, and runs made before)."""
+    drops = []
     for line in text.splitlines():
         m = _RULE.match(line.strip())
         if m and re.search(r"(^| )-j DROP( |$)", m.group(4)):
-            total += int(m.group(1))
-    return total
+            drops.append((int(m.group(1)), bool(_OWN_RULE.search(m.group(4)))))
+    own = [n for n, mine in drops if mine]
+    return sum(own) if own else sum(n for n, _ in drops)
 
 
 def nft_drops(text: str) -> int:
