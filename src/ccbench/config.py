@@ -237,12 +237,36 @@ def _resolve_ref_defaults(sch: dict[str, Any]) -> dict[str, Any]:
     return sch
 
 
+# Config keys of 2026-11-25 that are now optional instruments under `record:`: key ->
+# what to write instead (spec.OLD_RECORD_KEYS reads the specs written with them).
+OLD_KEYS = {
+    "tcp_probe": "record: [tcp_probe]",
+    "tcp_probe_budget_mb": "record: [{tcp_probe: {budget_mb: N}}]",
+    "bblog": "record: [bblog]",
+}
+
+
+def _check_old_keys(data: dict[str, Any], source: str) -> None:
+    """One line naming a key that became `record:` and what to write instead."""
+    scenarios = data.get("scenarios")
+    where: list[tuple[str, Any]] = [("", data), ("run.", data.get("run"))]
+    if isinstance(scenarios, dict):
+        where += [(f"scenarios.{n}.", sc) for n, sc in scenarios.items()]
+    for prefix, d in where:
+        for key in OLD_KEYS:
+            if isinstance(d, dict) and key in d:
+                raise CcbenchError(f"{source}: {prefix}{key}: now an optional instrument: "
+                                   f"write {OLD_KEYS[key]} (docs/configs.md)")  # fmt: skip
+
+
 def validate(data: dict[str, Any], schema_name: str, source: str) -> dict[str, Any]:
     """Validate a copy of `data`, fill defaults, raise one clear line on the first error."""
     try:
         _check_finite(data)
     except CcbenchError as bad:
         raise CcbenchError(f"{source}: {bad}") from None
+    if isinstance(data, dict):
+        _check_old_keys(data, source)
     data = copy.deepcopy(data)
     sch = _resolve_ref_defaults(schema(schema_name))
     validator = _Validator(sch)

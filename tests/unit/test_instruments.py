@@ -447,3 +447,27 @@ def test_a_run_refuses_senders_of_another_os() -> None:
         check_sender_os(tb, spec(False, "freebsd"), ["s1"])  # type: ignore[arg-type]
     check_sender_os(tb, spec(False, "linux"), ["s1", "s2"])  # type: ignore[arg-type]
     check_sender_os(tb, replace(spec(False, "freebsd"), variant_def=None), ["s1"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("cfg", "says"),
+    [
+        (
+            {"tcp_probe": True},
+            "c.yaml: tcp_probe: now an optional instrument: write record: [tcp_probe]",
+        ),
+        (
+            {"scenarios": {"a": {"bblog": True}}},
+            "c.yaml: scenarios.a.bblog: now an optional instrument: write record: [bblog]",
+        ),
+        (
+            {"run": {"tcp_probe_budget_mb": 64}},
+            "c.yaml: run.tcp_probe_budget_mb: now an optional instrument",
+        ),
+    ],
+)
+def test_a_config_with_the_old_keys_says_what_to_write(cfg: dict[str, Any], says: str) -> None:
+    from ccbench.config import validate
+
+    with pytest.raises(CcbenchError, match=re.escape(says)):
+        validate(cfg, "matrix", "c.yaml")
