@@ -229,3 +229,37 @@ def test_nftables_loss_rules_drops_are_the_ledgers() -> None:
         return {"schema": ledger.SCHEMA, "nodes": {"r1": {"nft": json.dumps(doc)}}, "errors": {}}
 
     assert ledger.account(snap(5), snap(47))["loss_rules_pkts"] == 42
+
+
+def test_a_labs_router_is_shaped_as_rt1_and_put_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plan test (seed 001's EdgeRouter case): the router's egress gets the shaper and
+    the scenario's queue, as rt1 on a dumbbell; `down` deletes the root qdisc (the
+    kernel's default comes back); the bottleneck is then ccbench's, checkable."""
+    monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
+    inv = {"senders": {"s1": {"host": "a", "address": "10.0.0.1"}},
+           "receivers": {"r1": {"host": "c", "address": "10.0.1.9"}},
+           "router": {"host": "edge", "address": "10.0.1.1"},
+           "emulation": {"delay": "none"}}  # fmt: skip
+    (tmp_path / "lab.yaml").write_text(yaml.safe_dump(inv))
+    cfg = kinds.TestbedConfig(kind="lab", id="t2", inventory=str(tmp_path / "lab.yaml"))
+    topo = Topology(pairs=1, rate_mbit=1000, rtt_ms=0, queue_limit_pkts=3500)
+    tb = LabTestbed(cfg, topo)
+    log: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(tb, "ex", lambda node: Rec(tb.host_of(node), log))
+    monkeypatch.setattr(tb, "_find_dev", lambda node: "eth1")
+    st: dict[str, Any] = {}
+    tb._apply(st)
+    on_rt1 = [a for n, a in log if n == "rt1" and a[0] == "tc"]
+    assert on_rt1[0] == ["tc", "-j", "qdisc", "show", "dev", "eth1"]  # only a default one
+    assert any("tbf" in a and "1000000000bit" in a for a in on_rt1[1:])
+    assert any(a[-3:] == ["pfifo", "limit", "3500"] for a in on_rt1[1:])
+    assert st["bottleneck_dev"] == "eth1"
+    assert ("rt1", "qdisc eth1 root: shaper and queue") in [
+        (c["node"], c["what"]) for c in st["changes"]
+    ]
+    assert not any(n == "r1" and a[0] in ("tc", "iptables") for n, a in log)  # nothing emulated
+    log.clear()
+    tb._undo(st["changes"], "test")
+    assert ("rt1", ["tc", "qdisc", "del", "dev", "eth1", "root"]) in log
