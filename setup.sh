@@ -11,7 +11,7 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 pkgs=(
   python3 python3-venv python3-pip
-  iproute2 iptables ethtool iputils-ping iperf3 fping irtt procps kmod psmisc
+  iproute2 iptables nftables ethtool iputils-ping iperf3 fping irtt procps kmod psmisc
   gcc make pkg-config libnetfilter-queue-dev libmnl-dev
   poppler-utils libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz0b libharfbuzz-subset0
   fonts-dejavu-core shellcheck

@@ -6,8 +6,9 @@ namespace and runs its own real sshd there, its default route. ccbench runs in t
 control namespace with `testbed.kind: lab` and a lab inventory, reaching the hosts only
 over SSH: two senders share one receiver, which adds 40 ms by ccdelay (this kernel has
 no netem; the netem plans are tested in tests/unit/test_lab_plans.py) and drops 1 % by
-iptables `statistic --mode nth`. No router: the bottleneck is the switch, which ccbench
-does not control, and the summary says what that leaves unproven.
+iptables `statistic --mode nth` (a second case: nftables `numgen`). No router: the
+bottleneck is the switch, which ccbench does not control, and the summary says what
+that leaves unproven.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def host_state() -> dict[str, Any]:
                     procs.append(comm)
         out[h] = {
             "iptables": rules,
-            "nft": in_ns(h, "nft", "list", "ruleset"),
+            "nft": nft_tables(h),
             "qdiscs": in_ns(h, "tc", "qdisc", "show"),
             "links": sorted(
                 ln.split(":")[1].strip() for ln in in_ns(h, "ip", "-o", "link", "show").splitlines()
@@ -79,6 +80,18 @@ def host_state() -> dict[str, Any]:
             "processes": sorted(procs),
         }
     return out
+
+
+# The tables iptables (nf_tables backend) makes and keeps once used: its rules are
+# compared as iptables rules above.
+IPTABLES_TABLES = {f"table {fam} {t}" for fam in ("ip", "ip6")
+                   for t in ("filter", "nat", "mangle", "raw", "security")}  # fmt: skip
+
+
+def nft_tables(host: str) -> list[str]:
+    """The nftables tables on `host` other than iptables' own (empty without nft)."""
+    tables = in_ns(host, "nft", "list", "tables").splitlines()
+    return sorted(t.strip() for t in tables if t.strip() and t.strip() not in IPTABLES_TABLES)
 
 
 def ctl_ccbench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -148,6 +161,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             "emulation": {"delay": "ccdelay", "loss": "iptables", "ccdelay": str(ccdelay_path())},
         }  # fmt: skip
         (d / "lab.yaml").write_text(yaml.safe_dump(inv))
+        inv["emulation"]["loss"] = "nftables"
+        (d / "lab-nft.yaml").write_text(yaml.safe_dump(inv))
         time.sleep(0.5)
         yield d
     finally:
@@ -161,9 +176,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         assert left == [], left
 
 
-def config(d: Path, name: str, duration_s: float, repetitions: int = 1) -> Path:
+def config(
+    d: Path, name: str, duration_s: float, repetitions: int = 1, inventory: str = "lab.yaml"
+) -> Path:
     cfg = {
-        "testbed": {"kind": "lab", "id": TB, "inventory": str(d / "lab.yaml")},
+        "testbed": {"kind": "lab", "id": TB, "inventory": str(d / inventory)},
         "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40,
                      "loss": {"mode": "nth", "rate": 0.01}},
         "run": {"duration_s": duration_s, "interval_s": 0.5, "attempts": 2,
@@ -224,6 +241,24 @@ def test_lab_rehearsal_short(lab: Path) -> None:
     assert "ccdelay" in during["r1"]["processes"]
     run_and_check(lab, cfg, lab / "short")
     down_and_compare(before)
+
+
+def test_lab_rehearsal_nftables(lab: Path) -> None:
+    """The same with nftables' `numgen inc mod 100` as the loss (emulation.loss:
+    nftables): ccbench's own table, its drop counter in the ledger, gone after `down`."""
+    if shutil.which("nft") is None:
+        pytest.skip("nft is not installed (./setup.sh installs nftables)")
+    before = host_state()
+    cfg = config(lab, "nft.yaml", 6, inventory="lab-nft.yaml")
+    up(cfg)
+    during = host_state()
+    assert (
+        "table inet ccbench" in during["r1"]["nft"] and "numgen inc mod 100" in during["r1"]["nft"]
+    ), during["r1"]["nft"]
+    assert not any("statistic" in r for r in during["r1"]["iptables"])
+    run_and_check(lab, cfg, lab / "nft")
+    down_and_compare(before)
+    assert host_state()["r1"]["nft"] == []
 
 
 @pytest.mark.slow
