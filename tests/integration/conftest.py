@@ -69,6 +69,23 @@ def namespaces(prefix: str) -> list[str]:
     return [ln.split()[0] for ln in out.splitlines() if ln.startswith(prefix)]
 
 
+def spawn_sshd(netns: str, listen: str, d: Path, name: str) -> subprocess.Popen[bytes]:
+    """A real sshd in namespace `netns` listening on `listen`, keys and authorized_keys
+    from `d` (its pid file d/NAME.pid). nsenter, not `ip netns exec`: only the network
+    namespace changes, so the sessions keep the host's /sys with its cgroup mounts,
+    which podman needs (as on a real host; `ip netns exec` remounts /sys)."""
+    return subprocess.Popen(
+        ["nsenter", f"--net=/run/netns/{netns}", "/usr/sbin/sshd", "-D", "-e",
+         "-f", "/dev/null", "-h", str(d / "hostkey"),
+         "-o", f"ListenAddress={listen}",
+         "-o", f"AuthorizedKeysFile={d / 'authorized_keys'}",
+         "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no",
+         "-o", "UsePAM=no", "-o", "PasswordAuthentication=no",
+         "-o", f"PidFile={d / (name + '.pid')}"],
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
 def write_config(path: Path, tb_id: str, **topo: object) -> Path:
     cfg = {
         "testbed": {"id": tb_id},

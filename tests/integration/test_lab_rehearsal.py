@@ -31,6 +31,7 @@ import yaml
 from ccbench import ledger
 from ccbench.native import ccdelay_path
 from tests.conftest import REPO
+from tests.integration.conftest import spawn_sshd
 
 pytestmark = pytest.mark.netns
 
@@ -140,18 +141,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             sh("ip", "-n", ns(h), "addr", "add", f"198.19.254.{m}/24", "dev", "mgmt0")
             sh("ip", "-n", ns(h), "link", "set", "mgmt0", "up")
             sh("ip", "-n", ns(h), "route", "add", "default", "via", "198.19.254.254")
-            sshds.append(
-                subprocess.Popen(
-                    ["nsenter", f"--net=/run/netns/{ns(h)}", "/usr/sbin/sshd", "-D", "-e",
-                     "-f", "/dev/null", "-h", str(d / "hostkey"),
-                     "-o", f"ListenAddress=198.19.254.{m}",
-                     "-o", f"AuthorizedKeysFile={d / 'authorized_keys'}",
-                     "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no",
-                     "-o", "UsePAM=no", "-o", "PasswordAuthentication=no",
-                     "-o", f"PidFile={d / (h + '.pid')}"],
-                    stderr=subprocess.DEVNULL,
-                )
-            )  # fmt: skip
+            sshds.append(spawn_sshd(ns(h), f"198.19.254.{m}", d, h))
         inv = {
             "ssh": {"user": "root", "identity": str(d / "clientkey"),
                     "options": ["StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null"]},

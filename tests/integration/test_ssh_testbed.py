@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, ccbench
-from tests.integration.conftest import namespaces, write_config
+from tests.integration.conftest import namespaces, spawn_sshd, write_config
 
 pytestmark = pytest.mark.netns
 
@@ -66,21 +66,7 @@ def ssh_dumbbell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             sh("ip", "-n", CTL, "link", "set", f"m-{node}", "master", "mgmt", "up")
             sh("ip", "-n", ns, "addr", "add", f"198.19.255.{host}/24", "dev", "mgmt0")
             sh("ip", "-n", ns, "link", "set", "mgmt0", "up")
-            # nsenter, not `ip netns exec`: only the network namespace changes, so the
-            # sessions keep the host's /sys with its cgroup mounts, which podman needs
-            # (as on a real host; `ip netns exec` remounts /sys for the namespace).
-            sshds.append(
-                subprocess.Popen(
-                    ["nsenter", f"--net=/run/netns/{ns}", "/usr/sbin/sshd", "-D", "-e",
-                     "-f", "/dev/null", "-h", str(d / "hostkey"),
-                     "-o", f"ListenAddress=198.19.255.{host}",
-                     "-o", f"AuthorizedKeysFile={d / 'authorized_keys'}",
-                     "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no",
-                     "-o", "UsePAM=no", "-o", "PasswordAuthentication=no",
-                     "-o", f"PidFile={d / (node + '.pid')}"],
-                    stderr=subprocess.DEVNULL,
-                )
-            )  # fmt: skip
+            sshds.append(spawn_sshd(ns, f"198.19.255.{host}", d, node))
         inv = {
             "ssh": {
                 "user": "root",

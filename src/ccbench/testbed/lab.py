@@ -18,13 +18,12 @@ ccdelay of ccbench's that no state lists are swept (lab_plans.SWEEP).
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, jsonio, lab_inventory, ledger, roles
+from ccbench import calibration, lab_inventory, ledger, roles
 from ccbench.calibration import PathExpectation
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.hosts.base import Argv
@@ -369,17 +368,7 @@ class LabTestbed(RemoteTestbed):
         """The lab's hosts are this testbed's: the changes of the one that claimed them
         last are put back first (its state lists them), so its rules never apply to
         this one's runs and each testbed records the hosts as found."""
-        owner = self._claimed_by()
-        if owner is None or owner == self.id:
-            return
-        other = base.STATE_ROOT / owner / "state.json"
-        try:
-            st = json.loads(other.read_text())
-        except (OSError, ValueError):
-            return
-        self._undo(st.get("changes") or [], f"testbed {owner} made")
-        st["changes"] = []
-        jsonio.write_json(other, st)
+        self._release_claim("changes", lambda ch, owner: self._undo(ch, f"testbed {owner} made"))
 
     def prepare_run(self) -> None:
         """Before a run: what a crashed run left is ended; if another testbed changed

@@ -344,9 +344,10 @@ class RemoteTestbed(TestbedBase):
                 loss_rules.append([node, *argv])
         return loss_rules
 
-    def _release_dumbbell(self) -> None:
-        """Remove the loss rules of the testbed that last configured this dumbbell (its
-        state file lists them), so they never apply to another testbed's runs."""
+    def _release_claim(self, key: str, undo: Any) -> None:
+        """The testbed that last claimed these hosts, when it is another one: `undo`
+        what its state lists under `key` (called with that list and its id), and the
+        list emptied in its state, so it never applies to this testbed's runs."""
         owner = self._claimed_by()
         if owner is None or owner == self.id:
             return
@@ -355,9 +356,13 @@ class RemoteTestbed(TestbedBase):
             st = json.loads(other.read_text())
         except (OSError, ValueError):
             return
-        self._remove_loss_rules(st.get("loss_rules", []))
-        st["loss_rules"] = []
+        undo(st.get(key) or [], owner)
+        st[key] = []
         jsonio.write_json(other, st)
+
+    def _release_dumbbell(self) -> None:
+        """Remove the loss rules of the testbed that last configured this dumbbell."""
+        self._release_claim("loss_rules", lambda rules, _owner: self._remove_loss_rules(rules))
 
     def _remove_loss_rules(self, rules: list[list[str]]) -> None:
         for node, *argv in rules:
