@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ccbench import __version__
+from ccbench import __version__, interrupts
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix  # standard library only: read before the root check
 
@@ -212,9 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
+    interrupts.install()
     a = build_parser().parse_args(argv)
     try:
-        return int(a.func(a))
+        rc = int(a.func(a))
     except CcbenchError as e:
         print(f"ccbench: error: {e}", file=sys.stderr)
         return 2
@@ -226,6 +227,14 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    try:
+        interrupts.redeliver()
+    except KeyboardInterrupt:
+        # A finalizer swallowed the stop after the command's last step: it is done.
+        print("ccbench: interrupted after the command completed; what it made stands",
+              file=sys.stderr)  # fmt: skip
+        return 130
+    return rc
 
 
 if __name__ == "__main__":

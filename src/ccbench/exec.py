@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
 
-from ccbench import fetch
+from ccbench import fetch, interrupts
 from ccbench.errors import CcbenchError
 from ccbench.fetch import Fetched
 
@@ -176,6 +176,7 @@ def run_captured(
     """Run one command line as every executor runs it: text, output captured, stdin
     closed unless `input` is given. A missing program or a timeout is one CcbenchError
     naming the host and `shown` (the command as the user wrote it; default `full`)."""
+    interrupts.redeliver()
     try:
         return subprocess.run(
             list(full),

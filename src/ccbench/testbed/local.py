@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, instruments, jsonio, layout, ledger, safe
+from ccbench import calibration, instruments, interrupts, jsonio, layout, ledger, safe
 from ccbench import topology as tp
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.exec import CommandFailed, NetnsExecutor
@@ -205,6 +205,7 @@ class LocalTestbed(TestbedBase):
             self._write_state({"complete": False, "delay_method": method})
             info(f"testbed {self.id}: built in {time.monotonic() - t0:.1f}s, delay via {method}")
             cal = self.calibrate(method)
+            interrupts.redeliver()  # a stop swallowed after calibration's last command
             self._write_state({"complete": True, "delay_method": method, "calibration": cal})
             ok = True
             return cal
