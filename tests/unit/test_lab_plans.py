@@ -1,8 +1,7 @@
 """Plan tests: a lab's changes on its hosts as exact argv lists, and the argv that put
-each back (testbed.lab_plans, testbed.lab). netem, ifb and nftables cannot run on this
-machine's kernel (FACTS: no netem qdisc; no nft binary), so their plans are checked
-here exactly; the ccdelay and iptables plans also run for real in
-tests/integration/test_lab_rehearsal.py."""
+each back (testbed.lab_plans, testbed.lab). netem and its ifb cannot run on this
+machine's kernel (no netem qdisc), so their plans are checked here exactly; the ccdelay,
+iptables and nftables plans also run for real in tests/integration/test_lab_rehearsal.py."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ import yaml
 
 from ccbench.exec import Result
 from ccbench.parse.drops import nft_drops
+from ccbench.roles import LAB_DELAY_ELEMENTS
 from ccbench.spec import Topology
 from ccbench.testbed import base, kinds
 from ccbench.testbed import lab_plans as plans
@@ -23,6 +23,13 @@ from ccbench.unproven import Scope, check_path_rtt, not_checkable, scope_of
 
 NTH = Topology(pairs=2, rtt_ms=40, loss_mode="nth", loss_rate=0.01)
 RANDOM = Topology(pairs=1, rtt_ms=0, loss_mode="random", loss_rate=0.02)
+
+
+def test_every_lab_delay_element_has_its_plan() -> None:
+    """The inventory accepts roles.LAB_DELAY_ELEMENTS; each needs a plan of its own."""
+    assert set(plans.DELAY_PLANS) == set(LAB_DELAY_ELEMENTS)
+    for name, plan in plans.DELAY_PLANS.items():
+        assert plans.delay_plan(name) is plan and LAB_DELAY_ELEMENTS[name].name == name
 
 
 def test_netem_on_the_receivers_egress_and_back() -> None:

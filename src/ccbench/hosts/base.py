@@ -107,12 +107,6 @@ class HostDriver(NodeDriver, Protocol):
         """Prints the start-up script's NIC records, one JSON object per line."""
         ...
 
-    def leftovers_plan(self) -> list[Argv]:
-        """Commands that end what an earlier, crashed run left on this node (processes
-        ccbench spawned; an instrument's own leftovers are the instrument's:
-        Instrument.leftovers_argv). ccbench.leftovers parses their output."""
-        ...
-
     def qdisc_stats(self, dev: str) -> Argv:
         """`tc -s -j qdisc show dev DEV` (routers; raises on an OS that is never one)."""
         ...

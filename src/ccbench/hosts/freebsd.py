@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from typing import TypedDict
 
-from ccbench import leftovers
 from ccbench.errors import CcbenchError
 from ccbench.hosts.base import (
     NIC_RECORDS_SCRIPT,
@@ -286,9 +285,6 @@ class FreeBSDHost:
         """The NIC records the start-up script wrote (one JSON object per interface,
         /var/tmp/ccbench/nic-<interface>.json), one per line; nothing if none."""
         return ["sh", "-c", NIC_RECORDS_SCRIPT]
-
-    def leftovers_plan(self) -> list[Argv]:
-        return [leftovers.sweep_argv()]
 
     # --- interfaces ----------------------------------------------------------
     def offloads_off(self, ifname: str) -> list[Step]:

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from ccbench import layout, leftovers
+from ccbench import layout
 from ccbench.errors import CcbenchError
 from ccbench.hosts.base import NIC_RECORDS_SCRIPT, SOCKBUF_MAX, Argv, Step, iperf3_client_argv
 from ccbench.spec import Topology
@@ -121,9 +121,6 @@ class LinuxHost:
         read on the bottleneck before and after the traffic, since BQL's limit grows
         with it from 0 (lib/dynamic_queue_limits.c dql_completed, dql_reset)."""
         return ["sh", "-c", BQL_SCRIPT, "ccbench-bql", dev]
-
-    def leftovers_plan(self) -> list[Argv]:
-        return [leftovers.sweep_argv()]
 
     # --- what FreeBSD senders need and Linux does not (HostDriver) ----------------
     def variant_plan(self, cc: str, stack: str = "default") -> list[Step]:

@@ -209,7 +209,8 @@ class RemoteTestbed(TestbedBase):
 
         def sweep(n: str) -> Swept:
             d = self.driver(n)
-            plan = [*d.leftovers_plan(), *instruments.leftovers_argv(d.os)]
+            # the sweep (POSIX sh: the same on both OSes), then each instrument's own
+            plan = [leftovers.sweep_argv(), *instruments.leftovers_argv(d.os)]
             out = [self.ex(n).run(argv, check=False).stdout for argv in plan]
             return leftovers.parse_sweep("\n".join(out))
 
