@@ -24,10 +24,9 @@ from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.counters import PLANS, TcpCounters
 from ccbench.instruments.tcp_probe import NODE_FILE, TcpProbe, port_filter, thin_bits_for
 from ccbench.layout import RawDir
+from ccbench.record import RunRecord
 from ccbench.roles import Bottleneck, NoDelay, dumbbell
 from ccbench.spec import Flow, Recorded, RunSpec, Topology, Variant
-from ccbench.summarize.bblog import bblog_record
-from ccbench.summarize.counters import retransmit_causes
 
 CAP = Path(__file__).resolve().parents[1] / "captures"
 
@@ -112,6 +111,21 @@ def test_registry_order_costs_and_oses() -> None:
     assert instruments.REGISTRY["tcp_probe"].oses == ("linux",)
     assert instruments.REGISTRY["siftr"].oses == ("freebsd",)
     assert all(c.description for c in instruments.REGISTRY.values())
+
+
+def test_every_summary_part_is_a_field_of_the_typed_record(tmp_path: Path) -> None:
+    """The instruments' parts of summary.json, each a documented RunRecord field; the
+    summary takes them from the instruments that recorded, in REGISTRY's order."""
+    keys = {n: c.summary_key for n, c in instruments.REGISTRY.items() if c.summary_key}
+    assert keys == {"siftr": "siftr", "bblog": "bblog", "sockstat": "sockstat",
+                    "tcp_counters": "retransmit_causes"}  # fmt: skip
+    assert all(k in RunRecord.model_fields for k in keys.values())
+    ss = instruments.REGISTRY["ss"].from_record({"interval_s": 0.1, "nodes": []})
+    recorded = {"bblog": Bblog(nodes={"s1": {"files": [], "problem": "cannot list"}}), "ss": ss}
+    parts, reasons = instruments.summary_parts(RawDir(tmp_path), spec(), recorded)
+    assert parts == {"bblog": {"s1": {"files": [], "node_bytes": 0, "fetched_bytes": 0,
+                                      "blocks": 0, "notes": ["cannot list"]}}}  # fmt: skip
+    assert reasons == []
 
 
 def test_an_ssh_run_of_linux_senders_records_with_these(tmp_path: Path) -> None:
@@ -229,7 +243,7 @@ def test_freebsd_counters_name_the_causes(tmp_path: Path) -> None:
     (tmp_path / layout.tcp_counters("s1", "before")).write_text(json.dumps(zero))
     (tmp_path / layout.tcp_counters("s1", "after")).write_text(after)
     rd = RawDir(tmp_path)
-    got = retransmit_causes(rd, TcpCounters(nodes={"s1": "freebsd"}))
+    got = TcpCounters(nodes={"s1": "freebsd"}).summary_part(rd, spec()).value
     assert rd.problems == []
     assert got is not None
     c = got["s1"]
@@ -250,7 +264,7 @@ def test_linux_counters_from_this_machine(tmp_path: Path) -> None:
         src = CAP / "nstat" / f"nstat-{when}-loss5.json"
         (tmp_path / layout.tcp_counters("s1", when)).write_text(src.read_text())
     rd = RawDir(tmp_path)
-    got = retransmit_causes(rd, TcpCounters(nodes={"s1": "linux"}))
+    got = TcpCounters(nodes={"s1": "linux"}).summary_part(rd, spec()).value
     assert got is not None and rd.problems == []
     assert got["s1"]["retransmitted_segments"] == 50 and got["s1"]["timeouts"] == 2
     assert got["s1"]["causes"][:2] == ["timeout", "fast-retransmit"]
@@ -263,7 +277,7 @@ def test_counters_that_went_down_are_a_problem(tmp_path: Path) -> None:
     (tmp_path / layout.tcp_counters("s1", "after")).write_text(
         (src / "nstat-before-loss5.json").read_text())  # fmt: skip
     rd = RawDir(tmp_path)
-    assert retransmit_causes(rd, TcpCounters(nodes={"s1": "linux"})) == {}
+    assert TcpCounters(nodes={"s1": "linux"}).summary_part(rd, spec()).value == {}
     assert len(rd.problems) == 1 and rd.problems[0].startswith("tcp-counters-s1-after.json: ")
     assert "went down" in rd.problems[0]
 
@@ -350,10 +364,9 @@ def test_bblog_plan_and_its_files_checked_whole(tmp_path: Path) -> None:
     assert files[0]["problem"] is None and files[0]["blocks"] > 2
     assert files[1]["problem"] and "truncated" in files[1]["problem"]
     assert ["rm", "-rf", "/var/tmp/ccbench-bblog"] not in n1.calls  # kept for a look by hand
-    part = bblog_record(Bblog.from_record(json.loads(json.dumps(ins.record_json()))))
-    assert part is not None and part["s1"]["blocks"] == files[0]["blocks"] + (
-        files[1]["blocks"] or 0
-    )
+    kept = Bblog.from_record(json.loads(json.dumps(ins.record_json())))
+    part = kept.summary_part(RawDir(tmp_path), s).value
+    assert part["s1"]["blocks"] == files[0]["blocks"] + (files[1]["blocks"] or 0)
     assert part["s1"]["notes"] == [f"bblog-s1-2.pcapng: {files[1]['problem']}"]
 
 

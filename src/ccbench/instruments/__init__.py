@@ -11,7 +11,14 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ccbench.errors import CcbenchError
-from ccbench.instruments.base import BadRecord, Cost, Instrument, Recording, SeriesContext
+from ccbench.instruments.base import (
+    BadRecord,
+    Cost,
+    Instrument,
+    Recording,
+    SeriesContext,
+    SummaryPart,
+)
 from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.bql import TxQueueLimits
 from ccbench.instruments.counters import TcpCounters
@@ -108,6 +115,22 @@ def add_rows(rd: RawDir, records: dict[str, Instrument], ctx: SeriesContext, sin
         cls.add_rows(rd, records.get(name), ctx, sink)
 
 
+def summary_parts(
+    rd: RawDir, spec: RunSpec, records: dict[str, Instrument]
+) -> tuple[dict[str, Any], list[str]]:
+    """The parts of a run's summary that its instruments give (summary key -> value, in
+    REGISTRY's order; only those that recorded), and the reasons they find."""
+    parts: dict[str, Any] = {}
+    reasons: list[str] = []
+    for name, cls in REGISTRY.items():
+        rec = records.get(name)
+        if rec is not None and cls.summary_key is not None:
+            part = rec.summary_part(rd, spec)
+            parts[cls.summary_key] = part.value
+            reasons += part.reasons
+    return parts, reasons
+
+
 def leftovers_argv(os: str) -> list[list[str]]:
     """What undoes every instrument's leftovers on a node of `os`."""
     return [argv for c in REGISTRY.values() for argv in c.leftovers_argv(os)]
@@ -144,12 +167,14 @@ __all__ = [
     "Instrument",
     "Recording",
     "SeriesContext",
+    "SummaryPart",
     "add_rows",
     "for_run",
     "from_records",
     "leftovers_argv",
     "record_option",
     "remove_local_leftovers",
+    "summary_parts",
     "traced_twin",
     "traced_twin_names",
 ]

@@ -5,10 +5,11 @@ a run on a testbed, stops and collects, and owns a typed record in the run's met
 The run (ccbench.run) only loops: `for_run` for each registered kind, then `start`
 before the traffic, `during` actions while it flows, `stop` right after it, `collect`
 once the probes ended. Reading loops likewise: the time series asks every kind for its
-rows (`add_rows`), the report for the caption of its samples (`series_caption`), a
-testbed's clean-up for what a crashed run of it leaves (`leftovers_argv`,
-`remove_local_leftovers`). An optional instrument (`optional`) records only when the
-config's `record:` names it, with the options it declares (`options`).
+rows (`add_rows`), the summary for its part (`summary_part`), the report for the caption
+of its samples (`series_caption`), a testbed's clean-up for what a crashed run of it
+leaves (`leftovers_argv`, `remove_local_leftovers`). An optional instrument (`optional`)
+records only when the config's `record:` names it, with the options it declares
+(`options`).
 """
 
 from __future__ import annotations
@@ -79,6 +80,15 @@ class SeriesContext:
     mss_bytes: int
 
 
+@dataclass(frozen=True)
+class SummaryPart:
+    """An instrument's part of a run's summary: summary.json's value under its
+    `summary_key`, and what it found that makes the run invalid."""
+
+    value: Any
+    reasons: list[str] = field(default_factory=list)
+
+
 @dataclass
 class Instrument:
     """One instrument of one run. Subclasses set the class variables, a `record` of
@@ -97,6 +107,8 @@ class Instrument:
     # Its rows (source = name) are the senders' own cwnd/RTT samples, finest first by
     # this rank (statistics and figures use the finest a run has); None: not such rows.
     sender_rank: ClassVar[int | None] = None
+    # Its part of summary.json (`summary_part`) is under this key; None: it has none.
+    summary_key: ClassVar[str | None] = None
 
     procs: list[Proc] = field(default_factory=list, init=False)
 
@@ -149,6 +161,11 @@ class Instrument:
     def add_rows(cls, rd: RawDir, record: Self | None, ctx: SeriesContext, sink: Sink) -> None:
         """Its rows of the run's time series into `sink` (timeseries_sink: each file's
         rows once the file read whole; a problem in `rd` naming a file that does not)."""
+
+    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+        """Its part of the run's summary (an instrument with a `summary_key`), read from
+        its record and raw files; a file that does not read is a problem in `rd`."""
+        raise NotImplementedError
 
     @classmethod
     def series_caption(cls, summaries: list[RunRecord | None]) -> str:

@@ -2,7 +2,11 @@
 developer's own trace (sys/netinet/tcp_log_buf.c), written by Netflix's tcplog_dumper
 as pcapng files and fetched after the run (gzip'd, each checked whole:
 ccbench.parse.pcapng). The sysctls are those the FreeBSD CC maintainers' scripts set
-(ccfbsd/research_scripts fbsd_snd.bash); BBLog records are not decoded here."""
+(ccfbsd/research_scripts fbsd_snd.bash); BBLog records are not decoded here.
+
+Its part of the summary (`bblog`): node -> files, bytes and pcapng blocks, and the files
+that are not whole. BBLog is a record for the stack developer, not a source of the
+report's numbers: a broken file is a note, the run stays what its numbers say."""
 
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ from typing import Any, Self
 
 from ccbench import layout
 from ccbench.fetch import FetchFailed
-from ccbench.instruments.base import Cost, Instrument, Recording, need
+from ccbench.instruments.base import Cost, Instrument, Recording, SummaryPart, need
+from ccbench.layout import RawDir
 from ccbench.parse.pcapng import check_pcapng_file
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -38,6 +43,7 @@ class Bblog(Instrument):
     cost = Cost.PER_PACKET
     oses = ("freebsd",)
     optional = True
+    summary_key = "bblog"
 
     # node -> {"files": [{file, node_bytes, fetched_bytes, blocks, problem}], "problem"}
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -98,3 +104,17 @@ class Bblog(Instrument):
 
     def record_json(self) -> dict[str, Any]:
         return self.nodes
+
+    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+        out: dict[str, Any] = {}
+        for node, got in self.nodes.items():
+            files = got.get("files") or []
+            out[node] = {
+                "files": [f.get("file") for f in files],
+                "node_bytes": sum(f.get("node_bytes") or 0 for f in files),
+                "fetched_bytes": sum(f.get("fetched_bytes") or 0 for f in files),
+                "blocks": sum(f.get("blocks") or 0 for f in files),
+                "notes": [f"{f.get('file')}: {f['problem']}" for f in files if f.get("problem")]
+                + ([got["problem"]] if got.get("problem") else []),
+            }
+        return SummaryPart(out)

@@ -1,15 +1,25 @@
 """TCP counters before and after the traffic on every sender: Linux `nstat` in the
 sender's network namespace (its own counters), FreeBSD `netstat -s -p tcp` as libxo
 JSON (usr.bin/netstat/inet.c, tcp_stats). After minus before names the causes of the
-run's retransmissions (timeouts, fast retransmits, loss probes, spurious ones)."""
+run's retransmissions (timeouts, fast retransmits, loss probes, spurious ones): summary.json
+`retransmit_causes`."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Self
 
 from ccbench import layout
-from ccbench.instruments.base import BeforeAfter, Cost, Recording, need
+from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
+from ccbench.layout import RawDir
+from ccbench.parse.netstat_freebsd import freebsd_retransmit_causes, parse_netstat_tcp
+from ccbench.parse.nstat import (
+    RetransmitCauses,
+    counter_delta,
+    linux_retransmit_causes,
+    parse_nstat,
+)
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -17,6 +27,11 @@ from ccbench.testbed.base import Testbed
 PLANS: dict[str, list[str]] = {
     "linux": ["nstat", "-asz", "--json"],
     "freebsd": ["netstat", "-s", "-p", "tcp", "--libxo", "json"],
+}
+# Per OS: the snapshot's counters, and the causes their increase names.
+_READERS = {
+    "linux": (lambda t: parse_nstat(t).counters, linux_retransmit_causes),
+    "freebsd": (lambda t: parse_netstat_tcp(t).counters, freebsd_retransmit_causes),
 }
 
 
@@ -26,6 +41,7 @@ class TcpCounters(BeforeAfter):
     description = "TCP counters on every sender before and after (nstat, netstat -s)"
     cost = Cost.SNAPSHOT
     oses = tuple(PLANS)
+    summary_key = "retransmit_causes"
 
     nodes: dict[str, str] = field(default_factory=dict)  # node -> its OS
 
@@ -42,3 +58,27 @@ class TcpCounters(BeforeAfter):
         need(isinstance(d, dict) and isinstance(d.get("nodes"), dict)
              and all(isinstance(v, str) for v in d["nodes"].values()), "not {nodes}")  # fmt: skip
         return cls(nodes=dict(d["nodes"]))
+
+    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+        """node -> its counters' causes. A snapshot that is missing or does not parse is
+        one problem naming it."""
+        out: dict[str, Any] = {}
+        for node, os_name in self.nodes.items():
+            names = [layout.tcp_counters(node, w) for w in (layout.BEFORE, layout.AFTER)]
+            texts = [rd.text(n, required=not rd.failed) for n in names]
+            if None in texts:
+                continue
+            read, causes_of = _READERS[os_name]
+            try:
+                snaps = [read(t or "") for t in texts]
+            except ValueError as e:
+                rd.problem(f"{names[0]}/{names[1]}", f"not {os_name} TCP counters ({e})")
+                continue
+            try:
+                delta = counter_delta(snaps[0], snaps[1])
+            except ValueError as e:
+                rd.problem(names[1], str(e))
+                continue
+            c: RetransmitCauses = causes_of(delta)
+            out[node] = {**dataclasses.asdict(c), "causes": c.causes(), "raw": names}
+        return SummaryPart(out)

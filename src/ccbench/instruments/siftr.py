@@ -1,7 +1,8 @@
 """FreeBSD senders' kernel logger, siftr2 where the kernel has it, else siftr(4): cwnd
 and srtt per packet (their `ss`), filtered to the flows' port where one port covers
 them and every Nth packet so the log stays within spec.siftr_budget_mb
-(hosts.siftr_plan); the log is fetched after the run (streamed, checked)."""
+(hosts.siftr_plan); the log is fetched after the run (streamed, checked). Its part of
+the summary (`siftr`) says how each node's log was taken."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from typing import TYPE_CHECKING, Any, Self
 from ccbench import layout
 from ccbench.fetch import FetchFailed
 from ccbench.hosts import siftr_plan
-from ccbench.instruments.base import Cost, Instrument, Recording, SeriesContext, need
+from ccbench.instruments.base import (
+    Cost,
+    Instrument,
+    Recording,
+    SeriesContext,
+    SummaryPart,
+    need,
+)
 from ccbench.layout import RawDir
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -39,6 +47,7 @@ class Siftr(Instrument):
     cost = Cost.PER_PACKET
     oses = ("freebsd",)
     sender_rank = 3
+    summary_key = "siftr"
 
     # node -> {logger, ppl, port_filter, log_bytes_est, within_budget, resolution,
     #          fetch: {node_bytes, fetched_bytes, compressed, seconds} | {error}}
@@ -112,6 +121,19 @@ class Siftr(Instrument):
             nodes[str(node)] = {**{k: v.get(k) for k in NODE_KEYS},
                                 **({"fetch": fetch} if fetch is not None else {})}  # fmt: skip
         return cls(nodes=nodes)
+
+    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+        """How each node's log was taken; a log that was not fetched is its problem."""
+        out: dict[str, dict[str, Any]] = {}
+        for node, v in self.nodes.items():
+            out[node] = {k: v.get(k) for k in NODE_KEYS}
+            fetch = v.get("fetch")  # an object or None (from_record checked it)
+            if fetch is not None and fetch.get("error"):
+                rd.problem(layout.siftr(node), f"not fetched: {fetch['error']}")
+            elif fetch is not None:
+                for k in FETCH_KEYS:
+                    out[node][f"fetch_{k}"] = fetch.get(k)
+        return SummaryPart(out)
 
     @classmethod
     def add_rows(cls, rd: RawDir, record: Self | None, ctx: SeriesContext, sink: Sink) -> None:

@@ -1,6 +1,7 @@
 """FreeBSD senders: one `sockstat -46 -CS -P tcp` per flow while it runs, so each
-connection's CC module and TCP stack are read from the kernel (summarize.hosts checks
-them against the variant)."""
+connection's CC module and TCP stack are read from the kernel. Its part of the summary
+(`sockstat`) lists them; a connection on another TCP stack or CC than the variant asked
+makes the run invalid (validity.check_sockstat)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Self
 
-from ccbench import layout
-from ccbench.instruments.base import Action, Cost, Instrument, Recording, is_int, need
+from ccbench import layout, validity
+from ccbench.instruments.base import (
+    Action,
+    Cost,
+    Instrument,
+    Recording,
+    SummaryPart,
+    is_int,
+    need,
+)
+from ccbench.layout import RawDir
+from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -35,6 +46,7 @@ class Sockstat(Instrument):
     description = "sockstat -46 -CS -P tcp on the FreeBSD senders, once per flow"
     cost = Cost.SNAPSHOT
     oses = ("freebsd",)
+    summary_key = "sockstat"
 
     samples: list[Sample] = field(default_factory=list)
 
@@ -87,3 +99,39 @@ class Sockstat(Instrument):
                  f"sockstat sample {e!r} is not a flow's sample")  # fmt: skip
             samples.append(Sample(k, node, peer, name, at))
         return cls(samples=samples)
+
+    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+        """{flows: each flow's connections as its sample (raw/sockstat-<k>.txt) listed
+        them}, and a reason for each connection on another stack or CC."""
+        flows: list[dict[str, Any]] = []
+        reasons: list[str] = []
+        for e in self.samples:
+            k, node, peer, name = e.flow, e.node, e.peer, e.file
+            if not 1 <= k <= len(spec.flows):
+                rd.problem("meta.json", f"sockstat sample of flow {k}: the run has no such flow")
+                continue
+            if e.at_s is None:
+                reasons.append(f"flow {k}: no sockstat sample was taken while it ran")
+                continue
+            text = rd.text(name, required=True)
+            if text is None:
+                continue
+            try:
+                conns = connections_to(parse_sockstat(text), *_addr_port(peer))
+            except ValueError as err:
+                rd.problem(name, str(err))
+                continue
+            flows.append({
+                "flow": k, "node": node, "peer": peer, "at_s": e.at_s, "raw": name,
+                "connections": [{"local": c.local, "stack": c.stack, "cc": c.cc} for c in conns],
+            })  # fmt: skip
+            reasons += validity.check_sockstat(k, node, peer, conns, spec.flows[k - 1].cc,
+                                               spec.stack)  # fmt: skip
+        return SummaryPart({"flows": flows}, reasons)
+
+
+def _addr_port(peer: str) -> tuple[str, int]:
+    host, port = split_addr(peer)
+    if not port.isdigit():
+        raise ValueError(f"sockstat sample peer {peer!r} has no port")
+    return host, int(port)

@@ -21,20 +21,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ccbench import metrics, runmeta, unproven, validity
-from ccbench.instruments.bblog import Bblog
-from ccbench.instruments.counters import TcpCounters
+from ccbench import instruments, metrics, runmeta, unproven, validity
 from ccbench.instruments.qdisc import QdiscSampler
-from ccbench.instruments.siftr import Siftr
-from ccbench.instruments.sockstat import Sockstat
 from ccbench.layout import RawDir, load_spec
 from ccbench.spec import RunSpec
-from ccbench.summarize.bblog import bblog_record
 from ccbench.summarize.bottleneck import bottleneck_of, queue_of
-from ccbench.summarize.counters import retransmit_causes
 from ccbench.summarize.delay import delay_element
 from ccbench.summarize.flows import flows_of, jain_of, throughput_sum
-from ccbench.summarize.hosts import kernel_of, nics_of, sockstat_of
+from ccbench.summarize.hosts import kernel_of, nics_of
 from ccbench.summarize.losses import dsack_dups, ledger_reasons, loss_ledger
 from ccbench.summarize.probe import probe_record
 from ccbench.summarize.runfiles import (
@@ -45,7 +39,6 @@ from ccbench.summarize.runfiles import (
     router_cpu_of,
     run_failed,
     sender_setup_reasons,
-    siftr_logging,
 )
 
 
@@ -86,13 +79,10 @@ def summarize(raw: Path) -> dict[str, Any]:
     util = metrics.utilization_pct(total, spec.topology.rate_bps) if total is not None else None
     reasons += validity.check_plausibility(spec, results, util, bneck)
     cpu = router_cpu_of(rd)
-    socks = sockstat_of(rd, spec, meta.instrument(Sockstat))
-    if socks is not None:
-        reasons += socks.pop("reasons")
+    # sockstat, siftr, retransmit_causes, bblog: the parts of the instruments that recorded
+    parts, part_reasons = instruments.summary_parts(rd, spec, meta.instruments)
+    reasons += part_reasons
     nics = nics_of(rd)  # provenance: facts.json is checked to be an object here
-    siftr = siftr_logging(rd, meta.instrument(Siftr))
-    causes = retransmit_causes(rd, meta.instrument(TcpCounters))
-    bblog = bblog_record(meta.instrument(Bblog))
     kern, kern_reasons = kernel_of(rd, spec)
     reasons += kern_reasons
     reasons += rd.problems
@@ -108,12 +98,9 @@ def summarize(raw: Path) -> dict[str, Any]:
         **({"queue": queue} if queue is not None else {}),
         "delay_element": delay,
         **({"loss_ledger": losses} if losses is not None else {}),
-        **({"sockstat": socks} if socks is not None else {}),
         **({"nics": nics["records"], "nic_notes": nics["notes"]} if nics is not None else {}),
         **({"kernel": kern} if kern is not None else {}),
-        **({"siftr": siftr} if siftr is not None else {}),
-        **({"retransmit_causes": causes} if causes is not None else {}),
-        **({"bblog": bblog} if bblog is not None else {}),
+        **parts,
         "probe": probe,
         "router_cpu": cpu,
         "calibration": calibration_record(cal),

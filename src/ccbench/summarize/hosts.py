@@ -1,6 +1,6 @@
 """What the run recorded about its hosts: NIC records (SSH testbeds) with their channels
-and transmit queues' byte queue limits, FreeBSD senders' sockstat samples, the senders'
-kernels (summary.json `nics`, `sockstat`, `kernel`)."""
+and transmit queues' byte queue limits, the senders' kernels (summary.json `nics`,
+`kernel`)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,9 @@ import json
 import re
 from typing import Any
 
-from ccbench import jsonio, kernel, layout, validity
-from ccbench.instruments.sockstat import Sockstat
+from ccbench import jsonio, kernel, layout
 from ccbench.jsonio import is_number
 from ccbench.layout import RawDir
-from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
 from ccbench.spec import RunSpec
 
 # NIC record keys (emulab/lib-linux.sh record_nic) that name an offload -> short name.
@@ -218,47 +216,6 @@ def nics_of(rd: RawDir) -> dict[str, Any] | None:
         rd.problem("facts.json", p)
     _bql_snapshots(rd, records)
     return {"records": records, "notes": notes}
-
-
-def sockstat_of(rd: RawDir, spec: RunSpec, samples: Sockstat | None) -> dict[str, Any] | None:
-    """FreeBSD senders: each flow's connections as `sockstat -46 -CS -P tcp` listed them
-    while the flow ran (instruments.sockstat, raw/sockstat-<k>.txt) -> {flows, reasons}:
-    a connection on another TCP stack or CC than the variant asked makes the run invalid
-    (validity.check_sockstat). None when no sample was planned (Linux senders)."""
-    if samples is None:
-        return None
-    stack = spec.stack
-    out: dict[str, Any] = {"flows": [], "reasons": []}
-    for e in samples.samples:
-        k, node, peer, name = e.flow, e.node, e.peer, e.file
-        if not 1 <= k <= len(spec.flows):
-            rd.problem("meta.json", f"sockstat sample of flow {k}: the run has no such flow")
-            continue
-        if e.at_s is None:
-            out["reasons"].append(f"flow {k}: no sockstat sample was taken while it ran")
-            continue
-        text = rd.text(name, required=True)
-        if text is None:
-            continue
-        try:
-            conns = connections_to(parse_sockstat(text), *_addr_port(peer))
-        except ValueError as err:
-            rd.problem(name, str(err))
-            continue
-        out["flows"].append({
-            "flow": k, "node": node, "peer": peer, "at_s": e.at_s, "raw": name,
-            "connections": [{"local": c.local, "stack": c.stack, "cc": c.cc} for c in conns],
-        })  # fmt: skip
-        out["reasons"] += validity.check_sockstat(k, node, peer, conns, spec.flows[k - 1].cc,
-                                                  stack)  # fmt: skip
-    return out
-
-
-def _addr_port(peer: str) -> tuple[str, int]:
-    host, port = split_addr(peer)
-    if not port.isdigit():
-        raise ValueError(f"sockstat sample peer {peer!r} has no port")
-    return host, int(port)
 
 
 def kernel_of(rd: RawDir, spec: RunSpec) -> tuple[dict[str, Any] | None, list[str]]:

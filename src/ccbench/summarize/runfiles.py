@@ -8,27 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ccbench import layout, validity
-from ccbench.instruments.siftr import FETCH_KEYS, NODE_KEYS, Siftr
+from ccbench import validity
 from ccbench.layout import RawDir
 from ccbench.parse.procstat import usage_between
-
-
-def siftr_logging(rd: RawDir, siftr: Siftr | None) -> dict[str, Any] | None:
-    """How each node's siftr log was taken (summary.json `siftr`); a log that was not
-    fetched is its problem."""
-    if siftr is None:
-        return None
-    out: dict[str, dict[str, Any]] = {}
-    for node, v in siftr.nodes.items():
-        out[node] = {k: v.get(k) for k in NODE_KEYS}
-        fetch = v.get("fetch")  # an object or None (Siftr.from_record checked it)
-        if fetch is not None and fetch.get("error"):
-            rd.problem(layout.siftr(node), f"not fetched: {fetch['error']}")
-        elif fetch is not None:
-            for k in FETCH_KEYS:
-                out[node][f"fetch_{k}"] = fetch.get(k)
-    return out
 
 
 def calibration_of(rd: RawDir) -> dict[str, Any] | None:
