@@ -12,20 +12,25 @@ runs, raises it again at a point where every `finally` clean-up runs.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 _dropped = False
+_previous: Callable[[Any], object] = sys.__unraisablehook__
 
 
 def _hook(unraisable: Any) -> None:
     global _dropped
     if isinstance(unraisable.exc_value, KeyboardInterrupt):
         _dropped = True
-    sys.__unraisablehook__(unraisable)
+    _previous(unraisable)  # Python's "Exception ignored" line (or a test runner's) stays
 
 
 def install() -> None:
-    sys.unraisablehook = _hook
+    global _previous
+    if sys.unraisablehook is not _hook:
+        _previous = sys.unraisablehook
+        sys.unraisablehook = _hook
 
 
 def redeliver() -> None:

@@ -21,32 +21,34 @@ class _StoppedInFinalizer:
 
 
 @pytest.fixture
-def hook() -> Iterator[None]:
-    old = sys.unraisablehook
+def hook(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[BaseException]]:
+    """interrupts' hook installed over one that records what reaches it (Python's
+    default prints it: "Exception ignored in ...")."""
+    seen: list[BaseException] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: seen.append(u.exc_value))
+    monkeypatch.setattr(interrupts, "_previous", interrupts._previous)
+    monkeypatch.setattr(interrupts, "_dropped", False)
     interrupts.install()
-    try:
-        yield
-    finally:
-        sys.unraisablehook = old
-        interrupts._dropped = False
+    yield seen
 
 
-def test_a_swallowed_interrupt_is_raised_by_the_next_command(hook: None) -> None:
+def test_a_swallowed_interrupt_is_raised_by_the_next_command(hook: list[BaseException]) -> None:
     obj = _StoppedInFinalizer()
     del obj
     gc.collect()
+    assert [type(e) for e in hook] == [KeyboardInterrupt]  # still reported as Python does
     with pytest.raises(KeyboardInterrupt):
         ex.NetnsExecutor(None).run(["true"])
     # once: the clean-up that follows runs its commands
     assert ex.NetnsExecutor(None).run(["true"]).ok
 
 
-def test_nothing_swallowed_nothing_raised(hook: None) -> None:
+def test_nothing_swallowed_nothing_raised(hook: list[BaseException]) -> None:
     interrupts.redeliver()
     assert ex.NetnsExecutor(None).run(["true"]).ok
 
 
-def test_other_unraisable_errors_are_left_to_python(hook: None) -> None:
+def test_other_unraisable_errors_are_left_to_python(hook: list[BaseException]) -> None:
     class Broken:
         def __del__(self) -> None:
             raise ValueError("not a stop")
@@ -54,6 +56,7 @@ def test_other_unraisable_errors_are_left_to_python(hook: None) -> None:
     b = Broken()
     del b
     interrupts.redeliver()  # no stop recorded
+    assert [str(e) for e in hook] == ["not a stop"]
 
 
 def test_the_cli_reports_a_stop_swallowed_after_its_last_command() -> None:
