@@ -270,3 +270,87 @@ def test_a_labs_router_is_shaped_as_rt1_and_put_back(
     log.clear()
     tb._undo(st["changes"], "test")
     assert ("rt1", ["tc", "qdisc", "del", "dev", "eth1", "root"]) in log
+
+
+# --- ccdelay on several receivers: one statistics file for the run's checks ------------
+STATS = json.loads((Path(__file__).parents[1] / "captures" / "run-local-2cubic" /
+                    "delay-after.json").read_text())  # fmt: skip
+
+
+def _scaled(k: int, max_ms: float) -> dict[str, Any]:
+    s = json.loads(json.dumps(STATS))
+    la = s["lateness"]
+    for key in ("count", "over_threshold"):
+        la[key] *= k
+    la["bucket_counts"] = [c * k for c in la["bucket_counts"]]
+    la["max_ms"] = max_ms
+    s["packets_received"] *= k
+    s["kernel_queue"]["queue_full_drops"] = k
+    s["cpu"] = {"user_s": 0.5 * k, "system_s": 1.0 * k}
+    return s
+
+
+def test_several_receivers_ccdelay_statistics_add_up() -> None:
+    """Real ccdelay statistics (a local run of this machine), a receiver with twice the
+    packets beside it: what summarize.delay reads is their sum, the worst lateness, and
+    each receiver's own numbers stay in the file."""
+    one, two = _scaled(1, 3.0), _scaled(2, 7.5)
+    m = plans.merged_stats({"r1": one, "r2": two})
+    la = m["lateness"]
+    assert la["count"] == 3 * STATS["lateness"]["count"]
+    assert la["over_threshold"] == 3 * STATS["lateness"]["over_threshold"]
+    assert la["bucket_counts"] == [3 * c for c in STATS["lateness"]["bucket_counts"]]
+    assert la["max_ms"] == 7.5
+    assert la["mean_ms"] == pytest.approx(STATS["lateness"]["mean_ms"])  # same mean, weighted
+    assert m["packets_received"] == 3 * STATS["packets_received"]
+    assert m["kernel_queue"]["queue_full_drops"] == 3
+    assert m["cpu"] == {"user_s": 1.5, "system_s": 3.0}
+    assert m["receivers"] == {"r1": one, "r2": two}
+    from ccbench.summarize.delay import _delay_between
+
+    d = _delay_between({}, m)
+    assert d["packets"] == la["count"] and d["queue_full_drops"] == 3 and d["cpu_s"] == 4.5
+
+
+def test_ccdelay_statistics_of_different_elements_do_not_merge() -> None:
+    other = _scaled(1, 1.0)
+    other["lateness"]["bucket_edges_ms"] = [1, 2]
+    with pytest.raises(ValueError, match="buckets differ"):
+        plans.merged_stats({"r1": _scaled(1, 1.0), "r2": other})
+    with pytest.raises(ValueError, match="not ccdelay statistics"):
+        plans.merged_stats({"r1": _scaled(1, 1.0), "r2": []})  # type: ignore[dict-item]
+
+
+def test_a_lab_with_two_ccdelay_receivers_records_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Plan test: each receiver's ccdelay is asked for its statistics (its own pid);
+    the run's file holds their sum and each one's; one receiver alone: its file as is."""
+    monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
+    inv = {"senders": {"s1": {"host": "a", "address": "10.0.0.1", "receiver": "r1"},
+                       "s2": {"host": "b", "address": "10.0.0.2", "receiver": "r2"}},
+           "receivers": {"r1": {"host": "c", "address": "10.0.0.9"},
+                         "r2": {"host": "d", "address": "10.0.0.10"}},
+           "emulation": {"delay": "ccdelay"}}  # fmt: skip
+    (tmp_path / "lab.yaml").write_text(yaml.safe_dump(inv))
+    cfg = kinds.TestbedConfig(kind="lab", id="t3", inventory=str(tmp_path / "lab.yaml"))
+    tb = LabTestbed(cfg, Topology(pairs=2, rtt_ms=40))
+    tb.state_dir.mkdir(parents=True)
+    tb.write_state({"ccdelay_pids": {"r1": 101, "r2": 202}})
+    asked: list[tuple[str, list[str]]] = []
+
+    class Stats(Rec):
+        def run(self, argv: Any, check: bool = True, timeout: float | None = None) -> Result:
+            asked.append((self.node, list(argv)))
+            s = _scaled(1 if self.node == "r1" else 2, 1.0)
+            return Result(tuple(argv), 0, json.dumps(s), "")
+
+    monkeypatch.setattr(tb, "ex", lambda node: Stats(tb.host_of(node), []))
+    tb.snapshot_delay(tmp_path / "delay-after.json")
+    assert [(n, a[4]) for n, a in asked] == [("r1", "101"), ("r2", "202")]
+    got = json.loads((tmp_path / "delay-after.json").read_text())
+    assert set(got["receivers"]) == {"r1", "r2"}
+    assert got["lateness"]["count"] == 3 * STATS["lateness"]["count"]
+    tb.write_state({"ccdelay_pids": {"r1": 101}})  # one element: its own output, unchanged
+    tb.snapshot_delay(tmp_path / "delay-one.json")
+    assert (tmp_path / "delay-one.json").read_text() == json.dumps(_scaled(1, 1.0))

@@ -18,12 +18,13 @@ ccdelay of ccbench's that no state lists are swept (lab_plans.SWEEP).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, lab_inventory, ledger, roles
+from ccbench import calibration, jsonio, lab_inventory, ledger, roles
 from ccbench.calibration import PathExpectation
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.hosts.base import Argv
@@ -130,16 +131,28 @@ class LabTestbed(RemoteTestbed):
                        extra_reads=extra)  # fmt: skip
 
     def snapshot_delay(self, dest: Path) -> None:
-        """ccdelay's statistics from its receiver (one receiver's: the element of the
-        first that has one, which is every pair's when they share a receiver)."""
+        """ccdelay's statistics: its receiver's as it wrote them, or, when several
+        receivers run one, their sum with each one's own (lab_plans.merged_stats). A
+        receiver whose statistics do not come leaves the file out: the run's check of
+        the delay element then names it."""
         pids = (self.read_state() or {}).get("ccdelay_pids") or {}
+        el = plans.CcdelayAtReceiver(self.lab.emulation.ccdelay, self.id)
+        got: dict[str, str] = {}
         for node in self._receivers():
             if node in pids:
-                el = plans.CcdelayAtReceiver(self.lab.emulation.ccdelay, self.id)
                 res = self.ex(node).run(el.stats(int(pids[node])), check=False, timeout=30)
-                if res.ok and res.stdout.strip():
-                    dest.write_text(res.stdout)
-                return
+                if not (res.ok and res.stdout.strip()):
+                    return
+                got[node] = res.stdout
+        if len(got) == 1:
+            dest.write_text(next(iter(got.values())))
+        elif got:
+            try:
+                merged = plans.merged_stats({n: json.loads(t) for n, t in got.items()})
+            except ValueError as e:  # the attempt fails saying so (and is retried)
+                raise CcbenchError(f"{', '.join(got)}: ccdelay statistics do not merge "
+                                   f"({e})") from None  # fmt: skip
+            jsonio.write_json(dest, merged)
 
     # --- up / down -------------------------------------------------------------------
     def up(self) -> dict[str, Any]:

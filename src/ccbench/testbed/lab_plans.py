@@ -210,6 +210,51 @@ class CcdelayAtReceiver(DelayPlan):
         return ["sh", "-c", CCDELAY_STATS, "ccbench-ccdelay", str(pid), self.files()[2]]
 
 
+# Counters that add up across receivers (native/ccdelay/README.md, Statistics); the
+# summary reads these (summarize.delay).
+_SUMMED = (("packets_received",), ("packets_released",), ("packets_dropped_late",),
+           ("id_gaps",), ("kernel_queue", "queue_full_drops"), ("lateness", "count"),
+           ("lateness", "over_threshold"), ("cpu", "user_s"), ("cpu", "system_s"))  # fmt: skip
+
+
+def merged_stats(per_receiver: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Several receivers' ccdelay statistics as one element's, for the run's checks:
+    counters summed, the worst lateness, the mean weighted by packets; each receiver's
+    own statistics kept whole under `receivers` (the raw numbers the sums come from).
+    ValueError when they are not all ccdelay statistics with the same lateness buckets."""
+    if not all(isinstance(s, dict) for s in per_receiver.values()):
+        raise ValueError("not ccdelay statistics (a JSON object each)")
+    lat = [s.get("lateness") or {} for s in per_receiver.values()]
+    if len({json.dumps(x.get("bucket_edges_ms")) for x in lat}) > 1:
+        raise ValueError("the receivers' ccdelay lateness buckets differ")
+    out = json.loads(json.dumps(next(iter(per_receiver.values()))))
+    for path in _SUMMED:
+        values = [_at(s, path) for s in per_receiver.values()]
+        numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if numbers:
+            into = out
+            for key in path[:-1]:
+                into = into.setdefault(key, {})
+            into[path[-1]] = sum(numbers)
+    la = out.setdefault("lateness", {})
+    counts = [x.get("bucket_counts") or [] for x in lat]
+    la["bucket_counts"] = [sum(c) for c in zip(*counts, strict=True)]
+    maxes = [x["max_ms"] for x in lat if isinstance(x.get("max_ms"), int | float)]
+    la["max_ms"] = max(maxes) if maxes else None
+    n = la.get("count") or 0
+    la["mean_ms"] = (sum((x.get("mean_ms") or 0) * (x.get("count") or 0) for x in lat) / n
+                     if n else None)  # fmt: skip
+    la["over_threshold_share"] = (la.get("over_threshold") or 0) / n if n else None
+    out["receivers"] = per_receiver
+    return out
+
+
+def _at(d: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        d = d.get(key) if isinstance(d, dict) else None
+    return d
+
+
 @dataclass(frozen=True)
 class NoDelayPlan(DelayPlan):
     element = NoDelay.name
