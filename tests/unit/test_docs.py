@@ -115,6 +115,9 @@ def test_docs_relative_links_resolve() -> None:
     assert not bad, "broken links: " + "; ".join(bad)
 
 
+QUICK_START = "## Quick start (Debian 12, as root; a root shell drops the `sudo`)"
+
+
 def _code_block_after(heading: str) -> list[str]:
     """The lines of the first fenced code block after the README heading `heading`."""
     lines = README_TEXT.splitlines()
@@ -133,7 +136,7 @@ def test_quick_start_commands_are_what_ci_runs() -> None:
     """The README's three commands: set-up and tests are .ci/run's own steps (run as
     root there, hence without sudo), the test command is test.sh, and the main job is
     the Snakefile's default target as its header names it."""
-    quick = _commands(_code_block_after("## Quick start (Debian 12, as root)"))
+    quick = _commands(_code_block_after(QUICK_START))
     assert len(quick) == 3, quick
     assert all(c[0] == "sudo" for c in quick), quick
     setup, main, tests = (c[1:] for c in quick)
