@@ -14,4 +14,5 @@ snakefmt --check Snakefile rules/
 echo "== snakemake --lint"
 snakemake --lint --cores 1 >/dev/null
 echo "== pytest"
-python -m pytest -q "$@"
+# The slowest tests listed at the end: CI must stay under 30 minutes on 2 cores.
+python -m pytest -q --durations=15 "$@"
