@@ -44,7 +44,7 @@ def record_facts(tb: Testbed, raw: Path, senders: list[str]) -> None:
     nics = _nic_records(tb)
     if nics is not None:
         facts["nics"] = nics
-    jsonio.write_json(raw / layout.FACTS, facts)
+    jsonio.write_json(raw / layout.HOST_FACTS, facts)
     if tb.roles.bottleneck is not None:  # a lab's own network has none of ccbench's
         node, _dev = tb.bottleneck
         record(tb.ex(node), ["tc", "qdisc", "show"], raw / layout.QDISC_CONFIG)

@@ -32,7 +32,8 @@ def test_tune_real_host_is_the_seed_sysctls() -> None:
 
 
 def test_tune_in_a_namespace_skips_host_only_knobs() -> None:
-    # net.core.* is read-only inside a network namespace (FACTS §1).
+    # Most of net.core.* is not a namespace's own: a namespace gets only netns_core_table
+    # (Linux net/core/sysctl_net_core.c, sysctl_core_net_init).
     assert H.tune(netns_local=True) == [
         ["sysctl", "-w", "net.ipv4.tcp_rmem=4096 131072 10485760"],
         ["sysctl", "-w", "net.ipv4.tcp_wmem=4096 16384 10485760"],

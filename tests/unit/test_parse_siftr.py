@@ -1,7 +1,8 @@
 """Golden tests of ccbench.parse.siftr.
 
-No real siftr/siftr2 log exists publicly (FACTS §6): every log here was WRITTEN FROM
-THE DOCUMENTED FORMATS (tests/captures/freebsd/README.md), hence the test names.
+No real siftr/siftr2 log was found in public repositories: every log here was WRITTEN FROM
+THE DOCUMENTED FORMATS (sys/netinet/siftr.c, siftr_process_pkt; siftr(4);
+tests/captures/freebsd/README.md), hence the test names.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Golden: every parser's streaming entry point gives what its whole-text function
 gives, on every real capture (tests/captures, /work/shared/fixtures) and on the siftr
-logs written from the documented formats (tests/captures/freebsd: no real siftr log
-exists, FACTS §6). The files are read the way a caller reads raw/: opened, not slurped,
+logs written from the documented formats (tests/captures/freebsd: no real siftr log was
+found in public repositories; the format is sys/netinet/siftr.c, siftr_process_pkt). The
+files are read the way a caller reads raw/: opened, not slurped,
 and also through gzip, as a compressed raw file is."""
 
 from __future__ import annotations

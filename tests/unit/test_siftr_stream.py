@@ -1,7 +1,8 @@
 """ccbench.parse.siftr_stream: the fast path, its fallback, block boundaries, and
 bounded memory on a large SYNTHETIC siftr 1.3.0 log (ccbench.parse.siftr_synth:
 siftr.c's record layout, made-up numbers). The logs in tests/captures/freebsd were
-WRITTEN FROM THE DOCUMENTED FORMATS (no real siftr log exists publicly, FACTS §6)."""
+WRITTEN FROM THE DOCUMENTED FORMATS (no real siftr log was found in public repositories;
+the format is sys/netinet/siftr.c, siftr_process_pkt, and siftr(4))."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ from ccbench.roles import DELAY_NODE
 from ccbench.summarize.hosts import tx_queues_in_use
 
 # Facts that change on every run by nature; grouping them per variant says nothing.
-VOLATILE_FACTS = {"loadavg"}
+VOLATILE_HOST_FACTS = {"loadavg"}
 
 
 def matrix_sha256(matrix: Matrix) -> str:
@@ -284,7 +284,7 @@ def facts(runs: pd.DataFrame, runs_dir: Path) -> list[dict[str, Any]]:
             by_var.setdefault(var, set()).add(v)
         if len(distinct) == 1:
             lines = [distinct[0]]
-        elif name not in VOLATILE_FACTS and all(len(s) == 1 for s in by_var.values()):
+        elif name not in VOLATILE_HOST_FACTS and all(len(s) == 1 for s in by_var.values()):
             lines = [f"{var}: {next(iter(s))}" for var, s in by_var.items()]
         else:
             lines = [f"varies between runs ({len(distinct)} values; see each run's raw/facts.json)"]
