@@ -10,7 +10,7 @@ A run directory (results/runs/<run id>/):
 
 raw/ holds spec.json (what was asked), meta.json (what happened when), calibration.json,
 facts.json, kernel.json, sender-setup.json, qdisc-config.txt, the before/after snapshots
-(tc-, delay-, drops-, cpu-), one iperf3-K.json (+ .err, server-K.txt) per flow, the
+(tc-, delay-, drops-, cpu-), one iperf3-K.json (+ .err, server-K.json) per flow, the
 samplers' ss-NODE.txt, qdisc-NODE.txt and siftr-NODE.log, sockstat-K.txt, other
 instruments' files (each names its own), the senders' tcp-counters-NODE-{before,after}.json,
 the probe's file (its name is the probe tool's, ccbench.probes), error.txt (the attempt
@@ -72,7 +72,9 @@ def iperf3(k: int) -> str:
 
 
 def server(k: int) -> str:
-    return f"server-{k}.txt"
+    """Flow k's iperf3 server: JSON with the receiver's intervals (runs before
+    receiver-side series wrote its text output to server-K.txt, which nothing reads)."""
+    return f"server-{k}.json"
 
 
 def probe_server(k: int) -> str:

@@ -132,7 +132,7 @@ def _start_servers(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> No
         node = f.receiver
         procs.servers.append(
             tb.ex(node).spawn(
-                tb.driver(node).iperf3_server(layout.BASE_PORT + k),
+                tb.driver(node).iperf3_server(layout.BASE_PORT + k, spec.interval_s),
                 stdout=raw / layout.server(k), stderr=raw / layout.stderr_of(layout.server(k)),
             )
         )  # fmt: skip

@@ -206,6 +206,7 @@ def test_facts_keys_and_commands() -> None:
 
 def test_iperf3_server() -> None:
     assert H.iperf3_server(5201) == ["iperf3", "-s", "-1", "-p", "5201"]
+    assert H.iperf3_server(5201, 0.5) == ["iperf3", "-s", "-1", "-p", "5201", "-i", "0.5", "-J"]
 
 
 def test_iperf3_client_cubic() -> None:

@@ -63,6 +63,7 @@ def test_facts_keys() -> None:
 
 def test_iperf3_server() -> None:
     assert H.iperf3_server(5201) == ["iperf3", "-s", "-1", "-p", "5201"]
+    assert H.iperf3_server(5201, 0.5) == ["iperf3", "-s", "-1", "-p", "5201", "-i", "0.5", "-J"]
 
 
 def test_iperf3_client_one_stream() -> None:

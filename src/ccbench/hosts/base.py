@@ -39,6 +39,18 @@ def iperf3_client_argv(
     return argv
 
 
+def iperf3_server_argv(port: int, interval_s: float | None) -> Argv:
+    """A server for exactly one test (-1: it exits by itself when the flow ends). With
+    `interval_s`, JSON with the receiver's own intervals: bytes read from the socket per
+    interval, what crossed the path (the client's intervals count bytes written into
+    its socket: esnet/iperf src/iperf_api.c, iperf_stats_callback counts each side's
+    own bytes)."""
+    argv = ["iperf3", "-s", "-1", "-p", str(port)]
+    if interval_s is not None:
+        argv += ["-i", f"{interval_s:g}", "-J"]
+    return argv
+
+
 class NodeDriver(Protocol):
     """What ccbench reads on any node of a dumbbell, the delay node included."""
 
@@ -69,7 +81,7 @@ class HostDriver(NodeDriver, Protocol):
         joins their outputs into one line; facts() records them too)."""
         ...
 
-    def iperf3_server(self, port: int) -> Argv: ...
+    def iperf3_server(self, port: int, interval_s: float | None = None) -> Argv: ...
 
     def iperf3_udp_client(
         self, dst: str, port: int, payload_bytes: int, rate_bps: float, seconds: float

@@ -29,6 +29,7 @@ from ccbench.hosts.base import (
     Argv,
     Step,
     iperf3_client_argv,
+    iperf3_server_argv,
 )
 from ccbench.hosts.siftr_plan import PPL_MAX
 
@@ -206,9 +207,8 @@ class FreeBSDHost:
     def drop_counters(self) -> dict[str, Argv]:
         return {}  # FreeBSD senders: their losses show as retransmits (ledger rule 2)
 
-    def iperf3_server(self, port: int) -> Argv:
-        # -1: serve exactly one test, so the server exits by itself when the flow ends.
-        return ["iperf3", "-s", "-1", "-p", str(_port(port))]
+    def iperf3_server(self, port: int, interval_s: float | None = None) -> Argv:
+        return iperf3_server_argv(_port(port), interval_s)
 
     def iperf3_client(
         self,

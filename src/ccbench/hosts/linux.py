@@ -8,7 +8,14 @@ from pathlib import Path
 
 from ccbench import layout
 from ccbench.errors import CcbenchError
-from ccbench.hosts.base import NIC_RECORDS_SCRIPT, SOCKBUF_MAX, Argv, Step, iperf3_client_argv
+from ccbench.hosts.base import (
+    NIC_RECORDS_SCRIPT,
+    SOCKBUF_MAX,
+    Argv,
+    Step,
+    iperf3_client_argv,
+    iperf3_server_argv,
+)
 from ccbench.spec import Topology
 
 OFFLOADS = ("tso", "gso", "gro")
@@ -179,9 +186,8 @@ class LinuxHost:
             "default_route": ["ip", "-j", "route", "show", "default"],
         }
 
-    def iperf3_server(self, port: int) -> Argv:
-        # -1: serve exactly one test, so the server exits by itself when the flow ends.
-        return ["iperf3", "-s", "-1", "-p", str(port)]
+    def iperf3_server(self, port: int, interval_s: float | None = None) -> Argv:
+        return iperf3_server_argv(port, interval_s)
 
     def iperf3_client(
         self,
