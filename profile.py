@@ -26,6 +26,15 @@ the bottleneck (/24).
 
 Instructions:
 
+How long to book: before instantiating, `ccbench matrix --config YOUR_CONFIG.yaml` on
+your control machine prints, per dumbbell, the traffic and an estimated wall time, then
+how long to book the experiment: for config/examples/emulab-seed001.yaml (3 dumbbells
+side by side) about 2 h 35 min, for emulab-seed001-reboot.yaml (one dumbbell, a reboot
+into the patched kernel) about 4 h 27 min. Both include 30 min for swap-in and the
+start-up scripts, and 30 min a reboot: allowances, not measurements (`--setup-min`,
+`--reboot-min` replace them; docs/emulab.md, "How long to book"). Extend the
+experiment if runs must be retried.
+
 Wait until every node's startup service shows "Finished" (each node logs to
 `/local/logs/ccbench-setup-*.log` and writes `/var/tmp/ccbench-setup.done`).
 Then, on your control machine (where ccbench is installed):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ccbench set-up for a fresh Debian 12 (or Ubuntu 24.04) machine, as root:
 # Debian packages, a Python venv (.venv) with ccbench and its tools, the native delay
-# element, and the PyPI geni-lib with its Python-3 fix-up. Idempotent: rerun at will.
+# element, the PyPI geni-lib with its Python-3 fix-up, and the Linux-node tooling image.
+# Idempotent: rerun at will.
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 if [ "$(id -u)" != 0 ]; then
@@ -37,9 +38,17 @@ echo "setup: Python packages into .venv"
 .venv/bin/pip install -q -e '.[dev]'
 .venv/bin/pip install -q 'geni-lib==0.9.9.4' six
 .venv/bin/python scripts/fix_genilib.py
+# Bytecode for ccbench's own modules: where PYTHONDONTWRITEBYTECODE is set, every
+# ccbench command (each workflow job) would otherwise compile them all again (~0.2 s).
+.venv/bin/python -m compileall -q src
 
 echo "setup: building native/ccdelay"
 make -s -C native/ccdelay
+
+# The Linux-node tooling image (testbed.tools: container; its tests): built once on a
+# machine (debootstrap, apt-get and pip inside, about 1.5 minutes), a second after.
+echo "setup: the tooling image (containers/build.sh)"
+bash containers/build.sh
 
 for tool in ccbench snakemake flent; do
   ln -sf "$PWD/.venv/bin/$tool" "/usr/local/bin/$tool"

@@ -198,7 +198,7 @@ def measure(
     s = execute(tb, spec, out, attempts=1)
     wall, m1, o1 = time.time() - t0, machine_user_ticks(), acct.user_ticks(pids)
     timers = timer_interrupts() - i0
-    rtts = [f.rtt_mean_us for f in s.flows if f.rtt_mean_us]
+    rtts = [f.srtt_mean_us for f in s.flows if f.srtt_mean_us]
     d = s.delay_element
     queue = s.bottleneck.queue if s.bottleneck else None
     shaper = s.bottleneck.shaper if s.bottleneck else None

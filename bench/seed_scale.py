@@ -27,6 +27,8 @@ Everything of a scale is removed before the next (the node's files as they are f
 
 Targets (issue 20, on this 2-vCPU machine): parse peak RSS of one run <= 400 MB, parse
 wall <= 5 % of the traffic time, fetch of the run's raw data over 100 Mbit/s <= 10 %.
+It prints first what the parse runs on (bench/backends.py: the interpreter and its
+build, pyarrow, pandas, numpy, zlib, the CPU), as a child interpreter sees them.
 Takes the machine lock (/tmp/ccbench-ns.lock) itself for each scale, so others get in
 between scales (--no-lock when the caller holds it). Run as root.
 """
@@ -53,6 +55,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench import backends  # noqa: E402
 from bench.sshnode import SshNode, ssh_node  # noqa: E402
 from bench.streams import T0, flow_ends, qdisc_stats  # noqa: E402
 from ccbench.fetch import Fetched  # noqa: E402
@@ -450,6 +453,7 @@ def main() -> int:
         ap.error("durations must be > 0 and ppl >= 1")
     work = Path(a.workdir)
     print(f"seed_scale {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs")
+    print(f"backends: {backends.describe(backends.probe())}", flush=True)
     try:
         for d in durations:
             with machine_lock(not a.no_lock):  # one scale at a time: others get in between

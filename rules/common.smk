@@ -238,8 +238,16 @@ def run_cal(wc):
 
 def testbeds_down():
     # Called at the end and on failure: no namespaces or processes stay behind.
+    # A failed `down` is said (it would leave namespaces or processes for the next run).
     for tb in TESTBEDS:
-        subprocess.run(["ccbench", "testbed", "down", "--id", tb], capture_output=True)
+        cp = subprocess.run(
+            ["ccbench", "testbed", "down", "--id", tb], capture_output=True, text=True
+        )
+        if cp.returncode != 0:
+            lines = (cp.stderr.strip() or "no message").splitlines()
+            print(
+                f"ccbench: testbed down --id {tb} failed: {lines[-1]}", file=sys.stderr
+            )
 
 
 onsuccess:

@@ -1,8 +1,10 @@
-"""Shared test helpers: how to call the real CLI, and the root/netns guard."""
+"""Shared test helpers: how to call the real CLI, the root/netns guard, and the signals
+the suite's children start with."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
 
 
 def ccbench(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -25,6 +26,17 @@ def ccbench(*args: str, check: bool = True, timeout: float = 300) -> subprocess.
     if check and cp.returncode != 0:
         raise AssertionError(f"ccbench {' '.join(args)} -> {cp.returncode}\n{cp.stderr}")
     return cp
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background of a non-interactive shell (`./test.sh &`, a
+    # runner without job control) inherits SIGINT ignored, and so would every tool a run
+    # starts: the ping probe and the ss and qdisc samplers, which a run stops with
+    # SIGINT, would then each sit out their 3 s grace (9 s a run, measured). A handler
+    # here is reset to the default in every child at exec: the tools run as from a
+    # terminal, however the suite was started.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

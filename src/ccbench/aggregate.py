@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from ccbench import metric_catalog, metrics, record
+from ccbench import metric_catalog, metrics, record_load
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
 from ccbench.record import RunRecord
 from ccbench.spec import Topology
@@ -31,7 +31,7 @@ def _num(x: Any) -> float:
 
 def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """One run's row in the runs table and its flows' rows in the flows table."""
-    s = record.load(run_dir)
+    s = record_load.load(run_dir)
     t = s.run_spec.topology
     run = {
         **_identity_columns(s),
@@ -162,8 +162,9 @@ def _flow_rows(s: RunRecord) -> list[dict[str, Any]]:
             "cc_used": f.cc_used,
             "throughput_mbps": _num(f.throughput_bps) / 1e6,
             "retransmits": _num(f.retransmits),
-            "rtt_mean_ms": _num(f.rtt_mean_us) / 1e3,
-            "rtt_max_ms": _num(f.rtt_max_us) / 1e3,
+            "srtt_mean_ms": _num(f.srtt_mean_us) / 1e3,  # iperf3's per-interval samples
+            "srtt_max_ms": _num(f.srtt_max_us) / 1e3,
+            "min_rtt_ms": _num(f.min_rtt_us) / 1e3,  # the kernel's minimum
         }
         for f in s.flows
     ]

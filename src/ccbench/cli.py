@@ -65,14 +65,15 @@ def cmd_testbed(a: argparse.Namespace) -> int:
     if a.action == "inventory":
         return _inventory(a)
     _root_for_local(a)
-    from ccbench import lifecycle, testbed
+    from ccbench import lifecycle
+    from ccbench.testbed import manage
 
     if a.action == "down":
         for tb_id in lifecycle.ids_to_remove(a.all, a.config, a.id):
-            print(f"testbed {tb_id}: {testbed.down(tb_id)}")
+            print(f"testbed {tb_id}: {manage.down(tb_id)}")
         return 0
     if a.action == "status" and not (a.config or a.matrix):
-        for each in testbed.found():
+        for each in manage.found():
             state = "up" if each.complete else "incomplete/stale"
             print(f"{each.id}: {each.kind}, {state}, {each.namespaces} namespace(s)")
         return 0
@@ -212,6 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
+    # A job a shell script starts with `&` inherits SIGINT ignored, and exec keeps an
+    # ignored signal ignored in every tool ccbench starts: the samplers and ping it stops
+    # with SIGINT would each wait out their grace and be killed (9 s more per run). A
+    # handled signal is reset to its default at exec, so handle it (as Python would).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     interrupts.install()
     a = build_parser().parse_args(argv)
     try:

@@ -12,7 +12,8 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Protocol
@@ -98,7 +99,8 @@ GATE = ["sh", "-c", 'read _go; exec "$@"', "ccbench-gate"]
 class LocalProc:
     """A child process in its own process group, so stop() also reaches its children.
 
-    `stdin_pipe`: keep its stdin open for `release()` (used with GATE).
+    `stdin_pipe`: keep its stdin open for `release()` (used with GATE). `env`: its
+    environment (default: this process's).
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class LocalProc:
         stdout: Path | None,
         stderr: Path | None = None,
         stdin_pipe: bool = False,
+        env: Mapping[str, str] | None = None,
     ):
         self.argv = list(argv)
         self._out: IO[bytes] | None = open(stdout, "wb") if stdout else None  # noqa: SIM115
@@ -117,6 +120,7 @@ class LocalProc:
             stdout=self._out if self._out else subprocess.DEVNULL,
             stderr=self._err if self._err else subprocess.DEVNULL,
             start_new_session=True,
+            env=env,
         )
 
     @property
@@ -169,9 +173,116 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+# --- processes left in namespaces ---------------------------------------------------
+
+# What NetnsExecutor runs in a namespace carries the namespace's name in this variable
+# of its environment, and so does what that starts (`ip netns exec`, sh's `exec`,
+# iperf3 and ccdelay keep the environment they were given). `ip netns delete` only
+# unmounts /run/netns/NAME: the namespace lives on while a process is in it, and then no
+# name leads to it (`ip netns pids NAME` fails). The tag still says whose it was.
+NETNS_TAG = "CCBENCH_NETNS"
+NETNS_DIR = Path("/run/netns")  # where `ip netns add` mounts a namespace (ip-netns(8))
+
+
+def running(pid: int) -> bool:
+    """True while `pid` runs; a zombie (exited, not yet reaped by its parent) is dead."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def comm(pid: int) -> str:
+    """The process's name (/proc/PID/comm), "?" once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """A live process NetnsExecutor started (or one of its descendants) in namespace
+    `netns`; `mounted`: that namespace is still in /run/netns (False: deleted)."""
+
+    pid: int
+    netns: str
+    mounted: bool
+
+
+def _netns_id(path: Path | str) -> tuple[int, int] | None:
+    """A namespace's identity, as `ip netns pids` compares them (device, inode)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _tag(pid: int) -> str | None:
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return None
+    key = NETNS_TAG.encode() + b"="
+    for entry in env.split(b"\0"):
+        if entry.startswith(key):
+            return entry[len(key) :].decode(errors="replace")
+    return None
+
+
+def tagged(prefix: str) -> list[Tagged]:
+    """Live processes tagged with a namespace whose name starts with `prefix`, in any
+    network namespace but this machine's own (init's and this process's: a tag there
+    is only an environment inherited on the host, not a process in a namespace). Finds
+    them also after their namespace was deleted. Root reads every /proc/PID/environ."""
+    own = {_netns_id("/proc/1/ns/net"), _netns_id("/proc/self/ns/net")}
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        ns = _netns_id(d / "ns" / "net")
+        if ns is None or ns in own:
+            continue
+        tag = _tag(int(d.name))
+        if tag is not None and tag.startswith(prefix) and running(int(d.name)):
+            found.append((int(d.name), tag, ns))
+    # Listed after the scan: a namespace added meanwhile, with a process already in it,
+    # is not taken for a deleted one.
+    mounted = {_netns_id(p) for p in NETNS_DIR.iterdir()} if NETNS_DIR.is_dir() else set()
+    return [Tagged(pid, tag, ns in mounted) for pid, tag, ns in found]
+
+
+def pids_in_any(names: Sequence[str]) -> list[int]:
+    """Processes in any of the named namespaces, in one pass over /proc (what `ip netns
+    pids` does per namespace)."""
+    ids = {i for n in names if (i := _netns_id(NETNS_DIR / n)) is not None}
+    return [
+        int(d.name)
+        for d in Path("/proc").iterdir()
+        if d.name.isdigit() and _netns_id(d / "ns" / "net") in ids
+    ]
+
+
+def end_processes(pids: Callable[[], list[int]]) -> None:
+    """SIGTERM what `pids()` lists, 2 s to end, then SIGKILL what is left (listed again:
+    a process may have started another meanwhile)."""
+    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
+        left = pids()
+        for p in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, sig)
+        deadline = time.monotonic() + wait
+        while left and time.monotonic() < deadline:
+            left = [p for p in left if running(p)]
+            time.sleep(0.02)
+
+
 def run_captured(
     full: Sequence[str], name: str, *, input: str | None, timeout: float | None,
-    shown: Sequence[str] | None = None,
+    shown: Sequence[str] | None = None, env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:  # fmt: skip
     """Run one command line as every executor runs it: text, output captured, stdin
     closed unless `input` is given. A missing program or a timeout is one CcbenchError
@@ -185,6 +296,7 @@ def run_captured(
             text=True,
             timeout=timeout,
             stdin=None if input is not None else subprocess.DEVNULL,
+            env=env,
         )
     except FileNotFoundError as e:
         raise CcbenchError(f"{name}: command not found: {full[0]}") from e
@@ -194,11 +306,13 @@ def run_captured(
 
 
 class NetnsExecutor:
-    """Runs commands inside network namespace `netns` (None: the host itself)."""
+    """Runs commands inside network namespace `netns` (None: the host itself). What it
+    runs in a namespace carries the namespace's name (NETNS_TAG)."""
 
     def __init__(self, netns: str | None):
         self.netns = netns
         self.name = netns or "host"
+        self.env = None if netns is None else {**os.environ, NETNS_TAG: netns}
 
     def wrap(self, argv: Sequence[str]) -> list[str]:
         argv = [str(a) for a in argv]
@@ -215,7 +329,7 @@ class NetnsExecutor:
         timeout: float | None = 60.0,
     ) -> Result:
         full = self.wrap(argv)
-        cp = run_captured(full, self.name, input=input, timeout=timeout)
+        cp = run_captured(full, self.name, input=input, timeout=timeout, env=self.env)
         res = Result(tuple(full), cp.returncode, cp.stdout, cp.stderr)
         if check and not res.ok:
             raise CommandFailed(self.name, res)
@@ -231,7 +345,8 @@ class NetnsExecutor:
     ) -> LocalProc:
         # The gate runs inside the namespace, wrapped around the real command.
         inner = [*GATE, *argv] if gated else list(argv)
-        return LocalProc(self.wrap_spawned(inner, gated), stdout, stderr, stdin_pipe=gated)
+        return LocalProc(self.wrap_spawned(inner, gated), stdout, stderr, stdin_pipe=gated,
+                         env=self.env)  # fmt: skip
 
     def wrap_spawned(self, inner: list[str], interactive: bool) -> list[str]:
         """The command line of a background process (subclasses run it elsewhere)."""

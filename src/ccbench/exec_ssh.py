@@ -28,12 +28,6 @@ from ccbench.errors import CcbenchError
 from ccbench.exec import GATE, CommandFailed, LocalProc, Result, pid_alive, run_captured
 from ccbench.fetch import Fetched, FetchFailed
 
-# Records the process on the node (ccbench.leftovers: a crash's leftovers are found by
-# the next run), prints the remote pid (to stderr) so stop() can signal the remote
-# process itself, not only the local ssh client, then becomes the command.
-PID_WRAPPER = leftovers.wrapper()
-
-
 STDERR_PREFIX = "ccb-ssh-"  # + ccbench's pid: spawn()'s temporary stderr files
 
 
@@ -47,6 +41,37 @@ def remove_stale_stderr() -> int:
             f.unlink(missing_ok=True)
             n += 1
     return n
+
+
+# Several commands in one round trip: $1 is a separator, then each command's argv and
+# the separator after it. Each runs in a subshell, stdin closed, and its exit code is
+# printed after it, on a line of its own ("ccbench-rc N"). The text eval'd is only
+# "${i}" references built here: values stay positional, never part of the script.
+_BATCH = r"""sep=$1; shift
+while [ $# -gt 0 ]; do
+  n=0; for a in "$@"; do [ "$a" = "$sep" ] && break; n=$((n+1)); done
+  refs=""; i=1; while [ $i -le $n ]; do refs="$refs \"\${$i}\""; i=$((i+1)); done
+  ( eval "$refs" ) </dev/null; printf '\nccbench-rc %s\n' "$?"
+  shift $n; [ $# -gt 0 ] && shift
+done; true"""
+BATCH_SEP = "--ccbench-next--"
+_RC = re.compile(r"^ccbench-rc (\d+)$", re.M)
+
+
+def batch_argv(argvs: Sequence[Sequence[str]]) -> list[str]:
+    """One command that runs `argvs` in order on a node (one ssh round trip, not one
+    each: the hosts' `down` and its checks); batch_rcs reads their exit codes."""
+    out = ["sh", "-c", _BATCH, "ccbench-batch", BATCH_SEP]
+    for argv in argvs:
+        if not argv or BATCH_SEP in argv:
+            raise CcbenchError(f"cannot batch {list(argv)!r}")
+        out += [*map(str, argv), BATCH_SEP]
+    return out
+
+
+def batch_rcs(stdout: str) -> list[int]:
+    """The exit code of each command a batch_argv ran, in order (fewer: it was cut short)."""
+    return [int(m) for m in _RC.findall(stdout)]
 
 
 # An ssh_config option as `-o` takes it: "Keyword=value" or "Keyword value", one line.
@@ -109,10 +134,16 @@ class SshExecutor:
         control_dir: Path | None = None,
         connect_timeout_s: int = 10,
         retries: int = 2,
+        proc_dir: str = leftovers.PROC_DIR,
     ):
         self.name = name
         self.target = target
         self.retries = retries
+        # Where spawn() records its processes on the node (ccbench.leftovers: a crash's
+        # are found by the next run, a testbed's own by its `down`): the wrapper prints
+        # the remote pid (to stderr) so stop() can signal the remote process itself,
+        # not only the local ssh client, then becomes the command.
+        self.pid_wrapper = leftovers.wrapper(proc_dir)
         control_dir = control_dir or private_dir()
         self.base = ["ssh"]
         # The inventory's own options first: for each keyword ssh takes the first value,
@@ -174,7 +205,7 @@ class SshExecutor:
         stderr: Path | None = None,
         gated: bool = False,
     ) -> SshProc:
-        inner = [*PID_WRAPPER, *(GATE if gated else []), *self.wrap_spawned(list(argv))]
+        inner = [*self.pid_wrapper, *(GATE if gated else []), *self.wrap_spawned(list(argv))]
         own = stderr is None
         if stderr is None:  # the remote pid arrives on stderr: it needs a file
             fd, name = tempfile.mkstemp(prefix=f"{STDERR_PREFIX}{os.getpid()}-", suffix=".err")

@@ -13,8 +13,9 @@
 
 Senders are s1..sN, receivers r1..rM (several senders may share one: each flow has its
 own server port); `receiver` says where a sender sends, `server_port` optionally pins
-the port its flow is served on (checked: two senders on one receiver port are
-refused). `emulation.delay` is a registered element (ccbench.roles.LAB_DELAY_ELEMENTS:
+the port its flow is served on (layout.flow_port: 5201, iperf3's default, .. 6201; two
+senders of a set on one port are refused, as is a run giving a pinned sender two
+flows). `emulation.delay` is a registered element (ccbench.roles.LAB_DELAY_ELEMENTS:
 netem, netem-ifb, ccdelay, none) and `emulation.loss` a registered tool
 (testbed.lab_plans.LOSS_TOOLS: iptables, nftables); `emulation.ccdelay` is the element's
 path on the receivers. `senders` is sender set 1; `sender_sets` may add others (2, 3,
@@ -47,7 +48,7 @@ _EMULATION_KEYS = {"delay", "loss", "ccdelay"}
 class LabSender:
     node: Node
     receiver: str  # the receiver's name in the inventory
-    port: int | None = None  # a pinned server port (None: ccbench's, layout.BASE_PORT + k)
+    port: int | None = None  # a pinned server port (None: flow k's is BASE_PORT + k)
 
 
 @dataclass(frozen=True)
@@ -234,9 +235,12 @@ def _check_receiver(p: Path, name: str, node: Node, emu: Emulation, loss_asked: 
 
 
 def _server_port(p: Path, name: str, port: Any) -> int | None:
+    """A pinned port: iperf3's default (BASE_PORT, seed 001's 5201) or one of the flows'
+    (.. BASE_PORT + MAX_FLOWS), the range the loss rule and the delay element cover
+    (lab_plans.covered_ports); never a port of other services (ssh's among them)."""
     if port is None:
         return None
-    lo, hi = layout.BASE_PORT + 1, layout.BASE_PORT + layout.MAX_FLOWS
+    lo, hi = layout.BASE_PORT, layout.BASE_PORT + layout.MAX_FLOWS
     if isinstance(port, bool) or not isinstance(port, int) or not lo <= port <= hi:
         raise CcbenchError(f"{p}: senders: {name}: server_port {port!r} is not a flow's port "
                            f"({lo}..{hi})")  # fmt: skip
@@ -244,15 +248,15 @@ def _server_port(p: Path, name: str, port: Any) -> int | None:
 
 
 def _check_ports(p: Path, section: str, senders: list[LabSender]) -> None:
-    """Two senders of one receiver must reach it on different server ports."""
-    seen: dict[tuple[str, int], str] = {}
+    """The senders of a set are served on different ports (each sending one flow: flow
+    i on sender i's pinned port or BASE_PORT + i, as layout.flow_port gives it)."""
+    seen: dict[int, str] = {}
     for i, s in enumerate(senders, start=1):
         port = s.port if s.port is not None else layout.BASE_PORT + i
-        key = (s.receiver, port)
-        if key in seen:
-            raise CcbenchError(f"{p}: {section}: {seen[key]} and {s.node.name} on one receiver "
-                               f"port ({s.receiver} port {port})")  # fmt: skip
-        seen[key] = s.node.name
+        if port in seen:
+            raise CcbenchError(f"{p}: {section}: {seen[port]} and {s.node.name} on one server "
+                               f"port ({port}): pin another with server_port")  # fmt: skip
+        seen[port] = s.node.name
 
 
 def _check_distinct(p: Path, lab: LabInventory) -> None:

@@ -26,16 +26,43 @@ import lzma
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from ccbench import jsonio
 from ccbench.errors import CcbenchError
 from ccbench.spec import RunSpec, spec_dict_problem
 
-# The iperf3 server of flow k listens on BASE_PORT + k (a port per flow: a sender's
-# sockstat and siftr samples name it).
+if TYPE_CHECKING:
+    from ccbench.roles import Roles
+
+# The iperf3 server of flow k listens on BASE_PORT + k unless its sender pins a port
+# (flow_port); a port per flow: a sender's sockstat and siftr samples name it.
 BASE_PORT = 5201
 MAX_FLOWS = 1000  # the ports a run's servers may use: BASE_PORT + 1 .. BASE_PORT + MAX_FLOWS
+
+
+def flow_port(roles: Roles, spec: RunSpec, k: int) -> int:
+    """Flow k's iperf3 server port on a testbed with `roles` (Testbed.roles): the port
+    its sender pins (a lab's `server_port`), else BASE_PORT + k. The one place a flow's
+    port is decided: its server listens there, its client connects there, the
+    instruments filter by it. Two flows of the run on one port are refused."""
+    ports: list[int] = []
+    pinning: list[str] = []  # who pins each flow's port ("" where none does)
+    for i, f in enumerate(spec.flows, start=1):
+        pinned = roles.pinned_port(f.pair)
+        port = pinned if pinned is not None else BASE_PORT + i
+        pinning.append(roles.senders[f.pair - 1] if pinned is not None else "")
+        if port in ports:
+            j = ports.index(port) + 1
+            who = " and ".join(sorted({p for p in (pinning[j - 1], pinning[-1]) if p}))
+            raise CcbenchError(
+                f"flows {j} and {i} would both be served on port {port} ({who} pins it): "
+                "a sender that pins its port sends one flow a run, on a port no other flow "
+                "has; pin another port, or remove server_port from the lab inventory"
+            )
+        ports.append(port)
+    return ports[k - 1]
+
 
 # --- raw/ ------------------------------------------------------------------------
 SPEC = "spec.json"

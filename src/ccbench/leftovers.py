@@ -4,15 +4,17 @@ A run whose control machine dies (a closed laptop, an OOM kill) leaves its iperf
 servers and clients, samplers and probes running on the nodes: killing the local ssh
 client does not end the remote command (there is no terminal to hang up). So every
 process ccbench spawns over SSH records itself first: the wrapper writes its start
-time (`ps -o lstart=`, the same on Linux and FreeBSD) to PROC_DIR/<pid>, then execs the
-command under the same pid. The next `testbed up` or run sweeps the node: a pid whose
-process still runs with the recorded start time (not a reused pid) is sent SIGTERM,
-then SIGKILL after 2 s; files of processes that are gone are removed. After the sweep,
-each instrument undoes what it switched on (Instrument.leftovers_argv: a siftr logger,
-a trace instance), printing `logger NAME` lines this module parses too.
+time (`ps -o lstart=`, the same on Linux and FreeBSD) to PROC_DIR/<testbed>/<pid>, then
+execs the command under the same pid. The next `testbed up` or run sweeps the node
+(every testbed's records), and the testbed's `down` its own: a pid whose process still
+runs with the recorded start time (not a reused pid) is sent SIGTERM, then SIGKILL if it
+has not ended after 2 s; files of processes that are gone are removed, and `down`
+removes the testbed's directory. After the sweep, each instrument undoes what it
+switched on (Instrument.leftovers_argv: a siftr logger, a trace instance), printing
+`logger NAME` lines this module parses too.
 
-Both scripts are constants: only PROC_DIR (also a constant) reaches them, as an
-argument. sh, not Python: the nodes have no Python guaranteed (FreeBSD base).
+The scripts are constants: only directories (PROC_DIR, a checked testbed id) reach
+them, as arguments. sh, not Python: the nodes have no Python guaranteed (FreeBSD base).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-PROC_DIR = "/var/tmp/ccbench/procs"
+ROOT_DIR = "/var/tmp/ccbench"  # ccbench's own directory on a node
+PROC_DIR = f"{ROOT_DIR}/procs"
 
 # Records the process, prints its pid for SshProc.stop(), then becomes the command.
 _RECORD = (
@@ -28,37 +31,54 @@ _RECORD = (
     'echo "ccbench-pid $$" >&2; exec "$@"'
 )
 
+# $1 the directory, $2 "all" (its files and its testbeds' subdirectories' files) or
+# "one" (its files only). SIGTERM first; SIGKILL for what has not ended after 2 s (polled:
+# a sweep of processes that end at once takes no 2 s); what even SIGKILL left (a process
+# in uninterruptible sleep) is named `alive` and its file kept, so it is still known.
 _SWEEP = r"""d="$1"; left=""
-# the recorded process, still running (a zombie has ended: its parent reaps it)
+# the recorded process ($1, its file $2) still running (a zombie has ended)
 ours() {
   s=$(ps -o stat= -p "$1" 2>/dev/null)
   [ -n "$s" ] && [ "${s#Z}" = "$s" ] &&
-    [ "$(ps -o lstart= -p "$1" 2>/dev/null)" = "$(cat "$d/$1" 2>/dev/null)" ]
+    [ "$(ps -o lstart= -p "$1" 2>/dev/null)" = "$(cat "$2" 2>/dev/null)" ]
 }
-if [ -d "$d" ]; then
-  for f in "$d"/*; do
-    [ -f "$f" ] || continue
-    p=${f##*/}
-    case "$p" in ''|*[!0-9]*) rm -f "$f"; continue ;; esac
-    if [ -s "$f" ] && ours "$p"; then
-      echo "left $p $(ps -o comm= -p "$p" 2>/dev/null)"
-      kill -TERM "$p" 2>/dev/null
-      left="$left $p"
-    else
-      rm -f "$f"
-    fi
+found() {
+  [ -f "$1" ] || return 0
+  p=${1##*/}
+  case "$p" in ''|*[!0-9]*) rm -f "$1"; return 0 ;; esac
+  if [ -s "$1" ] && ours "$p" "$1"; then
+    echo "left $p $(ps -o comm= -p "$p" 2>/dev/null)"
+    kill -TERM "$p" 2>/dev/null
+    left="$left $1"
+  else
+    rm -f "$1"
+  fi
+}
+# those of `left` still running stay in it; the files of the others go
+still() {
+  keep=""
+  for f in $left; do
+    if ours "${f##*/}" "$f"; then keep="$keep $f"; else rm -f "$f"; fi
   done
-fi
-if [ -n "$left" ]; then
-  sleep 2
-  for p in $left; do
-    if ours "$p"; then
-      kill -KILL "$p" 2>/dev/null && echo "killed $p"
-    fi
-    rm -f "$d/$p"
-  done
-fi
+  left=$keep
+}
+wait_s() {  # $1 tenths of a second at most, until `left` is empty
+  i=0
+  while [ -n "$left" ] && [ $i -lt "$1" ]; do sleep 0.1; i=$((i+1)); still; done
+}
+for f in "$d"/*; do found "$f"; done
+if [ "$2" = all ]; then for f in "$d"/*/*; do found "$f"; done; fi
+wait_s 20
+for f in $left; do kill -KILL "${f##*/}" 2>/dev/null && echo "killed ${f##*/}"; done
+wait_s 10
+for f in $left; do echo "alive ${f##*/} $(ps -o comm= -p "${f##*/}" 2>/dev/null)"; done
 true"""
+
+
+def proc_dir(tb_id: str) -> str:
+    """Where the processes of testbed `tb_id`'s runs are recorded on a node: its
+    `down` ends exactly these (`tb_id` is a checked testbed id: safe.testbed_id)."""
+    return f"{PROC_DIR}/{tb_id}"
 
 
 def wrapper(proc_dir: str = PROC_DIR) -> list[str]:
@@ -66,54 +86,67 @@ def wrapper(proc_dir: str = PROC_DIR) -> list[str]:
     return ["sh", "-c", _RECORD, "ccbench-pid", proc_dir]
 
 
-def sweep_argv(proc_dir: str = PROC_DIR) -> list[str]:
-    """One command that ends what earlier runs left on a node (see the module doc)."""
-    return ["sh", "-c", _SWEEP, "ccbench-sweep", proc_dir]
+def sweep_argv(proc_dir: str = PROC_DIR, every_testbed: bool = True) -> list[str]:
+    """One command that ends what earlier runs left on a node (see the module doc):
+    those recorded in `proc_dir`, and with `every_testbed` those in its testbeds'
+    subdirectories too (`up`: whichever testbed's run crashed)."""
+    return ["sh", "-c", _SWEEP, "ccbench-sweep", proc_dir, "all" if every_testbed else "one"]
+
+
+# Removes each directory given that is empty, in order (a directory ccbench made on a
+# node goes with its last file; one holding anything else stays).
+_RMDIRS = 'for d in "$@"; do rmdir "$d" 2>/dev/null; done; true'
+
+
+def rmdirs_argv(*dirs: str) -> list[str]:
+    return ["sh", "-c", _RMDIRS, "ccbench-rmdir", *dirs]
 
 
 @dataclass(frozen=True)
 class Swept:
     """What a sweep found: processes ended ("pid name"), of those the ones that needed
-    SIGKILL, and loggers turned off."""
+    SIGKILL, those even SIGKILL left running ("pid name"), and loggers turned off."""
 
     ended: tuple[str, ...] = ()
     killed: tuple[str, ...] = ()
     loggers: tuple[str, ...] = ()
+    alive: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.ended or self.loggers)
+        return bool(self.ended or self.loggers or self.alive)
 
     def summary(self) -> str:
         """One clause for a log line: 'ended 2 process(es) (iperf3, ss); siftr off'."""
         parts = []
         if self.ended:
-            names = sorted({e.split(" ", 1)[1] if " " in e else "?" for e in self.ended})
-            parts.append(f"ended {len(self.ended)} process(es) ({', '.join(names)})")
+            parts.append(f"ended {len(self.ended)} process(es) ({_names(self.ended)})")
+        if self.alive:
+            parts.append(f"{len(self.alive)} still running after SIGKILL ({_names(self.alive)})")
         if self.loggers:
             parts.append(f"turned off {', '.join(self.loggers)}")
         return "; ".join(parts)
 
 
-_LINE = re.compile(r"^(left|killed|logger) (\S+)(?: (.*))?$")
+def _names(procs: tuple[str, ...]) -> str:
+    return ", ".join(sorted({e.split(" ", 1)[1] if " " in e else "?" for e in procs}))
+
+
+_LINE = re.compile(r"^(left|killed|alive|logger) (\S+)(?: (.*))?$")
 
 
 def parse_sweep(stdout: str) -> Swept:
     """sweep_argv's output; lines it does not know are ignored (a shell's noise)."""
-    ended: list[str] = []
-    killed: list[str] = []
-    loggers: list[str] = []
+    found: dict[str, list[str]] = {"left": [], "killed": [], "alive": [], "logger": []}
     for line in stdout.splitlines():
         m = _LINE.match(line.strip())
         if not m:
             continue
         what, first, rest = m.groups()
-        if what == "left":
-            ended.append(f"{first} {(rest or '?').strip() or '?'}")
-        elif what == "killed":
-            killed.append(first)
-        else:
-            loggers.append(first)
-    return Swept(tuple(ended), tuple(killed), tuple(loggers))
+        named = f"{first} {(rest or '?').strip() or '?'}"
+        found[what].append(named if what in ("left", "alive") else first)
+    return Swept(tuple(found["left"]), tuple(found["killed"]), tuple(found["logger"]),
+                 tuple(found["alive"]))  # fmt: skip
 
 
-__all__ = ["PROC_DIR", "Swept", "parse_sweep", "sweep_argv", "wrapper"]
+__all__ = ["PROC_DIR", "ROOT_DIR", "Swept", "parse_sweep", "proc_dir", "rmdirs_argv",
+           "sweep_argv", "wrapper"]  # fmt: skip

@@ -55,8 +55,9 @@ def named_testbed(
 ) -> Testbed:
     """The testbed a command names: a matrix.json's testbed `matrix_testbed`, testbed +
     topology as inline JSON, or a config file; `tb_id` replaces its id."""
-    from ccbench import safe, testbed
+    from ccbench import safe
     from ccbench.config import load_testbed_config
+    from ccbench.testbed import manage
 
     if matrix:
         tbs = Matrix.load(matrix).testbeds
@@ -69,7 +70,7 @@ def named_testbed(
         raise CcbenchError("--config FILE is needed")
     if tb_id:
         tbc = replace(tbc, id=safe.testbed_id(tb_id, "--id"))
-    return testbed.make(tbc, topo)
+    return manage.make(tbc, topo)
 
 
 def bring_up(
@@ -79,10 +80,10 @@ def bring_up(
     `replace_existing`); returns the calibration, also written to `calibration_out`.
     With `skip_unavailable` and `calibration_out`, a testbed this machine cannot build
     (errors.Unavailable) returns and writes a record whose `skipped` says why instead."""
-    from ccbench import testbed
+    from ccbench.testbed import manage
 
     if replace_existing:
-        testbed.down(tb.id)
+        manage.down(tb.id)
     try:
         cal = tb.up()
     except Unavailable as e:
@@ -202,22 +203,22 @@ def _skip_reason(calibration: str | None) -> str | None:
 def testbed_for_run(tbc: TestbedConfig, topo: Topology, keep: bool) -> Iterator[Testbed]:
     """The testbed a run uses: one up for this topology is reused and left up; else one
     is built now and taken down when the run is done (left up if `keep`)."""
-    from ccbench import testbed
     from ccbench.privileges import require_root
+    from ccbench.testbed import manage
     from ccbench.testbed.base import signals_deferred
     from ccbench.testbed.kinds import kind
 
     if kind(tbc.kind).caps.needs_root:
         require_root()
-    tb = testbed.make(tbc, topo)
+    tb = manage.make(tbc, topo)
     ephemeral = not tb.is_up()
     if ephemeral:
         # A testbed with this id may exist for another topology, or be stale.
-        testbed.down(tb.id)
+        manage.down(tb.id)
         tb.up()
     try:
         yield tb
     finally:
         if ephemeral and not keep:
             with signals_deferred():
-                testbed.down(tb.id)
+                manage.down(tb.id)

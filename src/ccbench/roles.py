@@ -190,10 +190,16 @@ class Roles:
     bottleneck: Bottleneck | None
     delay: DelayElement
     loss: LossSite
+    # (pair, port): the server port a lab's sender pins (its inventory's `server_port`);
+    # layout.flow_port decides every flow's port from these.
+    pinned_ports: tuple[tuple[int, int], ...] = ()
 
     @property
     def pairs(self) -> int:
         return len(self.senders)
+
+    def pinned_port(self, pair: int) -> int | None:
+        return dict(self.pinned_ports).get(pair)
 
     @property
     def hosts(self) -> tuple[str, ...]:

@@ -11,21 +11,23 @@ import contextlib
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccbench import instruments, jsonio, layout, probes, run_senders
+from ccbench import instruments, jsonio, layout, needs, probes, run_senders
 from ccbench.errors import CcbenchError
 from ccbench.exec import Proc
 from ccbench.instruments import Instrument, Recording
+from ccbench.needs import Need, Needs
 from ccbench.progress import console, info
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed, signals_deferred
 
 CLIENT_GRACE_S = 20.0
 PROBE_GRACE_S = 30.0  # flent starts Python and its runners before the first sample
+IPERF3 = Needs(("iperf3",))  # on every sender and receiver
 
 
 @dataclass
@@ -48,15 +50,17 @@ class RunProcs:
 
 
 def run_once(
-    tb: Testbed, spec: RunSpec, raw: Path, kernel_req: dict[str, str] | None = None
-) -> dict[str, Any]:
+    tb: Testbed, spec: RunSpec, raw: Path, kernel_req: dict[str, str] | None = None,
+    registry: Mapping[str, type[Instrument]] = instruments.REGISTRY,
+) -> dict[str, Any]:  # fmt: skip
     """Do the run; write every raw file into `raw` (which must exist). `kernel_req`:
     the variant's {label, match}, kept as raw/kernel.json (summarize.hosts checks the
-    senders' kernels recorded in facts.json against it)."""
+    senders' kernels recorded in facts.json against it). `registry`: the instruments
+    it may record with (the package's unless a caller brings its own set)."""
     t0 = time.monotonic()
-    _prepare(tb, spec, raw, spec.senders, kernel_req)
+    procs = RunProcs(instruments=instruments.for_run(tb, spec, registry))
+    _prepare(tb, spec, raw, spec.senders, kernel_req, procs.instruments)
     _snapshot_bottleneck(tb, raw, "before")
-    procs = RunProcs(instruments=instruments.for_run(tb, spec))
     rec = Recording(tb, spec, raw)
     meta: dict[str, Any] = {"flows": [], "started_unix": None, "testbed": tb.id,
                             "kind": tb.kind, "tools": tb.tools}  # fmt: skip
@@ -101,10 +105,13 @@ def check_sender_os(tb: Testbed, spec: RunSpec, senders: list[str]) -> None:
 
 
 def _prepare(
-    tb: Testbed, spec: RunSpec, raw: Path, senders: list[str], kernel_req: dict[str, str] | None
-) -> None:
-    """Before any process starts: the spec (and the kernel it needs) recorded, the
-    testbed readied and its calibration recorded, the senders set up, the facts read."""
+    tb: Testbed, spec: RunSpec, raw: Path, senders: list[str], kernel_req: dict[str, str] | None,
+    insts: list[Instrument],
+) -> None:  # fmt: skip
+    """Before any process starts: every node has what the run starts there, the spec
+    (and the kernel it needs) recorded, the testbed readied and its calibration
+    recorded, the senders set up, the facts read."""
+    check_needs(tb, spec, insts)
     jsonio.write_json(raw / layout.SPEC, spec.to_dict())
     if kernel_req:
         jsonio.write_json(raw / layout.KERNEL, kernel_req)
@@ -112,7 +119,25 @@ def _prepare(
     jsonio.write_json(raw / layout.CALIBRATION, tb.calibration())
     check_sender_os(tb, spec, senders)
     run_senders.prepare_senders(tb, spec, senders, raw)
-    run_senders.record_facts(tb, raw, senders)
+    receivers = list(dict.fromkeys(f.receiver for f in spec.flows))
+    run_senders.record_facts(tb, raw, senders, receivers)
+
+
+def check_needs(tb: Testbed, spec: RunSpec, insts: list[Instrument]) -> None:
+    """Every node has the programs and kernel features the run will use there (iperf3,
+    the probe's, each instrument's `wants`), each node asked once; else one line naming
+    each missing tool and its node, before anything of the run starts."""
+    ends = dict.fromkeys([*spec.senders, *(f.receiver for f in spec.flows)])
+    wanted = [Need(n, tb.ex(n), IPERF3, "the flows") for n in ends]
+    if spec.probe_interval_s > 0:
+        client, server = probes.tool(spec.probe_tool).needs(spec.probe_flent_test)
+        snd, rcv = spec.flows[0].sender, spec.flows[0].receiver
+        wanted += [Need(snd, tb.ex(snd), client, f"probe {spec.probe_tool}"),
+                   Need(rcv, tb.ex(rcv), server, f"probe {spec.probe_tool}")]  # fmt: skip
+    wanted += [w for i in insts for w in i.wants(tb)]
+    refused = needs.refusal(wanted)
+    if refused:
+        raise CcbenchError(f"testbed {tb.id}: {refused}")
 
 
 def _snapshot_bottleneck(tb: Testbed, raw: Path, when: str) -> None:
@@ -128,16 +153,17 @@ def _snapshot_bottleneck(tb: Testbed, raw: Path, when: str) -> None:
 
 def _start_servers(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> None:
     """One iperf3 server per flow on its receiver; returns when all listen."""
+    roles = tb.roles
     for k, f in enumerate(spec.flows, start=1):
         node = f.receiver
         procs.servers.append(
             tb.ex(node).spawn(
-                tb.driver(node).iperf3_server(layout.BASE_PORT + k, spec.interval_s),
+                tb.driver(node).iperf3_server(layout.flow_port(roles, spec, k), spec.interval_s),
                 stdout=raw / layout.server(k), stderr=raw / layout.stderr_of(layout.server(k)),
             )
         )  # fmt: skip
     for k, f in enumerate(spec.flows, start=1):
-        tb.wait_listening(f.receiver, layout.BASE_PORT + k)
+        tb.wait_listening(f.receiver, layout.flow_port(roles, spec, k))
 
 
 def _start_clients(
@@ -146,10 +172,11 @@ def _start_clients(
     """Every client is started now but held at a gate; each is released at its start
     offset (_drive), so starts do not depend on process or ssh start-up times."""
     argvs = []
+    roles = tb.roles
     for k, f in enumerate(spec.flows, start=1):
         node = f.sender
         argv = tb.driver(node).iperf3_client(
-            tb.address(f.receiver), layout.BASE_PORT + k, f.cc, f.duration_s,
+            tb.address(f.receiver), layout.flow_port(roles, spec, k), f.cc, f.duration_s,
             spec.interval_s, f.streams,
         )  # fmt: skip
         argvs.append(argv)

@@ -20,9 +20,12 @@ def record(ex: Executor, argv: list[str], dest: Path) -> None:
     dest.write_text(res.stdout if res.ok else res.stdout + res.stderr)
 
 
-def record_facts(tb: Testbed, raw: Path, senders: list[str]) -> None:
-    """Provenance: the controller, and every sender's kernel, sysctls and tools."""
-    facts: dict[str, Any] = {"host": {}, "senders": {}}
+def record_facts(
+    tb: Testbed, raw: Path, senders: list[str], receivers: list[str] | None = None
+) -> None:
+    """Provenance: the controller, every sender's kernel, sysctls and tools, and every
+    receiver's receive-buffer limits (what bounds the window it advertises)."""
+    facts: dict[str, Any] = {"host": {}, "senders": {}, "receivers": {}}
     host = NetnsExecutor(None)
     for name, argv in {
         "uname": ["uname", "-a"],
@@ -40,6 +43,10 @@ def record_facts(tb: Testbed, raw: Path, senders: list[str]) -> None:
             "os": drv.os,
             **{n: tb.ex(node).run(a, check=False).stdout.strip() for n, a in drv.facts().items()},
         }
+    for node in receivers or []:
+        drv = tb.driver(node)
+        res = tb.ex(node).run(drv.receive_buffer_facts(), check=False)
+        facts["receivers"][node] = {"os": drv.os, "buffers": (res.stdout or res.stderr).strip()}
     facts["python"] = sys.version.split()[0]
     nics = _nic_records(tb)
     if nics is not None:

@@ -1,17 +1,25 @@
-"""Tidy time series of one run from its raw files (iperf3 intervals and ss samples).
+"""Tidy time series of one run from its raw files: every column, per source, with its
+unit, origin and limits, is in docs/series.md.
 
-Rows: run_id, flow, source ("iperf3" | "ss" | "siftr" | "qdisc"), t_s (seconds since the
-run started), throughput_bps, cwnd_bytes, rtt_us, retransmits. iperf3 gives per-interval
-averages on every OS; ss (Linux senders) and siftr (FreeBSD senders) give finer cwnd/RTT
-samples. "qdisc" rows (flow 0: the bottleneck, not a flow) are rt1's queue sampled every
-qdisc_interval_s: backlog_pkts, backlog_bytes, drops and sent_pkts (the child queue's,
-cumulative since the first sample), overlimits (the shaper's, likewise); these columns
-are empty on the other sources' rows.
+Rows: run_id, flow, source, t_s (seconds since the run started) and the columns that
+source gives (NaN in the others). Sources: "iperf3" (the sender's per-interval
+report, every OS) and "receiver" (the server's own intervals); the senders' own
+samples, finest first, "tcp_probe" (Linux, per ACK), "ss" (Linux, every ss_interval_s)
+and "siftr" (FreeBSD, per packet): cwnd_bytes, rtt_us and, where the tool gives them,
+ssthresh_bytes, inflight_bytes, rwnd_bytes (the peer's advertised window), min_rtt_us
+and BBR's model on ss rows of a BBR flow (bbr_bw_bps, bbr_min_rtt_us, bbr_pacing_gain,
+bbr_cwnd_gain: its phase by ccbench.bbr_phase); "ca_state" (Linux, traced runs): one
+row per change of a flow's congestion state, `ca_state` the enum tcp_ca_state code
+(0 Open .. 4 Loss). "qdisc" rows (flow 0: the bottleneck, not a flow) are rt1's queue
+sampled every qdisc_interval_s: backlog_pkts, backlog_bytes, drops and sent_pkts (the
+child queue's, cumulative since the first sample), overlimits (the shaper's,
+likewise). Files written before a column existed lack it (read it as NaN).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -31,10 +39,40 @@ from ccbench.spec import Flow, RunSpec
 from ccbench.timeseries_sink import Series, Sink
 from ccbench.timeseries_stats import SeriesStats
 
+QUEUE_COLUMNS = ["backlog_pkts", "backlog_bytes", "drops", "sent_pkts", "overlimits"]
+# The senders' state beyond cwnd and RTT, and the congestion-state code: added after
+# the columns older files have, which are a prefix of these.
+STATE_COLUMNS = ["ssthresh_bytes", "inflight_bytes", "rwnd_bytes", "min_rtt_us",
+                 "bbr_bw_bps", "bbr_min_rtt_us", "bbr_pacing_gain", "bbr_cwnd_gain",
+                 "ca_state"]  # fmt: skip
 COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "rtt_us",
-           "retransmits", "backlog_pkts", "backlog_bytes", "drops", "sent_pkts",
-           "overlimits"]  # fmt: skip
-QUEUE_COLUMNS = COLUMNS[-5:]
+           "retransmits", *QUEUE_COLUMNS, *STATE_COLUMNS]  # fmt: skip
+
+
+# Per-interval throughput comes from two iperf3 reports. DELIVERED: the server's own
+# intervals (raw/server-K.json), bytes the receiver read from its socket, which is what
+# crossed the bottleneck. WRITTEN: the client's intervals, bytes the application wrote
+# into its socket (esnet/iperf src/iperf_api.c: each side counts its own bytes), which
+# run ahead of the wire by the socket buffer and show dips the wire does not have;
+# drawn only for runs made before servers wrote JSON, and labelled so.
+DELIVERED = "receiver"
+WRITTEN = "iperf3"
+
+
+def throughput_source(ts: pd.DataFrame) -> str:
+    """Where these rows' per-interval throughput comes from: the receiver's intervals
+    when the run has them, else the sender's writes (older runs)."""
+    return DELIVERED if (ts["source"] == DELIVERED).any() else WRITTEN
+
+
+def throughput_label(source: str) -> str:
+    """What a figure's caption calls the throughput of `source`."""
+    if source == DELIVERED:
+        return "delivered per iperf3 interval (the receiver's own intervals)"
+    return (
+        "bytes the sender's application wrote per iperf3 interval (a run made before "
+        "ccbench recorded the receiver's intervals: dips may not be on the wire)"
+    )
 
 
 def finest_source(ts: pd.DataFrame) -> str:
@@ -63,7 +101,7 @@ def write_checked(
     short: its rows are left out, and the verdict (summarize.judge) makes the run
     invalid. iperf3 and meta.json problems are the summary's (they are its files too);
     here such a file just gives no rows. `spec` is the run's (layout.load_spec)."""
-    stats = SeriesStats(SENDER_SOURCES, bound_us)
+    stats = SeriesStats(SENDER_SOURCES, bound_us, spec.topology.mss_bytes)
     sink = Sink(path, spec.run_id, _frame, stats)
     problems: list[str] = []
     try:
@@ -87,7 +125,8 @@ def _read(rd: RawDir, spec: RunSpec, sink: Sink) -> list[str]:
 
 
 def iperf3_frame(st: SeriesStats) -> pd.DataFrame:
-    """The iperf3 rows the statistics kept, as the table has them (jain_series)."""
+    """The iperf3 interval rows (sender and receiver) the statistics kept, as the table
+    has them (jain_series)."""
     return _frame(st.iperf3)
 
 
@@ -114,19 +153,33 @@ def _iperf3_rows(
     local_to_flow: dict[str, int] = {}
     quiet = RawDir(rd.path)  # what is wrong with these files is said by the summary
     for k, f in enumerate(spec.flows, start=1):
-        text = quiet.text(layout.iperf3(k))
-        try:
-            res = parse_iperf3(json.loads(text or ""))
-        except ValueError:
-            continue
-        for s in res.streams:
-            if s.local:
-                local_to_flow[s.local] = k
-        frames.append(_iperf3_flow_rows(k, started.get(k, f.start_s), res))
+        offset = started.get(k, f.start_s)
+        res = _iperf3_json(quiet, layout.iperf3(k))
+        if res is not None:
+            for s in res.streams:
+                if s.local:
+                    local_to_flow[s.local] = k
+            frames.append(_iperf3_flow_rows(k, offset, res))
+        # The server's intervals start when its test starts, within about one RTT of
+        # the client's (both at TEST_START): placed at the client's start.
+        got = _iperf3_json(quiet, layout.server(k))
+        if got is not None and got.intervals:
+            frames.append(_iperf3_flow_rows(k, offset, got, DELIVERED))
     return frames, local_to_flow
 
 
-def _iperf3_flow_rows(k: int, offset: float, res: Iperf3Result) -> pd.DataFrame:
+def _iperf3_json(rd: RawDir, name: str) -> Iperf3Result | None:
+    """An iperf3 JSON report, None when absent or not one (older runs' server-K.txt)."""
+    text = rd.text(name)
+    try:
+        return parse_iperf3(json.loads(text or ""))
+    except ValueError:
+        return None
+
+
+def _iperf3_flow_rows(
+    k: int, offset: float, res: Iperf3Result, source: str = WRITTEN
+) -> pd.DataFrame:
     # Several streams (-P): sum throughput per interval, average cwnd/RTT.
     by_t: dict[float, list[dict[str, Any]]] = {}
     for iv in res.intervals:
@@ -135,12 +188,14 @@ def _iperf3_flow_rows(k: int, offset: float, res: Iperf3Result) -> pd.DataFrame:
     t_ends = sorted(by_t)
     return pd.DataFrame({
         "flow": k,
-        "source": "iperf3",
+        "source": source,
         "t_s": [offset + t for t in t_ends],
         "throughput_bps": [sum(i["throughput_bps"] or 0 for i in by_t[t]) for t in t_ends],
         "cwnd_bytes": [_mean([i["cwnd_bytes"] for i in by_t[t]]) for t in t_ends],
         "rtt_us": [_mean([i["rtt_us"] for i in by_t[t]]) for t in t_ends],
-        "retransmits": [sum(i["retransmits"] or 0 for i in by_t[t]) for t in t_ends],
+        # the receiver counts no retransmissions: NaN, not 0
+        "retransmits": [sum(i["retransmits"] or 0 for i in by_t[t]) if source == WRITTEN
+                        else math.nan for t in t_ends],
     })  # fmt: skip
 
 
@@ -151,7 +206,7 @@ def _frame(frames: list[pd.DataFrame]) -> pd.DataFrame:
     df = df.reindex(columns=COLUMNS)
     return df.astype({"flow": "int64", "t_s": "float64", "throughput_bps": "float64",
                       "cwnd_bytes": "float64", "rtt_us": "float64",
-                      **dict.fromkeys(QUEUE_COLUMNS, "float64")})  # fmt: skip
+                      **dict.fromkeys([*QUEUE_COLUMNS, *STATE_COLUMNS], "float64")})  # fmt: skip
 
 
 def _mean(xs: list[Any]) -> float | None:
@@ -163,10 +218,11 @@ def jain_series(
     ts: pd.DataFrame, flows: Sequence[Flow], interval_s: float
 ) -> tuple[list[float], list[float]]:
     """Jain's index per iperf3 interval, the one series behind convergence_s (summary)
-    and the Jain-over-time figure: intervals after the last flow start until the first
-    flow ends, binned to the interval grid (staggered flows to the nearest interval),
-    times in seconds since the last flow started. ([], []) with fewer than 2 flows."""
-    ts = ts[ts["source"] == "iperf3"]
+    and the Jain-over-time figure: the delivered throughput (throughput_source) in
+    intervals after the last flow start until the first flow ends, binned to the
+    interval grid (staggered flows to the nearest interval), times in seconds since the
+    last flow started. ([], []) with fewer than 2 flows."""
+    ts = ts[ts["source"] == throughput_source(ts)]
     if ts.empty or len(flows) < 2 or not interval_s > 0:
         return [], []
     last_start = max(f.start_s for f in flows)

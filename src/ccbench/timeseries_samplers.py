@@ -123,11 +123,7 @@ def ss_rows(
         def read(fh: IO[str] = fh, reader: SsReader = reader, rows: FileRows = rows) -> None:
             with fh:
                 for b in reader.batches(SS_BATCH_ROWS):
-                    add_sender_rows(rows, b, local_to_flow, t0, 0.0, "ss", {
-                        "throughput_bps": as_float(b.column("delivery_rate_bps")),
-                        "cwnd_bytes": as_float(b.column("cwnd_bytes")),
-                        "rtt_us": as_float(b.column("rtt_us")),
-                    })  # fmt: skip
+                    add_sender_rows(rows, b, local_to_flow, t0, 0.0, "ss", ss_columns(b))
 
         if not read_whole(rd, name, rows, "ss samples", read):
             continue
@@ -140,6 +136,29 @@ def ss_rows(
             rd.problem(name, f"samples end {last - t0:.1f} s into {traffic_s:g} s of traffic "
                              "(cut short)")  # fmt: skip
         sink.commit(rows)
+
+
+def ss_columns(b: pa.RecordBatch) -> dict[str, np.ndarray]:
+    """An ss batch's columns of the series (docs/series.md). ss prints counts in
+    segments: ssthresh and unacked become bytes at the socket's MSS (unacked, which ss
+    omits at zero, counts whole segments: SACKed and lost ones too, tcpi_unacked =
+    packets_out). BBR's model only on a BBR flow's rows."""
+    mss = as_float(b.column("mss_bytes"))
+    unacked = as_float(b.column("unacked"))
+    unacked = np.where(np.isnan(unacked) & ~np.isnan(mss), 0.0, unacked)
+    return {
+        "throughput_bps": as_float(b.column("delivery_rate_bps")),
+        "cwnd_bytes": as_float(b.column("cwnd_bytes")),
+        "rtt_us": as_float(b.column("rtt_us")),
+        "ssthresh_bytes": as_float(b.column("ssthresh_pkts")) * mss,
+        "inflight_bytes": unacked * mss,
+        "rwnd_bytes": as_float(b.column("snd_wnd_bytes")),
+        "min_rtt_us": as_float(b.column("minrtt_us")),
+        "bbr_bw_bps": as_float(b.column("bbr_bw_bps")),
+        "bbr_min_rtt_us": as_float(b.column("bbr_mrtt_us")),
+        "bbr_pacing_gain": as_float(b.column("bbr_pacing_gain")),
+        "bbr_cwnd_gain": as_float(b.column("bbr_cwnd_gain")),
+    }
 
 
 def siftr_rows(rd: RawDir, t0: float | None, local_to_flow: dict[str, int], sink: Sink) -> None:
@@ -208,6 +227,24 @@ def _read_siftr(
     return None, problem
 
 
+# FreeBSD's ssthresh before the first reduction (tcp_newtcpcb, sys/netinet/tcp_subr.c:
+# TCP_MAXWIN << TCP_MAX_WINSHIFT), read as infinite: NaN, as Linux's.
+SIFTR_INFINITE_SSTHRESH = 65535 << 14
+
+
+def siftr_columns(b: pa.RecordBatch) -> dict[str, np.ndarray]:
+    """A siftr batch's columns of the series (docs/series.md), all in bytes already:
+    inflight is snd_max - snd_una in siftr 1.x, the SACK-aware pipe in siftr2."""
+    ssthresh = as_float(b.column("ssthresh_bytes"))
+    return {
+        "cwnd_bytes": as_float(b.column("cwnd_bytes")),
+        "rtt_us": as_float(b.column("srtt_us")),
+        "ssthresh_bytes": np.where(ssthresh >= SIFTR_INFINITE_SSTHRESH, np.nan, ssthresh),
+        "inflight_bytes": as_float(b.column("inflight_bytes")),
+        "rwnd_bytes": as_float(b.column("snd_wnd_bytes")),
+    }
+
+
 def _siftr_part(
     b: pa.RecordBatch, local_to_flow: dict[str, int], enable_s: float, t0: float
 ) -> pd.DataFrame:
@@ -215,21 +252,17 @@ def _siftr_part(
     flow -1 and their flowid, for _siftr2_flows."""
     b = b.filter(pc.equal(b.column("direction"), "out"))
     local = b.column("local")
+    t_s = enable_s + as_float(b.column("t_s")) - t0
     if local.null_count == len(local):
         return pd.DataFrame({
-            "flow": np.full(b.num_rows, -1, dtype=np.int64),
-            "t_s": enable_s + as_float(b.column("t_s")) - t0,
-            "cwnd_bytes": as_float(b.column("cwnd_bytes")),
-            "rtt_us": as_float(b.column("srtt_us")),
-            "source": "siftr",
-            "flowid": b.column("flowid").to_pandas(),
+            "flow": np.full(b.num_rows, -1, dtype=np.int64), "t_s": t_s,
+            **siftr_columns(b), "source": "siftr", "flowid": b.column("flowid").to_pandas(),
         })  # fmt: skip
     flow = _flow_of(local, local_to_flow)
     keep = flow > 0
     return pd.DataFrame({
-        "flow": flow[keep], "t_s": enable_s + as_float(b.column("t_s"))[keep] - t0,
-        "cwnd_bytes": as_float(b.column("cwnd_bytes"))[keep],
-        "rtt_us": as_float(b.column("srtt_us"))[keep], "source": "siftr",
+        "flow": flow[keep], "t_s": t_s[keep],
+        **{k: v[keep] for k, v in siftr_columns(b).items()}, "source": "siftr",
     })  # fmt: skip
 
 

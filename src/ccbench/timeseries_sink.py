@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ccbench.errors import CcbenchError
-from ccbench.timeseries_stats import SeriesStats
+from ccbench.timeseries_stats import INTERVAL_SOURCES, SeriesStats
 
 GROUP_ROWS = 1 << 16  # rows per row group once streaming (about 7 MB in memory)
 SPILL_ROWS = 1 << 15  # a file's rows held in memory before they go to its spill file
@@ -83,7 +83,8 @@ class FileRows:
         self._parts: list[pd.DataFrame] = []
         self._rows = 0
         self._spill: tuple[Path, pa.ipc.RecordBatchFileWriter] | None = None
-        self.stats = SeriesStats(sink.stats.sender_sources, sink.stats.bound_ms)
+        self.stats = SeriesStats(sink.stats.sender_sources, sink.stats.bound_ms,
+                                 sink.stats.mss_bytes)  # fmt: skip
 
     def add(self, part: pd.DataFrame) -> None:
         if not len(part):
@@ -194,7 +195,8 @@ class Sink:
         if isinstance(part, pa.Table):
             self._samplers = True  # only a sampler file's rows are spilled as tables
         else:
-            self._samplers = self._samplers or bool((part["source"] != "iperf3").any())
+            intervals = part["source"].isin(INTERVAL_SOURCES)
+            self._samplers = self._samplers or not bool(intervals.all())
         self._held.append(part)
         self._held_rows += n
         self.rows += n

@@ -7,7 +7,8 @@ whole table; `SeriesStats` takes each part of rows as it is written and keeps on
   srtt statistics exactly, in memory bounded by the RTT's value range;
 - per flow, the RTT samples above the path's bound (rare: host stalls) and how many
   samples there were: the RTT-excess share and its worst sample;
-- the iperf3 rows (one per flow and interval): Jain's index over time.
+- the iperf3 rows, sender's and receiver's (one per flow and interval): Jain's index
+  over time.
 
 The longest stretch a flow stayed above the bound (metrics.rtt_excess) needs the
 samples below it too, but only where they fall between two samples above it: when a
@@ -34,6 +35,25 @@ if TYPE_CHECKING:
 # ranks, ccbench.instruments.SENDER_SOURCES) are what a run's statistics use first;
 # iperf3's per-interval TCP_INFO is the fallback every OS has.
 FALLBACK = "iperf3"
+# Each flow's minimum RTT as its kernel knows it, by source, best first: Linux's
+# tcpi_min_rtt (the ss rows' min_rtt_us column). FreeBSD exports no minimum RTT: its
+# tcpi_rttmin is t_rttmin, the retransmit timeout's floor (sys/netinet/tcp_usrreq.c
+# tcp_fill_info; tcp_var.h), and t_rttlow, the smallest RTT seen, is not exported; so
+# there the smallest srtt siftr logged per packet, an upper bound of the minimum.
+MIN_RTT_SOURCES = {
+    "ss": ("min_rtt_us", "ss minrtt (tcpi_min_rtt)"),
+    "siftr": ("rtt_us", "siftr srtt, smallest (FreeBSD exports no minimum RTT)"),
+}
+# A flow is receive-window limited where its bytes in flight sit within RWND_SLACK_MSS
+# segments of the window its peer advertises (the window is rounded to its scale's
+# units, and a sender keeps a partial segment back rather than send past it); more than
+# RWND_LIMITED_SHARE of its samples so makes the run measure the receiver's buffer.
+RWND_SLACK_MSS = 2
+RWND_LIMITED_SHARE = 0.2
+DEFAULT_MSS = 1448
+# iperf3's interval rows: the sender's writes and the receiver's deliveries (Jain's index
+# over time uses the latter where a run has them: timeseries.throughput_source).
+INTERVAL_SOURCES = ("iperf3", "receiver")
 _EXACT_SUM = 2.0**53  # integer sums below this are exact in a float, in any order
 
 
@@ -42,8 +62,13 @@ class SeriesStats:
     `sender_sources`: the sources of the senders' own samples, finest first; `bound_ms`:
     the RTT above which a sample counts as excess (None: not counted)."""
 
-    def __init__(self, sender_sources: Sequence[str], bound_ms: float | None = None) -> None:
+    def __init__(
+        self, sender_sources: Sequence[str], bound_ms: float | None = None,
+        mss_bytes: int = DEFAULT_MSS,
+    ) -> None:  # fmt: skip
         self.sender_sources = tuple(sender_sources)
+        self.mss_bytes = mss_bytes
+        self.window_slack = RWND_SLACK_MSS * mss_bytes
         self.bound_ms = bound_ms
         self.bound_us = None if bound_ms is None else bound_ms * 1e3  # as metrics.rtt_excess
         self.rows = 0
@@ -52,6 +77,9 @@ class SeriesStats:
         self.samples: dict[int, int] = {}  # flow -> sender RTT samples
         self.above: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # flow -> (t, rtt)
         self.iperf3: list[pd.DataFrame] = []
+        self.min_rtt: dict[str, dict[int, float]] = {s: {} for s in MIN_RTT_SOURCES}
+        # per sender source and flow: [samples with in-flight and window, of them at it]
+        self.at_window: dict[str, dict[int, list[int]]] = {s: {} for s in self.sender_sources}
         # Linux per-ACK traces: each flow's congestion events (summary.json tcp_events),
         # gathered as the traces stream past (the instrument's add_rows).
         self.tcp_events: dict[str, Any] | None = None
@@ -76,8 +104,13 @@ class SeriesStats:
         src = part["source"].to_numpy()
         # a producer's part has one source: no masks then
         mask = {s: (slice(None) if len(present) == 1 else src == s) for s in present}
-        if "iperf3" in mask:
-            self.iperf3.append(part[mask["iperf3"]])
+        for s in INTERVAL_SOURCES:
+            if s in mask:
+                self.iperf3.append(part[mask[s]])
+        for s, (col, _) in MIN_RTT_SOURCES.items():
+            if s in mask and col in part:
+                vals = part[col].to_numpy(dtype=float, na_value=np.nan)
+                self._take_min(s, part["flow"].to_numpy()[mask[s]], vals[mask[s]])
         if "rtt_us" not in part:
             return
         rtt = part["rtt_us"].to_numpy(dtype=float, na_value=np.nan)
@@ -86,6 +119,7 @@ class SeriesStats:
                 self.rtt_counts[s].add(rtt[mask[s]])  # NaN is no sample
         if not any(s in mask for s in self.sender_sources):
             return
+        self._count_at_window(part, src)
         sender = np.isin(src, self.sender_sources) & ~np.isnan(rtt)
         if not sender.any():
             return
@@ -111,6 +145,52 @@ class SeriesStats:
         for f, parts in other.above.items():
             self.above.setdefault(f, []).extend(parts)
         self.iperf3.extend(other.iperf3)
+        for s, counts in other.at_window.items():
+            for f, (n, at) in counts.items():
+                mine = self.at_window.setdefault(s, {}).setdefault(f, [0, 0])
+                mine[0] += n
+                mine[1] += at
+        for s, mins in other.min_rtt.items():
+            for f, v in mins.items():
+                self._take_min(s, np.array([f]), np.array([v]))
+
+    def _count_at_window(self, part: pd.DataFrame, src: np.ndarray) -> None:
+        if "inflight_bytes" not in part or "rwnd_bytes" not in part:
+            return
+        infl = part["inflight_bytes"].to_numpy(dtype=float, na_value=np.nan)
+        wnd = part["rwnd_bytes"].to_numpy(dtype=float, na_value=np.nan)
+        both = ~np.isnan(infl) & ~np.isnan(wnd)
+        at = both & (infl >= wnd - self.window_slack)
+        flow = part["flow"].to_numpy()
+        for s in self.at_window:
+            mine = both & (src == s)
+            for f in np.unique(flow[mine]).tolist():
+                c = self.at_window[s].setdefault(int(f), [0, 0])
+                c[0] += int((mine & (flow == f)).sum())
+                c[1] += int((at & mine & (flow == f)).sum())
+
+    def window_limited(self) -> dict[int, tuple[float, int, str]]:
+        """flow -> (share of samples at the peer's window, samples, source) from the
+        finest sender source that has both in-flight bytes and the window."""
+        for s in self.sender_sources:
+            if self.at_window.get(s):
+                return {f: (at / n, n, s) for f, (n, at) in self.at_window[s].items() if n}
+        return {}
+
+    def _take_min(self, source: str, flow: np.ndarray, vals: np.ndarray) -> None:
+        ok = ~np.isnan(vals)
+        mins = self.min_rtt[source]
+        for f in np.unique(flow[ok]).tolist():
+            v = float(vals[ok & (flow == f)].min())
+            mins[int(f)] = min(v, mins.get(int(f), v))
+
+    def kernel_min_rtt(self, flow: int) -> tuple[float, str] | None:
+        """(µs, source) of flow `flow`'s minimum RTT from the best source that sampled
+        it (MIN_RTT_SOURCES); None: none did."""
+        for s, (_, what) in MIN_RTT_SOURCES.items():
+            if flow in self.min_rtt[s]:
+                return self.min_rtt[s][flow], what
+        return None
 
     def finest_source(self) -> str:
         """timeseries.finest_source of these rows."""

@@ -162,6 +162,11 @@ class Layout:
     bottleneck: ClassVar[tuple[str, str]]  # (node, interface): shaper + queue on its egress
     delay_node: ClassVar[str]
     forwarders: ClassVar[tuple[str, ...]]  # namespaces that route (ip_forward on)
+    # The highest rate (Mbit/s) at which every scenario docs/fidelity.md measured with
+    # this layout ran valid on its 2-vCPU VM; None: none measured. A hidden queue in
+    # another layout above that one's rate and at or below this names this layout
+    # (validity.layout_hint).
+    carries_mbit: ClassVar[float | None] = None
 
     def nodes(self, pairs: int) -> list[str]:
         raise NotImplementedError
@@ -212,6 +217,9 @@ class RoutedLayout(Layout):
     bottleneck = BOTTLENECK
     delay_node = DL
     forwarders = ROUTERS
+    # docs/fidelity.md, "Layouts": all 30 paired runs valid at 100 Mbit/s
+    # (bench/fidelity.py --paired, 2026-11-24); at 750 the envelope's 48-packet rows not.
+    carries_mbit = 100.0
 
     def nodes(self, pairs: int) -> list[str]:
         return nodes(pairs)
@@ -250,6 +258,10 @@ class MacvlanLayout(Layout):
     bottleneck = (RT1, to(RECEIVER_HUB))
     delay_node = RT1
     forwarders = (RT1,)
+    # docs/fidelity.md, "Layouts": bench/fidelity.py --envelope, 2026-11-24: 1 x cubic,
+    # 2 x bbr and cubic + bbr 3/3 valid at 1000 Mbit/s; 2 x cubic through 48 packets
+    # 6/6 with D-SACK counted, and config/examples/local-gigabit.yaml 6/6 (2026-11-25).
+    carries_mbit = 1000.0
 
     def nodes(self, pairs: int) -> list[str]:
         return [*senders(pairs), SENDER_HUB, RT1, RECEIVER_HUB, *receivers(pairs)]

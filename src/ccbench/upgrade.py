@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,46 +48,56 @@ def matrix(d: Any) -> Any:
 
 
 # --- summary.json -------------------------------------------------------------------
-SUMMARY_SCHEMA = "ccbench.summary/2"
+SUMMARY_SCHEMA = "ccbench.summary/3"
+# Version 3 named each flow's RTT fields by their source: iperf3's smoothed-RTT
+# statistics became srtt_*; min_rtt_us is the kernel's own minimum, which earlier
+# versions did not read (null: not recorded).
+FLOW_RTT_RENAMED = {"rtt_min_us": "srtt_min_us", "rtt_mean_us": "srtt_mean_us",
+                    "rtt_max_us": "srtt_max_us"}  # fmt: skip
 
 
-def summary(d: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+# What a version-1 summary lacks that only its run's files give back: the summary
+# (with the run directory) -> it with srtt, convergence_s, mathis, `recorded` and the
+# probe's samples filled in. ccbench.record_load supplies it (it reads the run's time
+# series and raw files); this module stays standard library only.
+Recompute = Callable[[dict[str, Any], Path], dict[str, Any]]
+
+
+def summary(d: dict[str, Any], run_dir: Path, recompute: Recompute | None = None) -> dict[str, Any]:
     """A summary.json's content in the current layout (ccbench.record.RunRecord).
 
     Version 1 (`"schema": "ccbench.summary/1"`, or no schema) summaries may lack what
-    later versions computed when parsing: srtt, convergence_s and mathis (computed here,
-    the same way, from the run's timeseries.parquet), rtt_excess (not recorded), and
-    `recorded` (copied from raw/ as those versions read it)."""
+    later versions computed when parsing: srtt, convergence_s and mathis (computed by
+    `recompute`, the same way, from the run's timeseries.parquet), rtt_excess (not
+    recorded), and `recorded` (copied from raw/ as those versions read it). Versions 1
+    and 2 name iperf3's RTT statistics rtt_* (FLOW_RTT_RENAMED). ValueError for a
+    version 1 summary without `recompute`."""
     d = dict(d)
     if d.get("schema") == SUMMARY_SCHEMA:
         return d
-    if not all(k in d for k in ("srtt", "convergence_s", "mathis")):
-        import pandas as pd
-
-        from ccbench.spec import RunSpec
-        from ccbench.summarize.run_metrics import run_metrics
-
-        ts = run_dir / "timeseries.parquet"
-        df = pd.read_parquet(ts) if ts.exists() else None
-        d.update(run_metrics(RunSpec.from_dict(d["spec"]), d.get("throughput_sum_bps"), df))
-    if "recorded" not in d and not d.get("skipped"):
-        from ccbench.summarize.runfiles import recorded
-
-        d["recorded"] = recorded(run_dir / "raw")
+    if isinstance(d.get("flows"), list):
+        d["flows"] = [_flow_v3(f) for f in d["flows"]]
+    if d.get("schema") == "ccbench.summary/2":
+        d["schema"] = SUMMARY_SCHEMA
+        return d
+    if recompute is None:
+        raise ValueError("a version 1 summary needs its run's files read (ccbench.record_load)")
+    d = recompute(d, run_dir)
     probe = d.get("probe")
     if isinstance(probe, dict) and probe.get("tool") == "ping" and not probe.get("what"):
         probe["what"] = "ping (ICMP echo)"  # summaries before `what` named only the tool
-    if isinstance(probe, dict) and not isinstance(probe.get("samples_us"), list):
-        from ccbench import probes
-
-        try:
-            p = probes.read(run_dir / "raw")
-        except ValueError:
-            p = None
-        probe["samples_us"] = list(p.rtts_us) if p else []
     d.setdefault("rtt_excess", None)
     d["schema"] = SUMMARY_SCHEMA
     return d
+
+
+def _flow_v3(f: Any) -> Any:
+    if not isinstance(f, dict):
+        return f
+    f = {FLOW_RTT_RENAMED.get(k, k): v for k, v in f.items()}
+    f.setdefault("min_rtt_us", None)
+    f.setdefault("min_rtt_source", None)
+    return f
 
 
 # --- the runs table (tables/runs.csv, .parquet) ---------------------------------------

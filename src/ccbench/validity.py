@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ccbench import topology
+from ccbench.errors import CcbenchError
 from ccbench.parse.iperf3 import Iperf3Result
-from ccbench.spec import RTT_TOLERANCE_MS, RunSpec
+from ccbench.spec import RunSpec
+from ccbench.testbed.kinds import kind
 
 LATE_SHARE_MAX = 0.01  # share of packets the delay element released > 5 ms late
 PROBE_COVERAGE_MIN = 0.9  # share of the traffic a self-starting probe (flent) must span
@@ -49,12 +52,8 @@ def check_flow(
         reasons.append(f"flow {k}: iperf3 did not report the CC used")
     if res.duration_s is None or res.duration_s < MIN_DURATION_SHARE * f.duration_s:
         reasons.append(f"flow {k}: ran {res.duration_s or 0:.1f}s of {f.duration_s:g}s")
-    rtt_ms = spec.topology.rtt_ms
-    if res.min_rtt_us is not None and res.min_rtt_us / 1000 < rtt_ms - RTT_TOLERANCE_MS:
-        reasons.append(
-            f"flow {k}: min RTT {res.min_rtt_us / 1000:.2f} ms below the configured "
-            f"{rtt_ms:g} ms (delay not applied)"
-        )
+    # The minimum RTT (delay applied?) is checked once the time series gave the kernel's
+    # own minimum: summarize.min_rtt.
     if not res.throughput_bps:
         reasons.append(f"flow {k}: no bytes received")
     if buffer_known:
@@ -75,14 +74,53 @@ def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result, held_cause: str | No
     return [
         f"flow {k}: mean RTT {mean_ms:.1f} ms above the {bound:.1f} ms the path can give "
         f"(RTT + a full queue): packets were held outside the bottleneck"
-        + (f" (seen: {held_cause})" if held_cause else "")
+        + (f" ({held_cause})" if held_cause else "")
     ]
 
 
-def hidden_queue_cause(led: dict[str, Any] | None, delay: dict[str, Any] | None) -> str | None:
-    """What the counters saw while the run lasted, for a hidden-queue reason: receive
-    processing that ran out of budget (softnet time squeezes), backlog drops, a delay
-    element releasing late. None for runs recorded without a ledger."""
+def hidden_queue_cause(
+    led: dict[str, Any] | None, delay: dict[str, Any] | None, cal: dict[str, Any] | None = None
+) -> str | None:
+    """For a hidden-queue reason: what the counters saw while the run lasted (receive
+    processing that ran out of budget: softnet time squeezes, backlog drops, a delay
+    element releasing late; nothing for runs recorded without a ledger), and the
+    layout that carries the rate here when the testbed (`cal`, its calibration) used
+    another (layout_hint)."""
+    seen, hint = _seen(led, delay), layout_hint(cal)
+    parts = ([f"seen: {seen}"] if seen else []) + ([hint] if hint else [])
+    return ". ".join(parts) or None
+
+
+def layout_hint(cal: dict[str, Any] | None) -> str | None:
+    """A layout the testbed's kind offers that docs/fidelity.md found to carry the
+    testbed's rate on a 2-vCPU machine (topology.Layout.carries_mbit), when the layout
+    the testbed used is not documented to: a routed local testbed at 1 Gbit/s is told
+    of `testbed.layout: macvlan`; at 50 Mbit/s, which routed carries, nothing."""
+    if not cal or not isinstance(rate := cal.get("rate_configured_mbit"), int | float):
+        return None
+    try:
+        offered = kind(str(cal.get("kind"))).caps.layouts
+        used = str(cal.get("layout", topology.DEFAULT))
+        carried = topology.layout(used).carries_mbit
+    except CcbenchError:
+        return None
+    if carried is not None and rate <= carried:
+        return None  # its own layout carries the rate: the hops are not why
+    for name in offered:
+        lay = topology.layout(name)
+        if name != used and lay.carries_mbit is not None and rate <= lay.carries_mbit:
+            why = "" if carried is None else f", the {used} layout up to {carried:g} Mbit/s"
+            return (
+                f"At {rate:g} Mbit/s use `testbed.layout: {name}` (delay_direction: "
+                f"{' or '.join(lay.delay_directions)}): fewer hops per packet; "
+                f'docs/fidelity.md ("Layouts") measured it valid up to '
+                f"{lay.carries_mbit:g} Mbit/s on 2 vCPUs{why}"
+            )
+    return None
+
+
+def _seen(led: dict[str, Any] | None, delay: dict[str, Any] | None) -> str | None:
+    """What the counters saw (None: no ledger recorded)."""
     if led is None:
         return None
     seen = []

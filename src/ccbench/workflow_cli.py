@@ -47,11 +47,13 @@ def cmd_matrix(a: argparse.Namespace) -> int:
         print(f"{i:4d}  {rid}  testbed {r.testbed_id}  {r.traffic_s:g}s{how}")
     tb_cfg = next(iter(m.testbeds.values())).testbed
     tb_kind = testbed_kind(tb_cfg.kind)
-    if tb_kind.caps.needs_inventory:
-        from ccbench import booking
+    from ccbench import booking
 
-        if tb_kind.booked_by_profile:
-            print("\n".join(booking.lines(m)))
+    if tb_kind.booked_by_profile:
+        print("\n".join(booking.lines(m)))
+    if m.runs:
+        print("\n".join(booking.time_lines(m, a.reboot_min, a.setup_min)))
+    if tb_kind.caps.needs_inventory:
         try:
             matrix.check_inventory(source, {"kind": tb_cfg.kind, "inventory": tb_cfg.inventory},
                                    m.testbeds)  # fmt: skip
@@ -127,6 +129,22 @@ def cmd_report(a: argparse.Namespace) -> int:
     return 0
 
 
+def booking_defaults() -> tuple[float, float]:
+    from ccbench.booking import REBOOT_MIN, SETUP_MIN
+
+    return REBOOT_MIN, SETUP_MIN
+
+
+def _minutes(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v < 10_000:
+        raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}")
+    return v
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     m = sub.add_parser("matrix", help="expand a comparison config into runs")
     src = m.add_mutually_exclusive_group(required=True)
@@ -137,6 +155,13 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="a YAML file the JSON config came from: read strictly first "
                    "(repeat for several)")  # fmt: skip
     m.add_argument("--json", action="store_true", help="print the expanded matrix as JSON")
+    m.add_argument("--reboot-min", type=_minutes, default=booking_defaults()[0],
+                   help="minutes a reboot between kernels takes (build, install, boot, "
+                   "start-up scripts), for the time estimate (default: %(default)g, an "
+                   "allowance)")  # fmt: skip
+    m.add_argument("--setup-min", type=_minutes, default=booking_defaults()[1],
+                   help="minutes Emulab's swap-in and the start-up scripts take, for the "
+                   "time estimate (default: %(default)g, an allowance)")  # fmt: skip
     m.set_defaults(func=cmd_matrix)
 
     g = sub.add_parser("aggregate", help="summaries of all runs -> tables with CIs")

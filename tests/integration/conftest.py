@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -67,6 +68,35 @@ def host_sysctls() -> dict[str, str]:
 def namespaces(prefix: str) -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     return [ln.split()[0] for ln in out.splitlines() if ln.startswith(prefix)]
+
+
+def started(pid: int) -> str | None:
+    """A process's start time (/proc/PID/stat field 22): a pid used again is another."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def in_namespaces(names: list[str]) -> dict[int, str | None]:
+    """Every process in the named namespaces (`ip netns pids`), pid -> start time."""
+    out = {}
+    for ns in names:
+        pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+        out.update({int(p): started(int(p)) for p in pids.stdout.split()})
+    return out
+
+
+def still_running(procs: dict[int, str | None]) -> list[str]:
+    """Of `procs` (pid -> start time), those running yet, with their command lines (a
+    zombie has ended: a killed run's tool waits there until init reaps it)."""
+    left = []
+    for pid, when in procs.items():
+        with contextlib.suppress(OSError, IndexError):
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            if stat[0] not in ("Z", "X") and stat[19] == when:
+                left.append(f"{pid} {Path(f'/proc/{pid}/cmdline').read_bytes()!r}")
+    return left
 
 
 def spawn_sshd(netns: str, listen: str, d: Path, name: str) -> subprocess.Popen[bytes]:
@@ -145,6 +175,24 @@ def run_snakemake(
          "--directory", str(workdir), "--cores", "2", "--configfile", str(config), *extra],
         capture_output=True, text=True, timeout=timeout, env=env,
     )  # fmt: skip
+
+
+# The .test comparison (2 variants x 2 repetitions x 3 s on a real local dumbbell), run
+# to its end: test_pipeline asserts on one. A test that had to run it to the end anyway
+# (test_crash_resume: killed after its first run, resumed, finished) offers its work
+# directory, so the comparison is not run a second time in one session.
+TEST_CONFIG = REPO / ".test" / "config" / "config.yaml"
+_FINISHED: list[Path] = []
+
+
+def offer_test_comparison(work: Path) -> None:
+    """`work` holds the .test comparison done (every run valid, the report made)."""
+    _FINISHED.append(work)
+
+
+def finished_test_comparison() -> Path | None:
+    """The work directory a test offered, if any (the latest)."""
+    return _FINISHED[-1] if _FINISHED else None
 
 
 def job_counts(cp: subprocess.CompletedProcess[str]) -> dict[str, int]:

@@ -34,7 +34,7 @@ def test_delay_direction_keeps_the_rtt_and_moves_the_element_work(
     def check(s: dict[str, Any]) -> None:
         assert s["calibration"]["delay_direction"] == direction
         # the path's 40 ms plus at most the 48-packet queue (5.8 ms) and 5 ms of slack
-        srtt = s["flows"][0]["rtt_mean_us"] / 1000
+        srtt = s["flows"][0]["srtt_mean_us"] / 1000
         assert 39.5 <= srtt <= 40 + 5.8 + 5, srtt
         data = s["bottleneck"]["queue"]["sent_pkts"]
         held = s["delay_element"]["packets"]

@@ -53,7 +53,8 @@ def test_tcp_probe_gives_every_ack_and_counters_name_the_retransmissions(tmp_pat
     ccbench("parse", str(out))
     raw = out / "raw"
     meta = json.loads((raw / "meta.json").read_text())
-    assert list(meta["instruments"]) == ["ss", "tcp_probe", "qdisc", "tcp_counters", "router_cpu"]
+    assert list(meta["instruments"]) == ["ss", "tcp_probe", "qdisc", "tcp_counters",
+                                         "interfaces", "router_cpu"]  # fmt: skip
     ts = pd.read_parquet(out / "timeseries.parquet")
     tp = ts[ts["source"] == "tcp_probe"]
     ss = ts[ts["source"] == "ss"]

@@ -1,14 +1,15 @@
 """Integration: a lab of your own hosts (testbed.kind: lab), rehearsed on namespaces.
 
-Three "hosts" s1, s2, r1 (network namespaces) are joined by a Linux bridge, the switch
-(its own namespace); each also has a management interface on a bridge in a control
-namespace and runs its own real sshd there, its default route. ccbench runs in the
-control namespace with `testbed.kind: lab` and a lab inventory, reaching the hosts only
-over SSH: two senders share one receiver, which adds 40 ms by ccdelay (this kernel has
-no netem; the netem plans are tested in tests/unit/test_lab_plans.py) and drops 1 % by
-iptables `statistic --mode nth` (a second case: nftables `numgen`). No router: the
-bottleneck is the switch, which ccbench does not control, and the summary says what
-that leaves unproven.
+Four "hosts" s1, s2, r1, rt1 (network namespaces) are joined by a Linux bridge, the
+switch (its own namespace); each also has a management interface on a bridge in a
+control namespace and runs its own real sshd there, its default route. ccbench runs in
+the control namespace with `testbed.kind: lab` and a lab inventory, reaching the hosts
+only over SSH: two senders share one receiver (s2 pins its server port, 5210), which
+adds 40 ms by ccdelay (this kernel has no netem; the netem plans are tested in
+tests/unit/test_lab_plans.py) and drops 1 % by iptables `statistic --mode nth` (a second
+case: nftables `numgen`). No router in the runs: the bottleneck is the switch, which
+ccbench does not control, and the summary says what that leaves unproven; rt1 is the
+router of the inventories an `up` must refuse having changed nothing.
 """
 
 from __future__ import annotations
@@ -30,16 +31,19 @@ import yaml
 
 from ccbench import ledger
 from ccbench.native import ccdelay_path
+from ccbench.testbed import base
 from tests.conftest import REPO
 from tests.integration.conftest import spawn_sshd
+from tests.lab_recording import reads_only
 
 pytestmark = pytest.mark.netns
 
 PREFIX = "ccblab-"  # the test's own namespaces (not ccbench's: it never made them)
 CTL, SWITCH = f"{PREFIX}ctl", f"{PREFIX}sw"
-HOSTS = {"s1": 11, "s2": 12, "r1": 21}  # management address 198.19.254.N
-DATA = {"s1": "198.18.10.1", "s2": "198.18.10.2", "r1": "198.18.10.10"}
+HOSTS = {"s1": 11, "s2": 12, "r1": 21, "rt1": 31}  # management address 198.19.254.N
+DATA = {"s1": "198.18.10.1", "s2": "198.18.10.2", "r1": "198.18.10.10", "rt1": "198.18.10.254"}
 TB = "itlabr"
+PORTS = [5202, 5210]  # flow 1 on 5201 + 1; flow 2 on the port s2 pins
 SYSCTLS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_no_metrics_save",
            "net.core.rmem_max", "net.core.wmem_max")  # fmt: skip
 
@@ -59,8 +63,11 @@ def in_ns(host: str, *argv: str) -> str:
 
 def host_state() -> dict[str, Any]:
     """What ccbench may change on each host: iptables rules (without counters), qdiscs,
-    links, sysctls, and the processes besides sshd."""
+    links, sysctls, the processes besides sshd, and ccbench's files (the hosts share
+    this machine's /var/tmp)."""
     out: dict[str, Any] = {}
+    files = sorted(str(p) for top in Path("/var/tmp").glob("ccbench*")
+                   for p in [top, *(top.rglob("*") if top.is_dir() else [])])  # fmt: skip
     for h in HOSTS:
         # Rules only: a table iptables once used stays instantiated (empty, ACCEPT).
         rules = [ln for ln in in_ns(h, "iptables-save").splitlines() if ln.startswith("-A ")]
@@ -79,6 +86,7 @@ def host_state() -> dict[str, Any]:
             ),  # fmt: skip
             "sysctls": {k: " ".join(in_ns(h, "sysctl", "-n", k).split()) for k in SYSCTLS},
             "processes": sorted(procs),
+            "files": files,
         }
     return out
 
@@ -150,7 +158,13 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             "receivers": {"r1": {"host": f"198.19.254.{HOSTS['r1']}", "address": DATA["r1"]}},
             "emulation": {"delay": "ccdelay", "loss": "iptables", "ccdelay": str(ccdelay_path())},
         }  # fmt: skip
+        inv["senders"]["s2"]["server_port"] = PORTS[1]
         (d / "lab.yaml").write_text(yaml.safe_dump(inv))
+        # rt1 as the router: at an address no host has, or with a qdisc of its own (planted)
+        rt1 = {"host": f"198.19.254.{HOSTS['rt1']}"}
+        for name, addr in (("lab-badrouter.yaml", "198.18.10.99"),
+                           ("lab-router.yaml", DATA["rt1"])):  # fmt: skip
+            (d / name).write_text(yaml.safe_dump({**inv, "router": {**rt1, "address": addr}}))
         inv["emulation"]["loss"] = "nftables"
         (d / "lab-nft.yaml").write_text(yaml.safe_dump(inv))
         time.sleep(0.5)
@@ -167,10 +181,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def config(
-    d: Path, name: str, duration_s: float, repetitions: int = 1, inventory: str = "lab.yaml"
-) -> Path:
+    d: Path, name: str, duration_s: float, repetitions: int = 1, inventory: str = "lab.yaml",
+    tb_id: str = TB,
+) -> Path:  # fmt: skip
     cfg = {
-        "testbed": {"kind": "lab", "id": TB, "inventory": str(d / inventory)},
+        "testbed": {"kind": "lab", "id": tb_id, "inventory": str(d / inventory)},
         "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40,
                      "loss": {"mode": "nth", "rate": 0.01}},
         "run": {"duration_s": duration_s, "interval_s": 0.5, "attempts": 2,
@@ -185,13 +200,16 @@ def check_run(s: dict[str, Any], cal: dict[str, Any]) -> None:
     """A valid run: RTT = the path's idle RTT + 40 ms, the receiver's drops are the
     retransmissions, and what could not be proven is named."""
     assert s["valid"], s["reasons"]
+    # the pinned port served flow 2 (iperf3's own JSON), and the loss rule and the delay
+    # element covered it: its drops are in the ledger, its RTT has the 40 ms (below)
+    assert [f["server_port"] for f in s["flows"]] == PORTS
     assert cal["kind"] == "lab" and cal["delay_method"] == "ccdelay"
     for pair in ("pair1", "pair2"):
         path = cal["path_rtt"][pair]["judged_ms"]
         assert path < 5, cal["path_rtt"]
         assert abs(cal["idle_rtt"][pair]["judged_ms"] - (path + 40)) <= 1.0, cal["idle_rtt"]
     for f in s["flows"]:
-        assert f["rtt_min_us"] / 1000 >= 40 - 1.0, f
+        assert f["min_rtt_us"] / 1000 >= 40 - 1.0, f
     led = s["loss_ledger"]
     assert led["loss_rules_pkts"] > 0 and led["outside"] == {}, led
     lost = led["retransmits"] - (led["spurious_retransmits"] or 0)
@@ -215,13 +233,51 @@ def up(cfg: Path) -> None:
     assert cp.returncode == 0, cp.stderr
 
 
-def down_and_compare(before: dict[str, Any]) -> None:
+def down_and_compare(before: dict[str, Any]) -> float:
+    """`down` alone; every host as before `up`; returns how long `down` took."""
+    t0 = time.monotonic()
     cp = ctl_ccbench("testbed", "down", "--id", TB)
+    took = time.monotonic() - t0
     assert cp.returncode == 0, cp.stderr
-    assert host_state() == before
+    assert "put back as found (checked:" in cp.stdout, cp.stdout
+    assert_as(before)
+    return took
+
+
+def assert_as(before: dict[str, Any]) -> None:
+    """Every host as `before`; what differs is named (now, then)."""
+    now = host_state()
+    differs = {h: {k: (now[h][k], v) for k, v in was.items() if now[h][k] != v}
+               for h, was in before.items()}  # fmt: skip
+    assert not any(differs.values()), differs
+
+
+def kill_mid_traffic(cfg: Path, out: Path) -> None:
+    """A run whose control side is SIGKILLed (its whole process group) while its
+    flows send: its iperf3 clients and servers stay on the hosts."""
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", CTL, sys.executable, "-m", "ccbench.cli", "run", "--config",
+         str(cfg), "--out", str(out)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while "iperf3" not in host_state()["s2"]["processes"]:
+            assert proc.poll() is None and time.monotonic() < deadline, "no traffic started"
+            time.sleep(0.2)
+        time.sleep(1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    left = host_state()
+    assert all("iperf3" in left[h]["processes"] for h in ("s1", "s2", "r1")), left
 
 
 def test_lab_rehearsal_short(lab: Path) -> None:
+    """A valid run on the pinned port; then a run SIGKILLed mid-traffic, and `down`
+    alone: no process of it on any host, every host as before `up`, about as fast as
+    a `down` after a clean run (it was 16 s against 4 s when the killed run's flows were
+    left sending)."""
     before = host_state()
     cfg = config(lab, "short.yaml", 6)
     up(cfg)
@@ -230,7 +286,38 @@ def test_lab_rehearsal_short(lab: Path) -> None:
     assert any("statistic" in r for r in during["r1"]["iptables"]), during["r1"]["iptables"]
     assert "ccdelay" in during["r1"]["processes"]
     run_and_check(lab, cfg, lab / "short")
-    down_and_compare(before)
+    kill_mid_traffic(config(lab, "killed.yaml", 30), lab / "killed")
+    took = down_and_compare(before)
+    assert took < 8, f"down after a killed run took {took:.1f} s"
+
+
+def test_a_refused_up_touches_no_host(lab: Path) -> None:
+    """An `up` that must refuse (rt1 at an address no host has; rt1's egress with a
+    qdisc of the user's own) refuses in one line having run only commands that read,
+    as recorded, and every host is as it was."""
+    cfgs = [config(lab, f"refused-{n}.yaml", 6, inventory=f"lab-{n}.yaml", tb_id="itlabx")
+            for n in ("badrouter", "router")]  # fmt: skip
+    in_ns("rt1", "tc", "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "pfifo", "limit",
+          "100")  # fmt: skip
+    try:
+        before = host_state()
+        cp = subprocess.run(["ip", "netns", "exec", CTL, sys.executable, "-m",
+                             "tests.lab_recording", *map(str, cfgs)],
+                            capture_output=True, text=True, cwd=REPO, timeout=120)  # fmt: skip
+        assert cp.returncode == 0, cp.stderr
+        got = [json.loads(ln) for ln in cp.stdout.splitlines()]
+        assert_as(before)
+    finally:
+        in_ns("rt1", "tc", "qdisc", "del", "dev", "eth0", "root")
+    says = ["rt1: no interface has the experiment address 198.18.10.99",
+            "rt1: eth0 has a root qdisc (pfifo 1:) ccbench did not put there"]  # fmt: skip
+    for g, said in zip(got, says, strict=True):
+        assert g["refused"] is not None and said in g["refused"], g["refused"]
+        assert "\n" not in g["refused"]
+        hosts = {h for h, _ in g["ran"]}
+        assert hosts == set(HOSTS), hosts  # each host asked, and only read
+        assert [a for _, a in g["ran"] if not reads_only(a)] == []
+    assert not (base.STATE_ROOT / "itlabx").exists()  # no state: nothing to put back
 
 
 def test_lab_rehearsal_nftables(lab: Path) -> None:
@@ -259,19 +346,6 @@ def test_lab_rehearsal_full(lab: Path) -> None:
     cfg = config(lab, "full.yaml", 30)
     up(cfg)
     run_and_check(lab, cfg, lab / "full1")
-    proc = subprocess.Popen(
-        ["ip", "netns", "exec", CTL, sys.executable, "-m", "ccbench.cli", "run", "--config",
-         str(cfg), "--out", str(lab / "killed")],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while "iperf3" not in host_state()["s2"]["processes"]:
-            assert proc.poll() is None and time.monotonic() < deadline, "no traffic started"
-            time.sleep(0.5)
-        time.sleep(2)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    kill_mid_traffic(cfg, lab / "killed")
     run_and_check(lab, cfg, lab / "full2")
     down_and_compare(before)

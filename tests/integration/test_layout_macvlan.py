@@ -70,7 +70,7 @@ def test_macvlan_layout_builds_runs_and_leaves_nothing(tmp_path: Path) -> None:
         assert s["delay_element"]["packets"] <= 0.6 * q["sent_pkts"], s["delay_element"]
         assert s["loss_ledger"]["outside"] == {}
         for f in s["flows"]:
-            assert 39.5 <= f["rtt_mean_us"] / 1000 <= 40 + 5.8 + 5, f["rtt_mean_us"]
+            assert 39.5 <= f["srtt_mean_us"] / 1000 <= 40 + 5.8 + 5, f["srtt_mean_us"]
         assert s["utilization_pct"] > 60, s["utilization_pct"]
 
     try:

@@ -1,7 +1,8 @@
-"""`tracing: separate` through the real workflow (the .test config, 2 variants x 2
-repetitions x 3 s): twice the runs, the per-packet trace only in the traced twins, the
-reported numbers only the untraced runs', and the observer table's numbers recomputed
-from the runs table and found in the report."""
+"""`tracing: separate` through the real workflow (the .test config's baseline variant,
+2 repetitions x 3 s): twice the runs, the per-packet trace only in the traced twins,
+the reported numbers only the untraced runs', and the observer table's numbers
+recomputed from the runs table and found in the report. One variant: the twins and the
+observer table are made per variant alike (test_pipeline runs both of .test's)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def test_separate_tracing_doubles_the_runs_and_reports_the_observer_effect(
 ) -> None:
     shutil.copytree(REPO / "profiles", tmp_path / "profiles")
     cfg = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
-    cfg.update(tracing="separate", report_name="traced-test", results_dir="results-traced")
+    cfg.update(tracing="separate", report_name="traced-test", results_dir="results-traced",
+               variants=[v for v in cfg["variants"] if v.get("baseline")])  # fmt: skip
     (tmp_path / "traced.yaml").write_text(yaml.safe_dump(cfg))
     cp = run_snakemake(tmp_path, tmp_path / "traced.yaml")
     assert cp.returncode == 0, cp.stderr[-3000:]
@@ -34,7 +36,7 @@ def test_separate_tracing_doubles_the_runs_and_reports_the_observer_effect(
     m = json.loads((res / "matrix.json").read_text())
     assert all(namespaces(f"ccb-{tb}-") == [] for tb in m["testbeds"])
     tracing = {rid: r["spec"]["run"]["tracing"] for rid, r in m["runs"].items()}
-    assert len(tracing) == 8 and sorted(set(tracing.values())) == ["traced", "untraced"]
+    assert len(tracing) == 4 and sorted(set(tracing.values())) == ["traced", "untraced"]
     for rid, how in tracing.items():
         raw = res / "runs" / rid / "raw"
         meta = json.loads((raw / "meta.json").read_text())
@@ -46,7 +48,7 @@ def test_separate_tracing_doubles_the_runs_and_reports_the_observer_effect(
     observer = pd.read_csv(res / "tables" / "observer.csv")
     html = (tmp_path / "reports" / "traced-test.html").read_text()
     assert "Observer effect: traced − untraced" in html
-    for v in ("cubic", "bbr"):
+    for v in ("cubic",):
         mine = runs[(runs["variant"] == v) & runs["valid"]]
         untraced, traced = mine[mine["tracing"] == "untraced"], mine[mine["tracing"] == "traced"]
         # the reported means are the untraced runs' only

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from ccbench import record
+from ccbench import record, record_load
 from ccbench.report import data
 from ccbench.spec import Flow, Topology
 
@@ -27,7 +27,7 @@ def cond(rate: float) -> data.Conditions:
 def runs_with(tmp_path: Path, nics: list[dict] | None) -> Path:
     runs = tmp_path / "runs"
     shutil.copytree(SMALL / RID, runs / RID)
-    rec = record.load(runs / RID)
+    rec = record_load.load(runs / RID)
     cal = {**(rec.recorded.calibration or {}), "bottleneck": {"node": "rt1", "dev": "eth5"}}
     recorded = rec.recorded.model_copy(update={"calibration": cal}) if rec.recorded else None
     record.write(runs / RID / "summary.json",

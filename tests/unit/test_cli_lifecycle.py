@@ -12,10 +12,10 @@ from typing import Any, cast
 
 import pytest
 
-from ccbench import cli, lifecycle, record, testbed
+from ccbench import cli, lifecycle, record_load
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.spec import RunSpec
-from ccbench.testbed import base, local
+from ccbench.testbed import base, local, manage
 
 REPO = Path(__file__).resolve().parents[2]
 QDISC_CHECK = REPO / "tests" / "fixtures" / "matrix-qdisc-check.json"
@@ -60,14 +60,14 @@ def as_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def downs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """testbed.down, recorded instead of done."""
+    """manage.down, recorded instead of done."""
     done: list[str] = []
 
     def down(tb_id: str) -> str:
         done.append(tb_id)
         return "removed"
 
-    monkeypatch.setattr(testbed, "down", down)
+    monkeypatch.setattr(manage, "down", down)
     return done
 
 
@@ -136,7 +136,7 @@ def test_found_lists_testbeds_and_their_state(
             (tmp_path / tb_id / "state.json").write_text(state)
     monkeypatch.setattr(base, "STATE_ROOT", tmp_path)
     monkeypatch.setattr(local, "list_namespaces", lambda prefix="": [prefix + "s1"] * 3)
-    found = {f.id: f for f in testbed.found()}
+    found = {f.id: f for f in manage.found()}
     assert sorted(found) == ["bad1", "half1", "list1", "none1", "ok1"]
     assert [k for k, f in found.items() if f.complete] == ["ok1"]
     assert {f.namespaces for f in found.values()} == {3}
@@ -167,7 +167,7 @@ def test_a_kept_testbed_is_reused_and_left_up(
 ) -> None:
     req = lifecycle.run_request(None, str(QDISC_CHECK), RUN_ID)
     kept = FakeTestbed(up=True)
-    monkeypatch.setattr(testbed, "make", lambda cfg, topo: kept)
+    monkeypatch.setattr(manage, "make", lambda cfg, topo: kept)
     with lifecycle.testbed_for_run(req.testbed, req.spec.topology, keep=False) as tb:
         assert tb is kept
     assert kept.calls == [] and downs == []
@@ -178,7 +178,7 @@ def test_a_testbed_built_for_a_run_is_taken_down_after_it(
 ) -> None:
     req = lifecycle.run_request(None, str(QDISC_CHECK), RUN_ID)
     built = FakeTestbed(up=False)
-    monkeypatch.setattr(testbed, "make", lambda cfg, topo: built)
+    monkeypatch.setattr(manage, "make", lambda cfg, topo: built)
     interrupted = pytest.raises(KeyboardInterrupt)  # also when the run is interrupted
     with interrupted, lifecycle.testbed_for_run(req.testbed, req.spec.topology, keep=False):
         assert built.calls == ["up"] and downs == ["fake1"]  # a stale one removed first
@@ -198,7 +198,7 @@ def test_a_skipped_testbed_skips_its_run(
     def no_testbed(*args: Any) -> None:
         raise AssertionError("a skipped run needs no testbed")
 
-    monkeypatch.setattr(testbed, "make", no_testbed)
+    monkeypatch.setattr(manage, "make", no_testbed)
     out = tmp_path / "run"
     argv = ["run", "--matrix", str(QDISC_CHECK), "--run-id", RUN_ID, "--out", str(out),
             "--calibration", str(cal)]  # fmt: skip
@@ -215,7 +215,7 @@ def test_a_run_waits_for_its_kernel(
 
     req = dataclasses.replace(lifecycle.run_request(None, str(QDISC_CHECK), RUN_ID),
                               kernel={"label": "patched", "match": "^7"})  # fmt: skip
-    monkeypatch.setattr(testbed, "make", lambda cfg, topo: FakeTestbed(up=True))
+    monkeypatch.setattr(manage, "make", lambda cfg, topo: FakeTestbed(up=True))
     monkeypatch.setattr(run_senders, "kernel_identities", lambda tb, spec: {"s1": "6.8.0 #1"})
 
     def no_run(*args: Any, **kw: Any) -> None:
@@ -234,7 +234,7 @@ def test_the_cli_prints_what_the_run_did(
 ) -> None:
     out = tmp_path / "run"
     argv = ["run", "--matrix", str(QDISC_CHECK), "--run-id", RUN_ID, "--out", str(out)]
-    real = record.load(SMALL_RUN)
+    real = record_load.load(SMALL_RUN)
     f1 = real.flows[0].model_copy(update={"cc_used": "bbr", "throughput_bps": 94.2e6})
     f2 = real.flows[1].model_copy(update={"flow": 2, "cc_used": None, "cc_requested": "cubic",
                                           "throughput_bps": None})  # fmt: skip

@@ -281,12 +281,12 @@ def test_manifest_login_port_that_is_not_a_port_is_refused(port: str) -> None:
 def test_down_of_a_damaged_ssh_state_removes_it_and_says_so(
     state: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ccbench import testbed
+    from ccbench.testbed import manage
 
     monkeypatch.setattr(base, "STATE_ROOT", tmp_path)
     (tmp_path / "ab1").mkdir()
     (tmp_path / "ab1" / "state.json").write_text(json.dumps(state))
     (tmp_path / "keep").write_text("keep me")
-    said = testbed.down("ab1")
+    said = manage.down("ab1")
     assert said.startswith("state.json was damaged") and "SSH hosts" in said
     assert not (tmp_path / "ab1").exists() and (tmp_path / "keep").read_text() == "keep me"

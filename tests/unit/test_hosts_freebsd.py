@@ -333,3 +333,8 @@ def test_parse_functions_available_garbage() -> None:
 
 
 # --- cc.available ---------------------------------------------------------------
+
+
+def test_receive_buffer_facts_is_one_sysctl_call() -> None:
+    argv = H.receive_buffer_facts()
+    assert argv[0] == "sysctl" and "net.inet.tcp.recvbuf_max" in argv

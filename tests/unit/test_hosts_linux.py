@@ -201,3 +201,8 @@ def test_nfqueue_forwarding_offloads_ss() -> None:
     assert H.offloads_show("veth0") == ["ethtool", "-k", "veth0"]
     assert H.ss_sampler(0.1) == ["bash", "-c", SS_LOOP, "ccbench-ss", "100000"]
     assert "ss -tinH state established" in SS_LOOP
+
+
+def test_receive_buffer_facts_is_one_sysctl_call() -> None:
+    argv = H.receive_buffer_facts()
+    assert argv[0] == "sysctl" and "net.ipv4.tcp_rmem" in argv

@@ -20,9 +20,19 @@ from ccbench.fetch import Fetched
 from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
 from ccbench.instruments import Cost, Recording
+from ccbench.instruments.base import BeforeAfter
 from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.counters import PLANS, TcpCounters
-from ccbench.instruments.tcp_probe import NODE_FILE, TcpProbe, port_filter, thin_bits_for
+from ccbench.instruments.cpu import RouterCpu
+from ccbench.instruments.tcp_probe import (
+    ACKS_PER_S_PER_CPU,
+    LINE_BYTES,
+    NODE_FILE,
+    TcpProbe,
+    acks_per_s,
+    port_filter,
+    thin_bits_for,
+)
 from ccbench.layout import RawDir
 from ccbench.record import RunRecord
 from ccbench.roles import Bottleneck, NoDelay, dumbbell
@@ -82,6 +92,9 @@ class SshTestbed:
     def driver(self, node: str) -> Any:
         return FreeBSDHost() if node.startswith("s") and self.os == "freebsd" else LinuxHost()
 
+    def node_os(self) -> dict[str, str]:
+        return {n: self.driver(n).os for n in ("s1", "s2", "rt1", "rt2", "r1", "r2")}
+
     def ex(self, node: str) -> Ex:
         return self.exs.setdefault(node, Ex())
 
@@ -101,25 +114,34 @@ def spec(tcp_probe: bool = True, os_name: str = "linux", rate: float = 1000,
 
 
 def test_registry_order_costs_and_oses() -> None:
-    assert list(instruments.REGISTRY) == [
-        "ss", "siftr", "bblog", "tcp_probe", "qdisc", "sockstat", "tcp_counters",
-        "tx_queue_limits", "router_cpu",
-    ]  # fmt: skip
+    """The registry's order is the order of starting and stopping: the before/after
+    reads come after everything that samples or traces (closest to the traffic), the
+    router's CPU last."""
+    reg = list(instruments.REGISTRY.values())
+    snapshots = [i for i, c in enumerate(reg) if issubclass(c, BeforeAfter)]
+    others = [i for i, c in enumerate(reg) if not issubclass(c, BeforeAfter)]
+    assert snapshots and others and max(others) < min(snapshots)
+    assert reg[-1] is RouterCpu
     costs = {n: c.cost for n, c in instruments.REGISTRY.items()}
     assert costs["tcp_probe"] is costs["siftr"] is Cost.PER_PACKET
     assert costs["ss"] is costs["qdisc"] is Cost.SAMPLED
+    assert all(costs[c.name] is Cost.SNAPSHOT for c in reg if issubclass(c, BeforeAfter))
     assert instruments.REGISTRY["tcp_probe"].oses == ("linux",)
     assert instruments.REGISTRY["siftr"].oses == ("freebsd",)
-    assert all(c.description for c in instruments.REGISTRY.values())
+    assert all(c.description for c in reg)
 
 
 def test_every_summary_part_is_a_field_of_the_typed_record(tmp_path: Path) -> None:
-    """The instruments' parts of summary.json, each a documented RunRecord field; the
-    summary takes them from the instruments that recorded, in REGISTRY's order."""
+    """The instruments' parts of summary.json, each a documented RunRecord field (of the
+    type the instrument declares, where it declares one); the summary takes them from
+    the instruments that recorded, in REGISTRY's order."""
     keys = {n: c.summary_key for n, c in instruments.REGISTRY.items() if c.summary_key}
-    assert keys == {"siftr": "siftr", "bblog": "bblog", "sockstat": "sockstat",
-                    "tcp_counters": "retransmit_causes"}  # fmt: skip
-    assert all(k in RunRecord.model_fields for k in keys.values())
+    assert {"siftr", "bblog", "sockstat", "retransmit_causes"} <= set(keys.values())
+    for name, key in keys.items():
+        field = RunRecord.model_fields[key]
+        assert field.description, key
+        declared = instruments.REGISTRY[name].summary_type
+        assert declared is None or field.annotation == declared | None, key
     ss = instruments.REGISTRY["ss"].from_record({"interval_s": 0.1, "nodes": []})
     recorded = {"bblog": Bblog(nodes={"s1": {"files": [], "problem": "cannot list"}}), "ss": ss}
     parts, reasons = instruments.summary_parts(RawDir(tmp_path), spec(), recorded)
@@ -129,12 +151,15 @@ def test_every_summary_part_is_a_field_of_the_typed_record(tmp_path: Path) -> No
 
 
 def test_an_ssh_run_of_linux_senders_records_with_these(tmp_path: Path) -> None:
+    """In the registry's order: every instrument for Linux senders or for the routers
+    (none that is FreeBSD's only), the asked tcp_probe among them."""
     tb = SshTestbed()
-    got = instruments.for_run(tb, spec())  # type: ignore[arg-type]
-    assert [i.name for i in got] == ["ss", "tcp_probe", "qdisc", "tcp_counters",
-                                     "tx_queue_limits", "router_cpu"]  # fmt: skip
+    got = [i.name for i in instruments.for_run(tb, spec())]  # type: ignore[arg-type]
+    assert got == [n for n in instruments.REGISTRY if n in got]
+    assert {"ss", "tcp_probe", "qdisc", "tcp_counters", "tx_queue_limits", "router_cpu"} <= set(got)
+    assert not [n for n in got if instruments.REGISTRY[n].oses == ("freebsd",)]
     # every record reads back as the instrument that wrote it
-    for ins in got:
+    for ins in instruments.for_run(tb, spec()):  # type: ignore[arg-type]
         again = type(ins).from_record(json.loads(json.dumps(ins.record_json())))
         assert again.record_json() == ins.record_json()
     assert "tcp_probe" not in [i.name for i in instruments.for_run(tb, spec(False))]  # type: ignore[arg-type]
@@ -146,8 +171,35 @@ def test_port_filter_and_thinning() -> None:
     assert port_filter([5202], 4) == "(dport >= 5202 && dport <= 5202) && !(snd_una & 0xf000)"
     budget = 256 * 2**20
     assert thin_bits_for(spec(rate=100, duration=30), budget) == 0  # the default: every ACK
-    # 1 Gbit/s for 300 s: ~3.7 GB of lines, thinned to 1/16 (~230 MB)
+    # 1 Gbit/s for 300 s over SSH: delayed ACKs only, ~4 GB of lines, thinned to 1/16
     assert thin_bits_for(spec(rate=1000, duration=300), budget) == 4
+    # on one kernel of 2 CPUs the receivers ACK at most 4k times a second: 1/2
+    assert acks_per_s(spec(rate=1000), cpus=2) == 2 * ACKS_PER_S_PER_CPU
+    assert thin_bits_for(spec(rate=1000, duration=300), budget, cpus=2) == 1
+    assert acks_per_s(spec(rate=10), cpus=2) == 10e6 / 8 / 1514 / 2  # delayed ACKs below
+
+
+# Traced runs on this machine's local testbed (docs/series.md, "tcp_probe's size"): rate
+# Mbit/s, cubic flows, traffic s, every ACK's trace in bytes.
+MEASURED_TRACES = [
+    (100, 2, 10, 11_328_868), (200, 2, 10, 8_091_031), (500, 2, 10, 7_244_947),
+    (1000, 2, 10, 6_742_893), (1000, 1, 10, 4_933_565), (100, 1, 10, 7_693_051),
+    (150, 1, 10, 7_214_019), (1000, 4, 10, 9_280_094),
+    (100, 2, 20, 21_500_000), (1000, 2, 20, 14_600_000), (1000, 2, 300, 204_200_000),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("rate", "flows", "secs", "size"), MEASURED_TRACES)
+def test_the_trace_budget_holds_every_measured_trace(
+    rate: float, flows: int, secs: float, size: int
+) -> None:
+    """The estimate is at least each measured trace (so a budget it plans for holds),
+    and on 1 Gbit/s within 4x of it (the delayed-ACK estimate was 16-50x)."""
+    s = spec(rate=rate, duration=secs)
+    est = acks_per_s(s, cpus=2) * secs * LINE_BYTES
+    assert size <= est < (4 if rate >= 500 else 2) * size
+    for budget in (2**20, 8 * 2**20, 256 * 2**20):
+        assert size / 2 ** thin_bits_for(s, budget, cpus=2) <= budget
 
 
 def test_tcp_probe_plan_over_ssh(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Hosts inventory: from real Emulab/CloudLab manifests (shared/fixtures) and from the
+"""Hosts inventory: from real Emulab/CloudLab manifests (tests/captures/rspec) and from the
 request RSpec profile.py prints plus the <login> elements a manifest adds."""
 
 from __future__ import annotations
@@ -16,15 +16,13 @@ from ccbench.errors import CcbenchError
 from ccbench.exec_ssh import SshExecutor, SshTarget
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "rspec"
+FIXTURES = REPO / "tests" / "captures" / "rspec"
 
 
 def test_real_one_node_manifests_are_refused_clearly() -> None:
     # Real manifests of a single node called "node-0"/"node": not a dumbbell.
     for name in ("emulab-d430-1node-manifest.xml", "cloudlab-utah-m510-1node-manifest.xml"):
         path = FIXTURES / name
-        if not path.exists():
-            pytest.skip("shared/fixtures not present")
         with pytest.raises(CcbenchError, match="no dumbbell roles among its nodes"):
             inventory.from_manifest(path.read_bytes(), name)
 

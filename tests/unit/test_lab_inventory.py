@@ -51,6 +51,8 @@ def test_a_good_lab_reads_back_as_its_roles(tmp_path: Path) -> None:
     assert lab.emulation.delay == "netem" and lab.router is None
     assert set(lab.as_ssh_inventory().dumbbell(1)) == {"s1", "s2", "r1"}
     assert lab_inventory.pairs_in(str(tmp_path / "lab.yaml"), 1) == 2
+    seed001 = changed(["senders", "s1", "server_port"], 5201)  # iperf3's default, as seed 001
+    assert [s.port for s in load(tmp_path, seed001).senders] == [5201, 5203]
 
 
 BAD = [
@@ -64,8 +66,10 @@ BAD = [
     pytest.param(changed(["emulation"], {"delay": "none", "loss": "iptables"})
                  | {"receivers": {"r1": {**GOOD["receivers"]["r1"], "os": "freebsd"}}},
                  "emulation.loss iptables asked of a FreeBSD receiver", id="iptables on FreeBSD"),
-    pytest.param(changed(["senders", "s2", "server_port"], 5202), "on one receiver port",
-                 id="two senders on one port"),
+    pytest.param(changed(["senders", "s2", "server_port"], 5202), "s1 and s2 on one server "
+                 "port (5202): pin another", id="two senders on one port"),
+    pytest.param(changed(["senders", "s2", "server_port"], 22), "server_port 22 is not a "
+                 "flow's port (5201..6201)", id="a port of another service"),
     pytest.param(changed(["senders", "s1", "os"], "windows"), "unknown os 'windows'",
                  id="unknown os"),
     pytest.param(changed(["emulation", "delay"], "dummynet"), "unknown element 'dummynet'",

@@ -16,10 +16,11 @@ from ccbench.exec import Result
 from ccbench.parse.drops import nft_drops
 from ccbench.roles import LAB_DELAY_ELEMENTS
 from ccbench.spec import Topology
-from ccbench.testbed import base, kinds
+from ccbench.testbed import base, kinds, lab_checks
 from ccbench.testbed import lab_plans as plans
 from ccbench.testbed.lab import LabTestbed
 from ccbench.unproven import Scope, check_path_rtt, not_checkable, scope_of
+from tests.lab_recording import commands
 
 NTH = Topology(pairs=2, rtt_ms=40, loss_mode="nth", loss_rate=0.01)
 RANDOM = Topology(pairs=1, rtt_ms=0, loss_mode="random", loss_rate=0.02)
@@ -69,7 +70,46 @@ def test_ccdelay_at_the_receiver_delays_only_acks_and_echo_replies() -> None:
         ["iptables", "-w", "-A", "OUTPUT", "-p", "icmp", "--icmp-type", "echo-reply", "-m",
          "comment", "--comment", "ccbench", "-j", "NFQUEUE", "--queue-num", "5201"],
     ]  # fmt: skip
-    assert p.stop(123)[-1] == "123"  # only a pid that still is a ccdelay is ended
+    stop = p.stop(123)  # only a pid that still is a ccdelay is ended; its files go
+    assert stop[0][3:] == ["ccbench-ccdelay", "123", *p.files()]
+    assert stop[1][-2:] == ["/var/tmp/ccbench/lab", "/var/tmp/ccbench"]  # if empty
+    assert p.gone(123)[3:] == ["ccbench-ccdelay", "123", *p.files()]
+    pinned = plans.CcdelayAtReceiver("/opt/ccdelay", "t1", plans.covered_ports([5201]))
+    assert pinned.rules()[0][7] == "5201:6201"  # a sender pinned to 5201: covered
+
+
+def test_ccdelay_stop_and_its_check_for_real(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop plan and its check, run here on a process named ccdelay (sleep under
+    that name: the plans recognise it by /proc/PID/comm) and its three files. Its parent
+    never reaps it, as a late-reaping init (this VM's) leaves an orphan: the zombie it
+    stays counts as ended, at once, not after the 2 s a live one is given."""
+    import shutil
+    import subprocess
+    import time
+
+    monkeypatch.setattr(plans, "STATE_DIR", str(tmp_path))
+    el = plans.CcdelayAtReceiver(str(tmp_path / "ccdelay"), "t9")
+    shutil.copy("/bin/sleep", tmp_path / "ccdelay")
+    orphaning = ["sh", "-c", '"$1" 60 & echo $!; exec sleep 60', "x", str(tmp_path / "ccdelay")]
+    parent = subprocess.Popen(orphaning, stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        pid = int(parent.stdout.readline())
+        for f in el.files():
+            Path(f).write_text("x")
+        assert subprocess.run(el.gone(pid)).returncode == 1  # running, files there
+        t0 = time.monotonic()
+        for argv in el.stop(pid):
+            assert subprocess.run(argv, timeout=10).returncode == 0
+        assert time.monotonic() - t0 < 1.5
+        assert "Z" in Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
+        assert not any(Path(f).exists() for f in el.files())
+        assert subprocess.run(el.gone(pid)).returncode == 0
+    finally:
+        parent.kill()
+        parent.wait()
 
 
 @pytest.mark.parametrize(
@@ -128,8 +168,8 @@ def test_sysctls_are_read_and_written_back() -> None:
 def test_only_a_default_root_qdisc_is_replaced() -> None:
     default = [{"kind": "fq_codel", "handle": "0:", "root": True}]
     mine = [{"kind": "htb", "handle": "1:", "root": True}]
-    assert plans.foreign_root(json.dumps(default), "eth0") is None
-    assert plans.foreign_root(json.dumps(mine), "eth0") == "htb 1:"
+    assert lab_checks.foreign_root(json.dumps(default), "eth0") is None
+    assert lab_checks.foreign_root(json.dumps(mine), "eth0") == "htb 1:"
 
 
 # --- the whole `up` plan of a lab with netem, against a recording executor -----------
@@ -139,12 +179,14 @@ class Rec:
 
     def run(self, argv: Any, check: bool = True, timeout: float | None = None) -> Result:
         argv = list(argv)
-        self.log.append((self.node, argv))
         out = ""
-        if argv[:2] == ["sysctl", "-n"]:
-            out = "4096\t131072\t6291456\n" if "mem" in argv[2] else "0\n"
-        elif argv[:3] == ["tc", "-j", "qdisc"]:
-            out = json.dumps([{"kind": "fq_codel", "handle": "0:", "root": True}])
+        for one in commands(argv):  # a batch: each of its commands
+            self.log.append((self.node, one))
+            if one[:2] == ["sysctl", "-n"]:
+                out += "4096\t131072\t6291456\n" if "mem" in one[2] else "0\n"
+            elif one[:3] == ["tc", "-j", "qdisc"]:
+                out += json.dumps([{"kind": "fq_codel", "handle": "0:", "root": True}])
+            out += "ccbench-rc 0\n" if one is not argv else ""
         return Result(tuple(argv), 0, out, "")
 
 
@@ -167,48 +209,29 @@ def netem_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[LabTestb
 def test_a_netem_lab_up_plan_and_its_undo(netem_lab: tuple[LabTestbed, list[Any]]) -> None:
     tb, log = netem_lab
     assert tb.ex("r2").node == "r1"  # both pairs' receiving end is r1
-    st: dict[str, Any] = {}
+    st: dict[str, Any] = {"devs": {"r1": "enp1s0"}}  # found by lab_guard.preflight
     tb._apply(st)
     on_r1 = [a for n, a in log if n == "r1" and a[0] in ("tc", "iptables")]
     assert on_r1 == [
-        ["tc", "-j", "qdisc", "show", "dev", "enp1s0"],
         ["tc", "qdisc", "replace", "dev", "enp1s0", "root", "netem", "delay", "40ms",
          "limit", "1000000"],
         ["iptables", "-w", "-A", "INPUT", "-p", "tcp", "--dport", "5202:6201", "-m", "statistic",
          "--mode", "nth", "--every", "100", "--packet", "0", "-m", "comment", "--comment",
          "ccbench", "-j", "DROP"],
     ]  # fmt: skip
-    what = [(c["node"], c["what"]) for c in st["changes"]]
-    assert ("r1", "netem 40 ms on enp1s0") in what
-    assert ("r1", "iptables loss rule (nth 0.01)") in what
-    assert ("s1", "sysctl net.ipv4.tcp_rmem") in what  # read before, put back by down
+    changes = {(c["node"], c["what"]): c for c in st["changes"]}
+    assert changes[("r1", "netem 40 ms on enp1s0")]["check"] == [lab_checks.root_default("enp1s0")]
+    loss = changes[("r1", "iptables loss rule (nth 0.01)")]
+    assert loss["check"] == [lab_checks.absent(["iptables", "-w", "-C", *on_r1[1][3:]])]
+    rmem = changes[("s1", "sysctl net.ipv4.tcp_rmem")]  # read before, put back by down
+    assert rmem["check"] == [lab_checks.sysctl_is("net.ipv4.tcp_rmem", "4096 131072 6291456")]
     log.clear()
     tb._undo(st["changes"], "test")
-    undone = [(n, a) for n, a in log]
-    assert undone[0] == ("r1", ["iptables", "-w", "-D", *on_r1[2][3:]])  # last change first
-    assert undone[1] == ("r1", ["tc", "qdisc", "del", "dev", "enp1s0", "root"])
+    undone = [(n, a) for n, a in log]  # the hosts at once: each host's last change first
+    back_on_r1 = [a for n, a in undone if n == "r1"]
+    assert back_on_r1[0] == ["iptables", "-w", "-D", *on_r1[1][3:]]  # the loss rule added
+    assert back_on_r1[1] == ["tc", "qdisc", "del", "dev", "enp1s0", "root"]
     assert ("s1", ["sysctl", "-w", "net.ipv4.tcp_rmem=4096 131072 6291456"]) in undone
-
-
-def test_a_receiver_with_a_qdisc_of_its_own_is_not_touched(
-    netem_lab: tuple[LabTestbed, list[Any]], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    tb, log = netem_lab
-    real = Rec.run
-
-    def run(self: Rec, argv: Any, check: bool = True, timeout: float | None = None) -> Result:
-        res = real(self, argv, check, timeout)
-        if list(argv)[:3] == ["tc", "-j", "qdisc"]:
-            return Result(res.argv, 0, json.dumps([{"kind": "htb", "handle": "1:", "root": True}]),
-                          "")  # fmt: skip
-        return res
-
-    monkeypatch.setattr(Rec, "run", run)
-    with pytest.raises(Exception, match=r"r1: enp1s0 has a root qdisc \(htb 1:\)"):
-        tb._apply({})
-    assert not any(a[:3] == ["tc", "qdisc", "replace"] for _, a in log)
-    # what was changed before the refusal was put back (the sysctls)
-    assert any(a[:2] == ["sysctl", "-w"] and "6291456" in a[-1] for _, a in log)
 
 
 # --- what a lab run can prove (ccbench.unproven) ---------------------------------------
@@ -220,8 +243,8 @@ def test_a_lab_without_a_router_names_what_it_cannot_check() -> None:
     lines = not_checkable(scope)
     assert len(lines) == 4 and all(ln.endswith("its buffer is not known)") for ln in lines)
     assert not_checkable(scope_of({"bottleneck": {"node": "rt1"}})) == []
-    flows = [{"flow": 1, "pair": 1, "rtt_min_us": 38000}, {"flow": 2, "pair": 1,
-                                                           "rtt_min_us": 40300}]  # fmt: skip
+    flows = [{"flow": 1, "pair": 1, "min_rtt_us": 38000}, {"flow": 2, "pair": 1,
+                                                           "min_rtt_us": 40300}]  # fmt: skip
     assert check_path_rtt(flows, scope) == [
         "flow 1: min RTT 38.00 ms below the 40.40 ms of its path plus the delay asked "
         "(delay not applied)"]  # fmt: skip
@@ -256,12 +279,11 @@ def test_a_labs_router_is_shaped_as_rt1_and_put_back(
     log: list[tuple[str, list[str]]] = []
     monkeypatch.setattr(tb, "ex", lambda node: Rec(tb.host_of(node), log))
     monkeypatch.setattr(tb, "_find_dev", lambda node: "eth1")
-    st: dict[str, Any] = {}
+    st: dict[str, Any] = {"devs": {"rt1": "eth1"}}  # its root a default one: lab_guard
     tb._apply(st)
     on_rt1 = [a for n, a in log if n == "rt1" and a[0] == "tc"]
-    assert on_rt1[0] == ["tc", "-j", "qdisc", "show", "dev", "eth1"]  # only a default one
-    assert any("tbf" in a and "1000000000bit" in a for a in on_rt1[1:])
-    assert any(a[-3:] == ["pfifo", "limit", "3500"] for a in on_rt1[1:])
+    assert any("tbf" in a and "1000000000bit" in a for a in on_rt1)
+    assert any(a[-3:] == ["pfifo", "limit", "3500"] for a in on_rt1)
     assert st["bottleneck_dev"] == "eth1"
     assert ("rt1", "qdisc eth1 root: shaper and queue") in [
         (c["node"], c["what"]) for c in st["changes"]

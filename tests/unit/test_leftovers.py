@@ -24,9 +24,9 @@ def spawn(proc_dir: Path, *argv: str) -> subprocess.Popen[bytes]:
     return p
 
 
-def sweep(proc_dir: Path) -> leftovers.Swept:
-    out = subprocess.run(leftovers.sweep_argv(str(proc_dir)), capture_output=True, text=True,
-                         check=True, timeout=30).stdout  # fmt: skip
+def sweep(proc_dir: Path, every_testbed: bool = True) -> leftovers.Swept:
+    out = subprocess.run(leftovers.sweep_argv(str(proc_dir), every_testbed), capture_output=True,
+                         text=True, check=True, timeout=30).stdout  # fmt: skip
     return leftovers.parse_sweep(out)
 
 
@@ -51,6 +51,29 @@ def test_a_left_process_is_ended_and_named(tmp_path: Path) -> None:
     assert got.ended == (f"{p.pid} sleep",) and got.killed == ()
     assert got.summary() == "ended 1 process(es) (sleep)"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_testbeds_down_ends_its_own_and_an_up_every_testbeds(tmp_path: Path) -> None:
+    """Each testbed's runs record under its own directory (leftovers.proc_dir): its
+    `down` ends those at once (no fixed 2 s wait) and removes the directory; an `up`
+    sweeps every testbed's."""
+    mine, other = spawn(tmp_path / "t1", "sleep", "60"), spawn(tmp_path / "t2", "sleep", "60")
+    try:
+        t0 = time.monotonic()
+        got = sweep(tmp_path / "t1", every_testbed=False)
+        assert time.monotonic() - t0 < 1.5
+        assert mine.wait(timeout=5) == -15 and other.poll() is None
+        assert got.ended == (f"{mine.pid} sleep",) and got.alive == ()
+        subprocess.run(leftovers.rmdirs_argv(str(tmp_path / "t1"), str(tmp_path)), check=True)
+        assert [p.name for p in tmp_path.iterdir()] == ["t2"]  # not empty: stays
+        assert sweep(tmp_path).ended == (f"{other.pid} sleep",)
+        assert other.wait(timeout=5) == -15
+        subprocess.run(leftovers.rmdirs_argv(str(tmp_path / "t2"), str(tmp_path)), check=True)
+        assert not tmp_path.exists()
+    finally:
+        for p in (mine, other):
+            p.kill()
+            p.wait()
 
 
 def test_one_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
@@ -81,6 +104,9 @@ def test_parse_names_loggers_and_ignores_noise() -> None:
     assert got.ended == ("812 iperf3", "813 ?") and got.killed == ("812",)
     assert got.loggers == ("siftr",)
     assert got.summary() == "ended 2 process(es) (?, iperf3); turned off siftr"
+    stuck = leftovers.parse_sweep("left 9 iperf3\nkilled 9\nalive 9 iperf3\n")
+    assert stuck.alive == ("9 iperf3",)  # even SIGKILL left it (uninterruptible sleep)
+    assert stuck.summary() == "ended 1 process(es) (iperf3); 1 still running after SIGKILL (iperf3)"
 
 
 def test_plans_per_os() -> None:
@@ -91,4 +117,6 @@ def test_plans_per_os() -> None:
     assert len(linux) == 1 and "/sys/kernel/tracing/instances/ccbench-*" in linux[0][2]
     assert len(freebsd) == 1 and freebsd[0][:2] == ["sh", "-c"]
     assert "sysctl net.inet.$m.enabled=0" in freebsd[0][2] and "siftr siftr2" in freebsd[0][2]
-    assert leftovers.sweep_argv()[-1] == leftovers.PROC_DIR
+    assert leftovers.sweep_argv()[-2:] == [leftovers.PROC_DIR, "all"]  # `up`: every testbed's
+    assert leftovers.sweep_argv(leftovers.proc_dir("t1"), every_testbed=False)[-2:] == [
+        f"{leftovers.PROC_DIR}/t1", "one"]  # fmt: skip

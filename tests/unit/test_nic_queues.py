@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from ccbench import record
+from ccbench import record, record_load
 from ccbench.hosts.linux import LinuxHost
 from ccbench.report import data, provenance
 from ccbench.spec import Flow, Topology
@@ -196,7 +196,7 @@ def cond(rate: float) -> data.Conditions:
 def runs_with(tmp_path: Path, nics: list[dict[str, Any]] | None) -> Path:
     runs = tmp_path / "runs"
     shutil.copytree(SMALL / RID, runs / RID)
-    rec = record.load(runs / RID)
+    rec = record_load.load(runs / RID)
     cal = {**(rec.recorded.calibration or {}), "bottleneck": {"node": "rt1", "dev": "eth5"}}
     recorded = rec.recorded.model_copy(update={"calibration": cal}) if rec.recorded else None
     record.write(runs / RID / "summary.json",

@@ -18,10 +18,8 @@ from ccbench.parse.iperf3 import (
 )
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures"
-SHARED_FIXTURE = (
-    Path(__file__).resolve().parents[2].parent
-    / "shared/fixtures/iperf3/linux-sender-iperf3.9-cubic-10s.json"
-)
+# A real iperf 3.9 Linux sender's document from a public repository (README there).
+PUBLIC_39 = CAPTURES / "iperf3.9-linux-sender-cubic-10s-cloudpilot.json"
 
 
 def load(name: str) -> dict[str, Any]:
@@ -29,9 +27,8 @@ def load(name: str) -> dict[str, Any]:
     return doc
 
 
-@pytest.mark.skipif(not SHARED_FIXTURE.exists(), reason="../shared/fixtures is not beside the repo")
-def test_shared_fixture_iperf39_linux_cubic() -> None:
-    r = parse_iperf3(json.loads(SHARED_FIXTURE.read_text()))
+def test_public_iperf39_linux_cubic() -> None:
+    r = parse_iperf3(json.loads(PUBLIC_39.read_text()))
     assert r.version == "3.9"
     assert r.os == "linux"
     assert r.error is None

@@ -67,6 +67,7 @@ def test_cubic_capture_one_socket_exact() -> None:
         "unacked": 90,
         "notsent_bytes": 88328,
         "delivered": 1895,
+        "snd_wnd_bytes": 728064,
         "retrans_now": 2,
         "retrans_total": 4,
         "lost": 2,
@@ -101,6 +102,7 @@ def test_bbr_capture_one_socket_exact() -> None:
     assert r["delivery_rate_bps"] == 56565680.0
     assert r["bytes_acked"] == 1043278
     assert r["send_q_bytes"] == 1036088
+    assert (r["unacked"], r["minrtt_us"], r["snd_wnd_bytes"]) == (137, 6.0, 1848320)
 
 
 def test_bbr_capture_agrees_with_iperf3_json_of_same_run() -> None:

@@ -1,5 +1,5 @@
 """Golden: every parser's streaming entry point gives what its whole-text function
-gives, on every real capture (tests/captures, /work/shared/fixtures) and on the siftr
+gives, on every real capture (tests/captures) and on the siftr
 logs written from the documented formats (tests/captures/freebsd: no real siftr log was
 found in public repositories; the format is sys/netinet/siftr.c, siftr_process_pkt). The
 files are read the way a caller reads raw/: opened, not slurped,
@@ -30,7 +30,6 @@ from ccbench.parse.siftr_stream import SiftrReader, parse_siftr, with_footer
 from ccbench.parse.ss import SsReader, parse_ss_samples
 
 CAP = Path(__file__).resolve().parents[1] / "captures"
-SHARED = Path("/work/shared/fixtures")
 
 
 def names(pattern: str, root: Path = CAP) -> list[Path]:
@@ -115,8 +114,7 @@ def test_irtt_stream_equals_whole(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [*names("iperf3*.json"), *names("run-local-2cubic/iperf3-*.json"),
-     *names("iperf3/*.json", SHARED)],
+    [*names("iperf3*.json"), *names("run-local-2cubic/iperf3-*.json")],
     ids=lambda p: p.name,
 )  # fmt: skip
 def test_iperf3_stream_equals_whole(path: Path) -> None:

@@ -17,6 +17,7 @@ from ccbench.parse.tcp_probe import (
     PROBE_SCHEMA,
     RETRANSMIT_SCHEMA,
     CongStateChange,
+    FastTrace,
     ProbeSample,
     Retransmit,
     TcpTraceReader,
@@ -279,6 +280,25 @@ def test_older_kernel_formats() -> None:
     (r,) = t.retransmits
     assert (r.local, r.peer, r.err, r.tcp_state) == (
         "[2001:db8::1]:40000", "[2001:db8::2]:5201", None, "TCP_ESTABLISHED")  # fmt: skip
+
+
+def test_the_length_field_in_both_spellings() -> None:
+    """The first form of the event printed the payload as `length=`: the line Linux's
+    Documentation/trace/histogram.rst shows (its onchange()/snapshot() example), as
+    printed there; and a line of this kernel's (`data_len=`)."""
+    doc = (
+        "          <idle>-0     [004] ..s7    49.823798: tcp_probe: src=10.0.0.10:54326 "
+        "dest=23.215.104.193:80 mark=0x0 length=32 snd_nxt=0xe3ae2ff5 snd_una=0xe3ae2ecd "
+        "snd_cwnd=10 ssthresh=2147483647 snd_wnd=28960 srtt=19604 rcv_wnd=29312\n"
+    )
+    (old,) = parse_tcp_trace(doc).probes
+    assert (old.data_len, old.local, old.peer) == (32, "10.0.0.10:54326", "23.215.104.193:80")
+    assert (old.inflight_bytes, old.snd_wnd_bytes, old.ssthresh_pkts) == (0x128, 28960, None)
+    (new,) = parse_tcp_trace(read(LOSS).splitlines(keepends=True)[2]).probes
+    assert (new.data_len, new.snd_wnd_bytes) == (0, 65160)
+    # the fast reader takes either spelling too
+    (b,) = FastTrace(io.StringIO(doc)).probe_batches()
+    assert b.column("snd_wnd_bytes").to_pylist() == [28960]
 
 
 def test_bad_value_names_the_line() -> None:

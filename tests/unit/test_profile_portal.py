@@ -1,9 +1,9 @@
 """profile.py as the Emulab portal runs it, under both geni-lib versions.
 
-The portal runs a profile with its own geni-lib (upstream 0.9.9.5, not on PyPI; a copy
-beside the clone, UPSTREAM below), twice: a parameter pass
-(GENILIB_PORTAL_MODE=1, GENILIB_PORTAL_DUMPPARAMS_PATH: the form as JSON) and a request
-pass (GENILIB_PORTAL_PARAMS_PATH holding {"bindings": {name: {"value": v}}},
+The portal runs a profile with its own geni-lib (upstream 0.9.9.5, not on PyPI; the
+modules a profile imports are in vendor/geni-lib-upstream, UPSTREAM below), twice: a
+parameter pass (GENILIB_PORTAL_MODE=1, GENILIB_PORTAL_DUMPPARAMS_PATH: the form as JSON)
+and a request pass (GENILIB_PORTAL_PARAMS_PATH holding {"bindings": {name: {"value": v}}},
 GENILIB_PORTAL_REQUEST_PATH: the request RSpec). Each pass runs here under PyPI's 0.9.9.4
 (the venv's, fixed up by scripts/fix_genilib.py) and under upstream, one profile run per
 process (portal.context is a singleton); the two libraries must write the same form and
@@ -23,14 +23,9 @@ from lxml import etree
 
 REPO = Path(__file__).resolve().parents[2]
 PROFILE = REPO / "profile.py"
-UPSTREAM = REPO.parent / "shared" / "vendor" / "geni-lib-upstream"
+UPSTREAM = REPO / "vendor" / "geni-lib-upstream"
 UBUNTU24 = "urn:publicid:IDN+emulab.net+image+emulab-ops//UBUNTU24-64-STD"
 FBSD142 = "urn:publicid:IDN+emulab.net+image+emulab-ops//FBSD142-64-STD"
-
-needs_upstream = pytest.mark.skipif(
-    not (UPSTREAM / "geni" / "portal.py").is_file(),
-    reason=f"upstream geni-lib not found at {UPSTREAM}",
-)
 
 LIBS = ["pypi-0.9.9.4", "upstream-0.9.9.5"]
 
@@ -144,13 +139,11 @@ def portal_passes(lib, values, tmp_path):
     return json.loads(form.read_text()), request.read_bytes()
 
 
-@needs_upstream
 def test_the_two_libraries_really_differ(tmp_path):
     pypi, upstream = (which_geni(lib, tmp_path) for lib in LIBS)
     assert str(UPSTREAM) in upstream and str(UPSTREAM) not in pypi
 
 
-@needs_upstream
 @pytest.mark.parametrize("case", sorted(GRID))
 def test_portal_passes_give_the_same_request_under_both_libraries(case, tmp_path):
     values = GRID[case]
@@ -178,7 +171,6 @@ def test_portal_passes_give_the_same_request_under_both_libraries(case, tmp_path
         assert canonical(res.stdout.encode()) == canonical(req_a), lib
 
 
-@needs_upstream
 @pytest.mark.parametrize("lib", LIBS)
 def test_parameter_pass_binds_the_defaults(lib, tmp_path):
     form, request = portal_passes(lib, {}, tmp_path)
@@ -187,7 +179,6 @@ def test_parameter_pass_binds_the_defaults(lib, tmp_path):
     assert form["hostOffloads"]["legalValues"][0] == ["default", "OS defaults (as the seed)"]
 
 
-@needs_upstream
 @pytest.mark.parametrize("lib", LIBS)
 def test_bad_values_from_the_portal_are_parameter_errors(lib, tmp_path):
     params = tmp_path / "params.json"
@@ -204,7 +195,6 @@ def test_bad_values_from_the_portal_are_parameter_errors(lib, tmp_path):
     assert "Sender/receiver pairs must be 1 to 4" in res.stderr and "RTT must be even" in res.stderr
 
 
-@needs_upstream
 @pytest.mark.parametrize("lib", LIBS)
 def test_four_pairs_on_1g_d430s_is_a_parameter_error_in_the_portal(lib, tmp_path):
     """The portal binds every parameter of the form (its defaults, then the user's
@@ -232,7 +222,6 @@ GENI = "{http://www.geni.net/resources/rspec/3}"
 DELAY = "{http://www.protogeni.net/resources/rspec/ext/delay/1}"
 
 
-@needs_upstream
 @pytest.mark.parametrize("lib", LIBS)
 def test_link_shaping_asks_for_a_delay_node_emulab_inserts(lib, tmp_path):
     """Link shaping is a delayed link rt1 - rt2 with "no bandwidth shaping": Emulab puts a
@@ -256,7 +245,6 @@ def test_link_shaping_asks_for_a_delay_node_emulab_inserts(lib, tmp_path):
     assert core.find(EMULAB + "force_nobwshaping").get("enabled") == "true"
 
 
-@needs_upstream
 @pytest.mark.parametrize("lib", LIBS)
 @pytest.mark.parametrize("case", sorted(GRID))
 def test_no_loss_is_asked_of_emulab(case, lib, tmp_path):
@@ -292,7 +280,6 @@ def reported(stderr):
     return sorted(out)
 
 
-@needs_upstream
 @pytest.mark.parametrize("lib", LIBS)
 def test_port_checks_in_the_portal(lib, tmp_path):
     """The port checks as the portal runs them, under both geni-libs: a router needs

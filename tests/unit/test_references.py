@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ccbench import matrix, record
+from ccbench import matrix, record_load
 from ccbench.config import parse_yaml
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix, Reference
@@ -24,7 +24,8 @@ from ccbench.report import checks, provenance
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "config" / "examples"
-SEEDS = REPO.parent / "shared" / "seeds"
+# The seeds' tables, verbatim excerpts (their sources: tests/captures/README.md).
+SEEDS = REPO / "tests" / "captures" / "seeds"
 
 
 def write_inventory(d: Path, oses: tuple[str, ...], pairs: int = 2) -> Path:
@@ -76,13 +77,12 @@ def test_seed001_covers_the_whole_emulab_table(tmp_path: Path) -> None:
                            "throughput_sum_mbps": 526.0, "jain": 0.976}  # fmt: skip
 
 
-@pytest.mark.skipif(not SEEDS.is_dir(), reason="../shared/seeds is not here")
 @pytest.mark.parametrize("n", ["000", "001", "002", "003", "004"])
 def test_every_reference_number_is_in_its_seed(n: str, tmp_path: Path) -> None:
     """Each value (or, for seed 004's MBps and the fairness in %, the published figure
     it was converted from) appears in the seed's text."""
     cfg = parse_yaml((EXAMPLES / f"emulab-seed{n}.yaml").read_bytes(), n)
-    text = next(SEEDS.glob(f"{n}_*.txt")).read_text()
+    text = (SEEDS / f"seed{n}-excerpt.txt").read_text()
     assert cfg["references"], f"emulab-seed{n}.yaml quotes no number"
     for r in cfg["references"]:
         assert r["source"].startswith(f"seed {n}")
@@ -194,7 +194,7 @@ def test_report_nics_local_says_veths_and_ssh_shows_the_records(tmp_path: Path) 
            "tx_ring_set": 64,
            "offloads": {"tso": "off", "gro": "off"}}  # fmt: skip
     small = REPO / "tests" / "fixtures" / "results-small" / "runs" / "two-flows-bbr-r1-3c359d7e"
-    base = record.load(small).to_dict()
+    base = record_load.load(small).to_dict()
     for rid, notes in (("a", [note]), ("b", [note]), ("c", [])):
         (tmp_path / rid).mkdir()
         (tmp_path / rid / "summary.json").write_text(

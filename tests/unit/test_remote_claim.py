@@ -13,6 +13,7 @@ import yaml
 from ccbench import instruments, leftovers
 from ccbench.exec import Result
 from ccbench.spec import Topology
+from tests.lab_recording import commands
 
 NODES = ["r1", "rt1", "rt2", "s1"]
 
@@ -22,7 +23,8 @@ class Rec:
         self.name, self.log = name, log
 
     def run(self, argv: Any, **kw: Any) -> Result:
-        self.log.append((self.name, list(argv)))
+        for one in commands(list(argv)):  # a batch (one round trip): each of its commands
+            self.log.append((self.name, one))
         return Result(tuple(argv), 0, "", "")
 
     def close(self) -> None:

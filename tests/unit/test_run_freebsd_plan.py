@@ -14,6 +14,7 @@ from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.instruments import Recording
 from ccbench.instruments.siftr import LOG as SIFTR_LOG
 from ccbench.instruments.siftr import Siftr
+from ccbench.roles import NoDelay, dumbbell
 from ccbench.run_senders import prepare_senders as _prepare_senders
 from ccbench.spec import Flow, RunSpec, Topology, Variant
 from ccbench.summarize import summarize
@@ -42,6 +43,7 @@ class RecordingEx:
 
 class FakeTestbed:
     kind = "ssh"
+    roles = dumbbell(1, None, NoDelay())  # its flows' ports: layout.flow_port
 
     def __init__(self) -> None:
         self.exs = {"s1": RecordingEx()}

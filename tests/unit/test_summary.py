@@ -25,7 +25,7 @@ def test_flows_come_from_the_iperf3_json() -> None:
         assert f["bytes_received"] == doc["end"]["sum_received"]["bytes"]
         assert f["retransmits"] == doc["end"]["sum_sent"]["retransmits"]
         assert f["cc_used"] == doc["end"]["sender_tcp_congestion"] == "cubic"
-        assert f["rtt_max_us"] == doc["end"]["streams"][0]["sender"]["max_rtt"]
+        assert f["srtt_max_us"] == doc["end"]["streams"][0]["sender"]["max_rtt"]
 
 
 def test_aggregates_bottleneck_and_validity() -> None:
@@ -186,7 +186,7 @@ def test_a_hidden_queue_reason_names_what_the_counters_saw(tmp_path: Path) -> No
     )
     led = {"softnet_time_squeeze": 31, "softnet_backlog_pkts": 2}
     assert validity.hidden_queue_cause(led, {"late_share": 0.012}) == (
-        "31 softnet time squeezes (the kernel's receive processing ran out "
+        "seen: 31 softnet time squeezes (the kernel's receive processing ran out "
         "of budget); 2 softnet backlog drops; the delay element released 1.20% of packets "
         "> 5 ms late"
     )

@@ -31,7 +31,8 @@ def test_the_fast_reader_gives_the_plain_readers_numbers(name: str, chunk: int) 
     plain = parse_tcp_trace(text)
     fast = FastTrace(io.StringIO(text), chunk_bytes=chunk)
     batches = list(fast.probe_batches())
-    cols = ("t_s", "local", "peer", "cwnd_pkts", "ssthresh_pkts", "srtt_us", "inflight_bytes")
+    cols = ("t_s", "local", "peer", "cwnd_pkts", "ssthresh_pkts", "srtt_us", "inflight_bytes",
+            "snd_wnd_bytes")  # fmt: skip
     got = [row for b in batches
            for row in zip(*(b.column(c).to_pylist() for c in cols), strict=True)]  # fmt: skip
     want = [tuple(getattr(p, c) for c in cols) for p in plain.probes]

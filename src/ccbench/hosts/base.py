@@ -76,6 +76,12 @@ class HostDriver(NodeDriver, Protocol):
         """name -> command whose stdout is recorded as provenance."""
         ...
 
+    def receive_buffer_facts(self) -> Argv:
+        """One command printing what bounds a receiver's advertised window (its socket
+        buffer limits and autotuning), `name = value` or `name: value` per line: facts.json
+        `receivers`, what a receive-window-limited flow's reason names."""
+        ...
+
     def kernel_identity(self) -> dict[str, Argv]:
         """name -> command: what names the running kernel (ccbench.kernel.identity
         joins their outputs into one line; facts() records them too)."""

@@ -162,6 +162,10 @@ class FreeBSDHost:
         return {"kernel": ["sysctl", "-n", "kern.version", "kern.ident"],
                 "build_id": ["sysctl", "-n", "kern.build_id"]}  # fmt: skip
 
+    def receive_buffer_facts(self) -> Argv:
+        return ["sysctl", "kern.ipc.maxsockbuf", "net.inet.tcp.recvspace",
+                "net.inet.tcp.recvbuf_max", "net.inet.tcp.recvbuf_auto"]  # fmt: skip
+
     def facts(self) -> dict[str, Argv]:
         def sysctl(oid: str) -> Argv:
             return ["sysctl", "-n", oid]

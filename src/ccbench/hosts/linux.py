@@ -117,6 +117,12 @@ class LinuxHost:
             "iperf3": ["iperf3", "--version"],
         }
 
+    def receive_buffer_facts(self) -> Argv:
+        # tcp_rmem is per namespace; rmem_max host-wide (net/core/sysctl_net_core.c)
+        return ["sysctl", "net.ipv4.tcp_rmem", "net.core.rmem_max",
+                "net.ipv4.tcp_moderate_rcvbuf", "net.ipv4.tcp_window_scaling",
+                "net.ipv4.tcp_adv_win_scale"]  # fmt: skip
+
     def nic_records(self) -> Argv:
         """The NIC records emulab/lib-linux.sh record_nic wrote (driver, link speed, TX
         ring asked vs set, offloads: /var/tmp/ccbench/nic-<interface>.json), one JSON
@@ -264,14 +270,19 @@ class LinuxHost:
              "limit", "1000000"],
         ]  # fmt: skip
 
-    def loss(self, topo: Topology, chain: str = "INPUT") -> list[Argv]:
+    def loss(
+        self, topo: Topology, chain: str = "INPUT", ports: tuple[int, int] | None = None
+    ) -> list[Argv]:
         """Drop incoming TCP at a receiver with iptables `statistic`, like seed 001, on
-        the flows' server ports only (seed 001: `--dport 5201`): TCP on the control
+        the flows' server ports only (seed 001: `--dport 5201`; `ports`: first and last,
+        default layout's BASE_PORT + 1 .. BASE_PORT + MAX_FLOWS): TCP on the control
         network, ccbench's own SSH among it, is never dropped."""
         if topo.loss_mode == "none" or topo.loss_rate <= 0:
             return []
-        ports = f"{layout.BASE_PORT + 1}:{layout.BASE_PORT + layout.MAX_FLOWS}"
-        base = ["iptables", "-w", "-A", chain, "-p", "tcp", "--dport", ports, "-m", "statistic"]
+        lo, hi = ports or (layout.BASE_PORT + 1, layout.BASE_PORT + layout.MAX_FLOWS)
+        ports_arg = f"{lo}:{hi}"
+        base = ["iptables", "-w", "-A", chain, "-p", "tcp", "--dport", ports_arg, "-m",
+                "statistic"]  # fmt: skip
         if topo.loss_mode == "nth":
             every = max(2, round(1 / topo.loss_rate))
             return [[*base, "--mode", "nth", "--every", str(every), "--packet", "0", "-j", "DROP"]]

@@ -7,6 +7,7 @@ here, its parser in ccbench.parse, and a line in REGISTRY.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.bql import TxQueueLimits
 from ccbench.instruments.counters import TcpCounters
 from ccbench.instruments.cpu import RouterCpu
+from ccbench.instruments.interfaces import Interfaces
 from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.instruments.siftr import Siftr
 from ccbench.instruments.sockstat import Sockstat
@@ -48,6 +50,7 @@ REGISTRY: dict[str, type[Instrument]] = {
         QdiscSampler,
         Sockstat,
         TcpCounters,
+        Interfaces,
         TxQueueLimits,
         RouterCpu,
     )
@@ -101,10 +104,12 @@ def traced_twin_names() -> list[str]:
     return [c.name for c in REGISTRY.values() if c.in_traced_twin]
 
 
-def for_run(tb: Testbed, spec: RunSpec) -> list[Instrument]:
-    """The instruments a run of `spec` on `tb` records with (an untraced run: none that
-    works per packet)."""
-    kinds = [c for c in REGISTRY.values()
+def for_run(
+    tb: Testbed, spec: RunSpec, registry: Mapping[str, type[Instrument]] = REGISTRY
+) -> list[Instrument]:
+    """The instruments of `registry` (the package's unless a caller brings its own set)
+    a run of `spec` on `tb` records with (an untraced run: none that works per packet)."""
+    kinds = [c for c in registry.values()
              if not (spec.tracing == "untraced" and c.cost is Cost.PER_PACKET)]  # fmt: skip
     return [i for c in kinds if (i := c.for_run(tb, spec)) is not None]
 
@@ -119,11 +124,12 @@ def summary_parts(
     rd: RawDir, spec: RunSpec, records: dict[str, Instrument]
 ) -> tuple[dict[str, Any], list[str]]:
     """The parts of a run's summary that its instruments give (summary key -> value, in
-    REGISTRY's order; only those that recorded), and the reasons they find."""
+    REGISTRY's order; only those that recorded, or that read a run before their record:
+    `without_record`), and the reasons they find."""
     parts: dict[str, Any] = {}
     reasons: list[str] = []
     for name, cls in REGISTRY.items():
-        rec = records.get(name)
+        rec = records.get(name) or cls.without_record(rd)
         if rec is not None and cls.summary_key is not None:
             part = rec.summary_part(rd, spec)
             parts[cls.summary_key] = part.value

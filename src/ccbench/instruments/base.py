@@ -15,18 +15,18 @@ records only when the config's `record:` names it, with the options it declares
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from ccbench.exec import Proc
 from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.needs import Need, Needs
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
 if TYPE_CHECKING:
-    from ccbench.record import RunRecord
     from ccbench.timeseries_sink import Sink
 
 
@@ -109,6 +109,14 @@ class Instrument:
     sender_rank: ClassVar[int | None] = None
     # Its part of summary.json (`summary_part`) is under this key; None: it has none.
     summary_key: ClassVar[str | None] = None
+    # That part's type (its Part declared in the instrument's module) and description:
+    # ccbench.record adds it to RunRecord as `summary_key` (null where it did not
+    # record). None: RunRecord declares the field itself (the instruments before this).
+    summary_type: ClassVar[Any] = None
+    summary_doc: ClassVar[str] = ""
+    # What it needs on the nodes it runs on (`hosts`), by their OS: the run checks
+    # before it starts anything (ccbench.needs).
+    needs: ClassVar[dict[str, Needs]] = {}
 
     procs: list[Proc] = field(default_factory=list, init=False)
 
@@ -121,6 +129,15 @@ class Instrument:
     def senders_on(cls, tb: Testbed, spec: RunSpec) -> list[str]:
         """The run's senders whose OS this instrument records on."""
         return [n for n in spec.senders if tb.driver(n).os in cls.oses]
+
+    def hosts(self) -> list[str]:
+        """The nodes it runs commands on (those whose OS it has `needs` for are asked)."""
+        return []
+
+    def wants(self, tb: Testbed) -> list[Need]:
+        """What it needs on which node: `needs` by the OS of each of its `hosts`."""
+        return [Need(n, tb.ex(n), self.needs[os], self.name)
+                for n in self.hosts() if (os := tb.driver(n).os) in self.needs]  # fmt: skip
 
     def start(self, rec: Recording) -> None:
         """Before the traffic (the clients are spawned and held at their gate)."""
@@ -162,14 +179,23 @@ class Instrument:
         """Its rows of the run's time series into `sink` (timeseries_sink: each file's
         rows once the file read whole; a problem in `rd` naming a file that does not)."""
 
+    @classmethod
+    def without_record(cls, rd: RawDir) -> Self | None:
+        """For a run whose meta.json kept no record of it (made before instruments had
+        records) but whose raw files it can still read: the instrument that gives its
+        summary part from them; None: it gives none then."""
+        return None
+
     def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
         """Its part of the run's summary (an instrument with a `summary_key`), read from
         its record and raw files; a file that does not read is a problem in `rd`."""
         raise NotImplementedError
 
     @classmethod
-    def series_caption(cls, summaries: list[RunRecord | None]) -> str:
-        """How the figures' cwnd/srtt were sampled when its rows are the finest."""
+    def series_caption(cls, summaries: Sequence[Any]) -> str:
+        """How the figures' cwnd/srtt were sampled when its rows are the finest;
+        `summaries`: the runs' records (RunRecord or None), each instrument typing what
+        it reads of them (a Protocol in its module)."""
         return f"{cls.name} samples"
 
     # --- what a crashed run of it may leave --------------------------------------------

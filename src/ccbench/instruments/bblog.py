@@ -18,6 +18,7 @@ from ccbench import layout
 from ccbench.fetch import FetchFailed
 from ccbench.instruments.base import Cost, Instrument, Recording, SummaryPart, need
 from ccbench.layout import RawDir
+from ccbench.needs import Needs
 from ccbench.parse.pcapng import check_pcapng_file
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -44,6 +45,7 @@ class Bblog(Instrument):
     oses = ("freebsd",)
     optional = True
     summary_key = "bblog"
+    needs = {"freebsd": Needs(("tcplog_dumper",))}  # a package, not in the base system
 
     # node -> {"files": [{file, node_bytes, fetched_bytes, blocks, problem}], "problem"}
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -54,6 +56,9 @@ class Bblog(Instrument):
             return None
         nodes = cls.senders_on(tb, spec)
         return cls(nodes={n: {"files": [], "problem": None} for n in nodes}) if nodes else None
+
+    def hosts(self) -> list[str]:
+        return list(self.nodes)
 
     def start(self, rec: Recording) -> None:
         for node in self.nodes:

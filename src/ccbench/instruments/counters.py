@@ -13,6 +13,7 @@ from typing import Any, Self
 from ccbench import layout
 from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
 from ccbench.layout import RawDir
+from ccbench.needs import Needs
 from ccbench.parse.netstat_freebsd import freebsd_retransmit_causes, parse_netstat_tcp
 from ccbench.parse.nstat import (
     RetransmitCauses,
@@ -42,6 +43,7 @@ class TcpCounters(BeforeAfter):
     cost = Cost.SNAPSHOT
     oses = tuple(PLANS)
     summary_key = "retransmit_causes"
+    needs = {os: Needs((argv[0],)) for os, argv in PLANS.items()}
 
     nodes: dict[str, str] = field(default_factory=dict)  # node -> its OS
 
@@ -49,6 +51,9 @@ class TcpCounters(BeforeAfter):
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
         nodes = {n: tb.driver(n).os for n in spec.senders if tb.driver(n).os in PLANS}
         return cls(nodes=nodes) if nodes else None
+
+    def hosts(self) -> list[str]:
+        return list(self.nodes)
 
     def snapshots(self, rec: Recording, when: str) -> list[tuple[str, list[str], str]]:
         return [(n, PLANS[o], layout.tcp_counters(n, when)) for n, o in self.nodes.items()]

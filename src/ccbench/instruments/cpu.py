@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from ccbench import layout
-from ccbench.instruments.base import BeforeAfter, Cost, Recording, need
+from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
+from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.parse.procstat import usage_between
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -19,6 +21,7 @@ class RouterCpu(BeforeAfter):
     description = "/proc/stat on the bottleneck router before and after"
     cost = Cost.SNAPSHOT
     oses = ()  # the router's
+    summary_key = "router_cpu"
 
     node: str = ""
 
@@ -35,3 +38,21 @@ class RouterCpu(BeforeAfter):
     def from_record(cls, d: Any) -> Self:
         need(isinstance(d, dict) and isinstance(d.get("node"), str), "not {node}")
         return cls(node=d["node"])
+
+    @classmethod
+    def without_record(cls, rd: RawDir) -> Self | None:
+        return cls() if any(rd.exists(layout.cpu(w)) for w in (BEFORE, AFTER)) else None
+
+    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+        """CPU use at the bottleneck router over the traffic, from the two reads; None
+        where one is missing or they do not read (a problem naming them)."""
+        before_name, after_name = layout.cpu(BEFORE), layout.cpu(AFTER)
+        before, after = (rd.text(n, required=True) for n in (before_name, after_name))
+        if before is None or after is None:
+            return SummaryPart(None)
+        try:
+            return SummaryPart(usage_between(before, after))
+        except ValueError as e:
+            where = after_name if "backwards" in str(e) else f"{before_name}/{after_name}"
+            rd.problem(where, str(e))
+            return SummaryPart(None)

@@ -14,6 +14,7 @@ from ccbench import layout
 from ccbench.instruments.base import Cost, Instrument, Recording, SeriesContext, need
 from ccbench.jsonio import is_number
 from ccbench.layout import RawDir
+from ccbench.needs import Needs
 from ccbench.roles import BOTTLENECK_ROUTER
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -32,6 +33,7 @@ class QdiscSampler(Instrument):
     description = "the bottleneck's qdisc counters every interval (tc -s -j)"
     cost = Cost.SAMPLED
     oses = ()  # the bottleneck router's, not a sender's
+    needs = {"linux": Needs(("bash", "tc"))}  # hosts.linux qdisc_sampler
 
     node: str = ""
     dev: str = ""
@@ -46,6 +48,9 @@ class QdiscSampler(Instrument):
         node, dev = tb.bottleneck
         argv = tb.driver(node).qdisc_sampler(dev, spec.qdisc_interval_s)
         return cls(node=node, dev=dev, interval_s=spec.qdisc_interval_s, argv=argv[3:])
+
+    def hosts(self) -> list[str]:
+        return [self.node]
 
     @property
     def file(self) -> str:

@@ -6,8 +6,9 @@ the summary (`siftr`) says how each node's log was taken."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from ccbench import layout
 from ccbench.fetch import FetchFailed
@@ -21,11 +22,11 @@ from ccbench.instruments.base import (
     need,
 )
 from ccbench.layout import RawDir
+from ccbench.part import Part, d
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
 if TYPE_CHECKING:
-    from ccbench.record import RunRecord
     from ccbench.timeseries_sink import Sink
 
 LOG = "/var/tmp/ccbench-siftr.log"
@@ -38,6 +39,28 @@ SIFTR_OFF = (
     'if [ "$(sysctl -n net.inet.$m.enabled 2>/dev/null)" = 1 ]; then '
     'sysctl net.inet.$m.enabled=0 >/dev/null && echo "logger $m"; fi; done'
 )
+
+
+# summary.json `siftr`: node -> how its log was taken (RunRecord's field, by summary_key).
+class SiftrLogging(Part):
+    logger: str = d("siftr or siftr2")
+    ppl: int | None = d("every ppl-th packet of a flow logged (null: not recorded)", None)
+    port_filter: int | None = d("the one port logged (0: every port)", None)
+    log_bytes_est: int | None = d("the log's size as planned, bytes", None)
+    within_budget: bool | None = d("false: even the largest ppl overran siftr_budget_mb", None)
+    resolution: str | None = d("how finely the cwnd/srtt series are sampled, for the report",
+                               None)  # fmt: skip
+    fetch_node_bytes: int | None = d("the log's size on the node, bytes", None)
+    fetch_fetched_bytes: int | None = d("bytes that crossed the link (gzip -1 when large)",
+                                        None)  # fmt: skip
+    fetch_seconds: float | None = d("wall time of the fetch, s", None)
+
+
+class WithSiftr(Protocol):
+    """What the caption reads of a run's record (ccbench.record.RunRecord has it)."""
+
+    @property
+    def siftr(self) -> dict[str, SiftrLogging] | None: ...
 
 
 @dataclass
@@ -68,7 +91,7 @@ class Siftr(Instrument):
             mine = [(k, f) for k, f in enumerate(spec.flows, start=1) if f.sender == node]
             plan = siftr_plan.choose_ppl(
                 [(f.start_s, f.duration_s) for _, f in mine],
-                [layout.BASE_PORT + k for k, _ in mine],
+                [layout.flow_port(rec.tb.roles, spec, k) for k, _ in mine],
                 spec.topology.rate_bps, logger=logger,
                 budget_bytes=int(spec.siftr_budget_mb * 2**20),
                 frame_bytes=spec.topology.frame_bytes,
@@ -142,7 +165,7 @@ class Siftr(Instrument):
         samplers.siftr_rows(rd, ctx.t0, ctx.local_to_flow, sink)
 
     @classmethod
-    def series_caption(cls, summaries: list[RunRecord | None]) -> str:
+    def series_caption(cls, summaries: Sequence[WithSiftr | None]) -> str:
         """How finely each FreeBSD sender's log was taken (its every Nth packet)."""
         how: list[str] = []
         for rec in summaries:

@@ -23,6 +23,7 @@ from ccbench.instruments.base import (
     need,
 )
 from ccbench.layout import RawDir
+from ccbench.needs import Needs
 from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -47,18 +48,22 @@ class Sockstat(Instrument):
     cost = Cost.SNAPSHOT
     oses = ("freebsd",)
     summary_key = "sockstat"
+    needs = {"freebsd": Needs(("sockstat",))}
 
     samples: list[Sample] = field(default_factory=list)
 
     @classmethod
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
         samples = [
-            Sample(k, f.sender, f"{tb.address(f.receiver)}:{layout.BASE_PORT + k}",
+            Sample(k, f.sender, f"{tb.address(f.receiver)}:{layout.flow_port(tb.roles, spec, k)}",
                    layout.sockstat(k))
             for k, f in enumerate(spec.flows, start=1)
             if tb.driver(f.sender).sockstat_tcp() is not None
         ]  # fmt: skip
         return cls(samples=samples) if samples else None
+
+    def hosts(self) -> list[str]:
+        return list(dict.fromkeys(s.node for s in self.samples))
 
     def during(self, rec: Recording) -> list[Action]:
         out: list[Action] = []

@@ -1,5 +1,6 @@
 """`ss -tinH` every `ss_interval_s` on each Linux sender (ccbench.parse.ss reads it): cwnd,
-RTT and delivery rate per socket, sampled."""
+ssthresh, unacked segments, the peer's window, RTT and the kernel's minimum, delivery
+rate and a BBR flow's model per socket, sampled (docs/series.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from ccbench import layout
 from ccbench.instruments.base import Cost, Instrument, Recording, SeriesContext, need
 from ccbench.jsonio import is_number
 from ccbench.layout import RawDir
+from ccbench.needs import Needs
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -25,6 +27,7 @@ class Ss(Instrument):
     cost = Cost.SAMPLED
     oses = ("linux",)
     sender_rank = 2
+    needs = {"linux": Needs(("bash", "ss"))}  # hosts.linux SS_LOOP
 
     interval_s: float = 0.1
     nodes: list[str] = field(default_factory=list)
@@ -35,6 +38,9 @@ class Ss(Instrument):
             return None
         nodes = [n for n in spec.senders if tb.driver(n).ss_sampler(spec.ss_interval_s)]
         return cls(interval_s=spec.ss_interval_s, nodes=nodes) if nodes else None
+
+    def hosts(self) -> list[str]:
+        return list(self.nodes)
 
     def start(self, rec: Recording) -> None:
         for node in self.nodes:

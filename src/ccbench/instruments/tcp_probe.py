@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Self
@@ -37,14 +38,15 @@ from ccbench.instruments.base import (
     is_int,
     need,
 )
+from ccbench.instruments.events import WithTcpEvents
 from ccbench.layout import RawDir
+from ccbench.needs import Need, Needs
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 from ccbench.testbed.kinds import kind
 
 if TYPE_CHECKING:
     from ccbench.parse.tcp_probe import FastTrace
-    from ccbench.record import RunRecord
     from ccbench.timeseries_sink import FileRows, Sink
 
 TRACEFS = "/sys/kernel/tracing"
@@ -52,7 +54,19 @@ EVENTS = ("tcp_probe", "tcp_cong_state_set", "tcp_retransmit_skb")
 NODE_FILE = "/var/tmp/ccbench-tcp-probe.txt"
 HOST = "host"  # the reader's name on a one-kernel testbed
 BUFFER_KB = 16384  # per CPU: absorbs the reader's stalls at 1 Gbit/s
-LINE_BYTES = 300  # one tcp_probe line as this kernel prints it (tests/captures/tracefs)
+# One tcp_probe line as this kernel prints it: 308-313 bytes on average in each traced
+# run of docs/series.md's table (the comm name's length varies), rounded up.
+LINE_BYTES = 320
+# ACKs a sender receives per second on a one-kernel testbed, at most, per CPU. GRO and
+# LRO are off on every receiver interface (ethtool -k), yet above ~100 Mbit/s the
+# receivers ACK far less often than every second segment: Linux ACKs at once only when
+# the receive window moves, i.e. once the application has read (__tcp_ack_snd_check,
+# net/ipv4/tcp_input.c), and with every host on this machine's two vCPUs iperf3 reads
+# more per wake-up as the load grows. Measured (docs/series.md, "tcp_probe's size"):
+# at most 3.6k ACKs/s in all, 1.6-3.0k/s from 125 Mbit/s up (42 segments per ACK for
+# one flow at 780 Mbit/s). Assumed to grow with the CPUs (only this 2-vCPU VM was
+# measured); over SSH (each sender its own machine) only delayed ACKs are assumed.
+ACKS_PER_S_PER_CPU = 2000
 SEQ_WINDOW_BITS = 12  # thinning keeps whole 4 KiB windows of sequence space
 DRAIN_S = 2.0  # after the events are off: until the reader's file stops growing
 # Marker: the trace clock at this line is the wall-clock time it names.
@@ -84,11 +98,18 @@ def port_filter(ports: list[int], thin_bits: int = 0) -> str:
     return expr
 
 
-def thin_bits_for(spec: RunSpec, budget_bytes: int) -> int:
-    """How many bits of sequence space to thin by so the trace stays in budget: the
-    bottleneck's rate in full-size segments, an ACK per two (delayed ACKs)."""
-    acks = spec.topology.rate_bps / 8 / spec.topology.frame_bytes / 2 * spec.traffic_s
-    est = acks * LINE_BYTES
+def acks_per_s(spec: RunSpec, cpus: int | None = None) -> float:
+    """The ACKs a trace reader should expect per second: the bottleneck's rate in
+    full-size segments, an ACK per two (delayed ACKs, RFC 5681 4.2), and on a
+    one-kernel testbed of `cpus` CPUs at most ACKS_PER_S_PER_CPU per CPU."""
+    delayed = spec.topology.rate_bps / 8 / spec.topology.frame_bytes / 2
+    return delayed if cpus is None else min(delayed, ACKS_PER_S_PER_CPU * cpus)
+
+
+def thin_bits_for(spec: RunSpec, budget_bytes: int, cpus: int | None = None) -> int:
+    """How many bits of sequence space to thin by so the trace stays in budget, from
+    the ACKs expected (acks_per_s) over the traffic, LINE_BYTES each."""
+    est = acks_per_s(spec, cpus) * spec.traffic_s * LINE_BYTES
     return 0 if est <= budget_bytes else math.ceil(math.log2(est / budget_bytes))
 
 
@@ -128,16 +149,28 @@ class TcpProbe(Instrument):
         linux = cls.senders_on(tb, spec)
         if not linux:
             return None
-        nodes = [HOST] if kind(tb.kind).caps.one_kernel else linux
+        one_kernel = kind(tb.kind).caps.one_kernel
+        nodes = [HOST] if one_kernel else linux
+        cpus = os.cpu_count() if one_kernel else None  # whose receivers share them
         return cls(
             instance=instance(tb.id),
-            ports=[layout.BASE_PORT + k for k in range(1, len(spec.flows) + 1)],
-            thin_bits=thin_bits_for(spec, int(opts["budget_mb"] * 2**20)),
+            ports=[layout.flow_port(tb.roles, spec, k) for k in range(1, len(spec.flows) + 1)],
+            thin_bits=thin_bits_for(spec, int(opts["budget_mb"] * 2**20), cpus),
             readers=[Reader(n, trace_file(n)) for n in nodes],
         )
 
+    def wants(self, tb: Testbed) -> list[Need]:
+        """A kernel that can mount tracefs, where each reader runs (this machine for
+        a one-kernel testbed's)."""
+        return [Need("this machine" if r.node == HOST else r.node, self._ex_on(tb, r),
+                     Needs(features=("tracefs",)), self.name) for r in self.readers]  # fmt: skip
+
     def _ex(self, rec: Recording, r: Reader) -> Executor:
-        return NetnsExecutor(None) if r.node == HOST else rec.tb.ex(r.node)
+        return self._ex_on(rec.tb, r)
+
+    @staticmethod
+    def _ex_on(tb: Testbed, r: Reader) -> Executor:
+        return NetnsExecutor(None) if r.node == HOST else tb.ex(r.node)
 
     def start(self, rec: Recording) -> None:
         for r in self.readers:
@@ -240,7 +273,7 @@ class TcpProbe(Instrument):
         trace_rows(rd, ctx, sink, record.thinning if record else None)
 
     @classmethod
-    def series_caption(cls, summaries: list[RunRecord | None]) -> str:
+    def series_caption(cls, summaries: Sequence[WithTcpEvents | None]) -> str:
         """Every ACK, unless the budget thinned them (then it says how)."""
         thin = {r.tcp_events.acks_thinned for r in summaries if r and r.tcp_events}
         if thin <= {None}:
@@ -328,9 +361,10 @@ def _trace_offset(rd: RawDir, name: str) -> float | None:
 
 
 def trace_rows(rd: RawDir, ctx: SeriesContext, sink: Sink, thinning: str | None) -> None:
-    """The traces' per-ACK rows (Linux senders: cwnd, srtt) into `sink`, each file's once
-    it read whole, and their congestion events into its statistics; a trace without its
-    marker or that does not parse gives no rows and one problem naming it."""
+    """The traces' per-ACK rows (Linux senders: cwnd, ssthresh, bytes in flight, the
+    peer's window, srtt) and congestion-state rows (CA_STATE) into `sink`, each file's
+    once it read whole, and their congestion events into its statistics; a trace
+    without its marker or that does not parse gives no rows and one problem naming it."""
     # pandas and pyarrow are loaded where runs are read, not where they are planned
     from ccbench.parse.tcp_probe import FastTrace
     from ccbench.timeseries_samplers import add_sender_rows, as_float, open_stored, read_whole
@@ -345,19 +379,24 @@ def trace_rows(rd: RawDir, ctx: SeriesContext, sink: Sink, thinning: str | None)
         if fh is None:
             continue
         rows = sink.file_rows()
-        events = _Events(local_to_flow, None if t0 is None else offset - t0)
+        events = _Events(local_to_flow, None if t0 is None else offset - t0, rows)
         trace = FastTrace(fh, on_other=events.add)
 
         def read(
             fh: IO[str] = fh, trace: FastTrace = trace, rows: FileRows = rows,
-            offset: float = offset,
+            offset: float = offset, events: _Events = events,
         ) -> None:  # fmt: skip
             with fh:
                 for b in trace.probe_batches():
                     add_sender_rows(rows, b, local_to_flow, t0, offset, TcpProbe.name, {
                         "cwnd_bytes": as_float(b.column("cwnd_pkts")) * ctx.mss_bytes,
                         "rtt_us": as_float(b.column("srtt_us")),
+                        # NaN while infinite (no reduction yet: null in the batch)
+                        "ssthresh_bytes": as_float(b.column("ssthresh_pkts")) * ctx.mss_bytes,
+                        "inflight_bytes": as_float(b.column("inflight_bytes")),
+                        "rwnd_bytes": as_float(b.column("snd_wnd_bytes")),
                     })  # fmt: skip
+                events.flush()
 
         if not read_whole(rd, name, rows, f"a {TcpProbe.name} trace", read):
             continue
@@ -367,6 +406,8 @@ def trace_rows(rd: RawDir, ctx: SeriesContext, sink: Sink, thinning: str | None)
 
 
 MAX_MARKS = 500  # event times kept per kind and flow (the counts are whole)
+CA_STATE = "ca_state"  # the source of the congestion-state rows
+CA_ROWS = 4096  # state changes held before they join the file's rows
 # A congestion state entered -> the count and the times it adds to (enum tcp_ca_state,
 # include/net/tcp.h: Recovery is fast recovery, Loss follows an RTO).
 ENTERED = {"TCP_CA_Recovery": ("recoveries", "recovery_s"), "TCP_CA_Loss": ("rtos", "rto_s")}
@@ -376,12 +417,19 @@ class _Events:
     """One trace's recoveries (entries into TCP_CA_Recovery), RTOs (into TCP_CA_Loss) and
     retransmissions per flow, times from the traffic start (`shift`: trace clock to
     that; None: unknown, nothing kept), gathered as the trace streams past: counts whole,
-    at most MAX_MARKS times each, so memory does not grow with the trace."""
+    at most MAX_MARKS times each, so memory does not grow with the trace. With `rows`,
+    also one CA_STATE row per change of a flow's state (the same changes the counts
+    count: an RTO re-entering Loss is one), given to `rows` CA_ROWS at a time and at
+    `flush`."""
 
-    def __init__(self, local_to_flow: dict[str, int], shift: float | None) -> None:
+    def __init__(
+        self, local_to_flow: dict[str, int], shift: float | None, rows: FileRows | None = None
+    ) -> None:
         self.local_to_flow = local_to_flow
         self.shift = shift
         self.flows: dict[int, dict[str, Any]] = {}
+        self._rows = rows
+        self._changes: list[tuple[int, float, int]] = []  # (flow, t_s, state code)
 
     def add(self, rec: Any) -> None:
         from ccbench.parse.tcp_probe import CongStateChange, Retransmit
@@ -394,6 +442,10 @@ class _Events:
         # a fast recovery is entered once (tcp_enter_recovery).
         if isinstance(rec, CongStateChange) and (rec.state == "TCP_CA_Loss"
                                                  or rec.state != rec.prev_state):  # fmt: skip
+            if self._rows is not None:
+                self._changes.append((k, rec.t_s + self.shift, rec.state_code))
+                if len(self._changes) >= CA_ROWS:
+                    self.flush()
             entered = ENTERED.get(rec.state)
             if entered is not None:
                 count, times = entered
@@ -402,6 +454,17 @@ class _Events:
                     f[times].append(round(rec.t_s + self.shift, 4))
         elif isinstance(rec, Retransmit):
             f["retransmits"] += 1
+
+    def flush(self) -> None:
+        """The state changes held, as rows of their file."""
+        if self._rows is None or not self._changes:
+            return
+        import pandas as pd
+
+        flow, t_s, code = zip(*self._changes, strict=True)
+        self._rows.add(pd.DataFrame({"flow": flow, "t_s": t_s, "source": CA_STATE,
+                                     "ca_state": [float(c) for c in code]}))  # fmt: skip
+        self._changes = []
 
     def merge_into(self, sink: Sink, lost_events: int, thinning: str | None) -> None:
         """Into the statistics (summary.json `tcp_events`), once the trace read whole."""

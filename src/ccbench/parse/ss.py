@@ -8,7 +8,7 @@ bare flags, the CC name and the `send`/`pacing_rate`/`delivery_rate` pairs.
 
 Units as ss prints them: rtt/rttvar/minrtt/mrtt in ms (converted to us here), cwnd
 and ssthresh in packets (segments), rates as `<n>[K|M|G|T]bps` with 1000-based
-prefixes, bytes_* in bytes. Fields ss leaves out (it omits zero `lost`, `reord_seen`,
+prefixes, bytes_* and snd_wnd in bytes. Fields ss leaves out (it omits zero `lost`, `reord_seen`,
 absent `ssthresh` in slow start, ...) are None.
 
 A file is read as a stream with SsReader (one record in memory at a time; dicts or
@@ -51,6 +51,9 @@ _INT_KEYS = {
     "unacked": "unacked",
     "notsent": "notsent_bytes",
     "delivered": "delivered",
+    # tcpi_snd_wnd (the window the peer advertised, in bytes), printed when non-zero
+    # by iproute2's misc/ss.c tcp_stats_print (iproute2 6.1 on kernel 6.18 here do)
+    "snd_wnd": "snd_wnd_bytes",
 }
 FIELDS = (
     "t_s",
@@ -75,6 +78,7 @@ FIELDS = (
     "unacked",
     "notsent_bytes",
     "delivered",
+    "snd_wnd_bytes",
     "retrans_now",
     "retrans_total",
     "lost",

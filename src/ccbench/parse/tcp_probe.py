@@ -10,10 +10,16 @@ plumbing can read the same from events/tcp/<event>/format):
   the data. `family=AF_INET src=10.250.0.1:36200 dest=10.250.0.2:5201 mark=0x0
   data_len=0 snd_nxt=0xcb68a5b6 snd_una=0xcb68a591 snd_cwnd=10 ssthresh=2147483647
   snd_wnd=65160 srtt=95 rcv_wnd=64512 sock_cookie=2 skbaddr=... skaddr=...`.
+  The length field was first printed `length=` (Linux's Documentation/trace/
+  histogram.rst still shows such a line, `mark=0x0 length=32 snd_nxt=...`); both
+  spellings are read (data_len below).
   snd_cwnd is in segments (tcp_snd_cwnd()); there is no MSS, so cwnd in bytes needs
-  the MSS from elsewhere (ss). ssthresh is tcp_current_ssthresh(): 2147483647
+  the MSS from elsewhere (ss). ssthresh is tcp_current_ssthresh() (include/net/tcp.h:
+  snd_ssthresh during a cwnd reduction, else max(snd_ssthresh, 3/4 cwnd)): 2147483647
   (TCP_INFINITE_SSTHRESH) until the first reduction; read as None here, as ss omits
-  it. srtt is `tp->srtt_us >> 3`: microseconds. Older kernels print fewer fields
+  it. srtt is `tp->srtt_us >> 3`: microseconds. snd_wnd is `tp->snd_wnd`: the window
+  the peer advertised, scaled, in bytes (the most the sender may have outstanding by
+  the peer's receive buffer). Older kernels print fewer fields
   (4.19: no `family=`; no `skbaddr=`/`skaddr=` before 2024); fields are read by
   name, so a missing one is None.
 - tcp_cong_state_set (not in 4.19), fired by tcp_set_ca_state() on every call, also
@@ -74,7 +80,7 @@ class ProbeSample:
     local: str
     peer: str
     family: str | None
-    data_len: int | None
+    data_len: int | None  # payload bytes (`data_len=`, older kernels `length=`)
     cwnd_pkts: int | None
     ssthresh_pkts: int | None  # None: infinite (no reduction yet)
     srtt_us: float | None
@@ -255,25 +261,13 @@ class TcpTraceReader:
         mss = self._mss if isinstance(self._mss, int) or self._mss is None else (
             self._mss.get((local, peer)))  # fmt: skip
         return (
-            t_s,
-            local,
-            peer,
-            f.get("family"),
-            _opt(f, "data_len", 10),
-            cwnd,
-            ssthresh,
-            None if srtt is None else float(srtt),
-            _opt(f, "snd_wnd", 10),
-            _opt(f, "rcv_wnd", 10),
-            nxt,
-            una,
-            inflight,
-            mss,
+            t_s, local, peer, f.get("family"),
+            _opt(f, "data_len" if "data_len" in f else "length", 10),
+            cwnd, ssthresh, None if srtt is None else float(srtt),
+            _opt(f, "snd_wnd", 10), _opt(f, "rcv_wnd", 10), nxt, una, inflight, mss,
             cwnd * mss if cwnd is not None and mss is not None else None,
-            _opt(f, "mark", 16),
-            f.get("sock_cookie"),
-            f.get("skaddr"),
-        )
+            _opt(f, "mark", 16), f.get("sock_cookie"), f.get("skaddr"),
+        )  # fmt: skip
 
 
 def parse_tcp_trace(text: str, mss_bytes: MssBytes = None) -> TcpTrace:
@@ -409,13 +403,14 @@ def _sk_addrs(f: dict[str, str]) -> tuple[str, str]:
 # line the regex does not take is an error, never a silent gap.
 _PROBE_FAST = re.compile(
     r" (\d+\.\d+): tcp_probe: (?:family=\w+ )?src=(\S+) dest=(\S+) mark=\w+ \w+=\d+ "
-    r"snd_nxt=(\w+) snd_una=(\w+) snd_cwnd=(\d+) ssthresh=(\d+) snd_wnd=\d+ srtt=(\d+) "
+    r"snd_nxt=(\w+) snd_una=(\w+) snd_cwnd=(\d+) ssthresh=(\d+) snd_wnd=(\d+) srtt=(\d+) "
 )
 _PROBE_TAG = ": tcp_probe: "
 CHUNK_BYTES = 8 << 20
 FAST_SCHEMA = pa.schema([("t_s", pa.float64()), ("local", pa.string()), ("peer", pa.string()),
                          ("cwnd_pkts", pa.int64()), ("ssthresh_pkts", pa.int64()),
-                         ("srtt_us", pa.float64()), ("inflight_bytes", pa.int64())])  # fmt: skip
+                         ("srtt_us", pa.float64()), ("inflight_bytes", pa.int64()),
+                         ("snd_wnd_bytes", pa.int64())])  # fmt: skip
 
 
 class FastTrace:
@@ -479,7 +474,7 @@ class FastTrace:
 
 
 def _fast_batch(rows: list[tuple[str, ...]]) -> pa.RecordBatch:
-    t, src, dst, nxt, una, cwnd, ssthresh, srtt = zip(*rows, strict=True)
+    t, src, dst, nxt, una, cwnd, ssthresh, snd_wnd, srtt = zip(*rows, strict=True)
     n = len(rows)
     # %#x: "0x1f", but "0" for zero; int(x, 16) reads both.
     inflight = (np.fromiter((int(x, 16) for x in nxt), np.int64, n)
@@ -493,4 +488,5 @@ def _fast_batch(rows: list[tuple[str, ...]]) -> pa.RecordBatch:
         pa.array(thresh, mask=thresh >= INFINITE_SSTHRESH),
         pa.array(np.array(srtt, dtype=np.float64)),
         pa.array(inflight),
+        pa.array(np.array(snd_wnd, dtype=np.int64)),
     ], schema=FAST_SCHEMA)  # fmt: skip

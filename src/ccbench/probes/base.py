@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ccbench.needs import NOTHING, Needs
+
 
 @dataclass(frozen=True)
 class ProbePlan:
@@ -49,6 +51,13 @@ class ProbeTool:
     raw_file: ClassVar[str]  # in raw/
     oses: ClassVar[tuple[str, ...]] = ("linux",)  # sender OSes it runs on
     description: ClassVar[str]
+    # What the sender (client) and the receiver (its servers) need (ccbench.needs).
+    client_needs: ClassVar[Needs] = NOTHING
+    server_needs: ClassVar[Needs] = NOTHING
+
+    def needs(self, flent_test: str) -> tuple[Needs, Needs]:
+        """(the client's, the servers') needs for a run asking `flent_test`."""
+        return self.client_needs, self.server_needs
 
     def plan(self, s: ProbeSettings, sender_os: str) -> ProbePlan:
         raise NotImplementedError

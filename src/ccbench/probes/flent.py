@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from ccbench.errors import CcbenchError
+from ccbench.needs import Needs
 from ccbench.parse.flent import FlentSeries, parse_flent_gz
 from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
 from ccbench.probes.irtt import IRTT_PORT, irtt_server
@@ -33,9 +34,17 @@ class Flent(ProbeTool):
     name = "flent"
     raw_file = "probe.flent.gz"
     description = "a flent test (ping: fping ICMP + irtt UDP)"
+    client_needs = Needs(("flent", "fping", "irtt"))
+    server_needs = Needs(("irtt",))
 
     def needs_netperf(self, flent_test: str) -> bool:
         return FLENT_TESTS.get(flent_test, False)
+
+    def needs(self, flent_test: str) -> tuple[Needs, Needs]:
+        if not self.needs_netperf(flent_test):
+            return self.client_needs, self.server_needs
+        return (self.client_needs | Needs(("netperf",)),
+                self.server_needs | Needs(("netserver",)))  # fmt: skip
 
     def plan(self, s: ProbeSettings, sender_os: str) -> ProbePlan:
         if s.flent_test not in FLENT_TESTS:

@@ -9,6 +9,7 @@ from pathlib import Path
 from ccbench import layout
 from ccbench.jsonio import read_json
 from ccbench.layout import open_text
+from ccbench.needs import Needs
 from ccbench.parse.fping import count_asked, read_fping
 from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
 
@@ -18,6 +19,7 @@ class Fping(ProbeTool):
     raw_file = "probe-fping.txt"
     oses = ("linux", "freebsd")
     description = "ICMP echo, a timestamped line per probe"
+    client_needs = Needs(("fping",))
 
     def plan(self, s: ProbeSettings, sender_os: str) -> ProbePlan:
         ms = max(1, round(s.interval_s * 1000))

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from ccbench.layout import open_text
+from ccbench.needs import Needs
 from ccbench.parse.irtt import parse_irtt
 from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
 
@@ -20,6 +21,7 @@ class Irtt(ProbeTool):
     name = "irtt"
     raw_file = "probe-irtt.json"
     description = "UDP round trips"
+    client_needs = server_needs = Needs(("irtt",))
 
     def plan(self, s: ProbeSettings, sender_os: str) -> ProbePlan:
         ms = max(1, round(s.interval_s * 1000))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ccbench.layout import open_text
+from ccbench.needs import Needs
 from ccbench.parse.ping import read_ping
 from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
 
@@ -14,6 +15,7 @@ class Ping(ProbeTool):
     raw_file = "probe-ping.txt"
     oses = ("linux", "freebsd")
     description = "ICMP echo"
+    client_needs = Needs(("ping",))
 
     def plan(self, s: ProbeSettings, sender_os: str) -> ProbePlan:
         from ccbench.hosts import driver_for

@@ -1,11 +1,15 @@
 """One run's record: what `ccbench parse` writes as summary.json and every reader
 (aggregate, the report) reads, through this one typed model.
 
-The record is versioned (`schema`); ccbench.upgrade brings a summary.json of an
-earlier version forward before it is read here, so no reader knows older layouts.
-Every key is a described field (parts.py), and a key a writer adds without describing
-it here is refused: the summary.json reference (docs/summary-reference.md) is generated
-from these descriptions and cannot drift from what is written.
+The record is versioned (`schema`); ccbench.record_load reads a summary.json, brought
+forward by ccbench.upgrade from an earlier version, into it, so no reader knows older
+layouts. This package is the data only: it imports nothing that reads runs.
+Every key is a described field (parts.py, or an instrument's own module), and a key a
+writer adds without describing it is refused: the summary.json reference
+(docs/summary-reference.md) is generated from these descriptions and cannot drift from
+what is written. An instrument's part is a field by its `summary_key`: declared below
+for the instruments that predate this, added from the registry for any other (its
+`summary_type`, declared once in its module).
 """
 
 from __future__ import annotations
@@ -14,9 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import Field
+from pydantic.fields import FieldInfo
 
-from ccbench import jsonio, layout, upgrade
-from ccbench.errors import CcbenchError
+from ccbench import instruments, jsonio, upgrade
+from ccbench.instruments.events import TcpEvents
+from ccbench.instruments.siftr import SiftrLogging
 from ccbench.record.parts import (
     BblogFiles,
     Bottleneck,
@@ -33,10 +39,8 @@ from ccbench.record.parts import (
     RetransmitCauses,
     RouterCpu,
     RttExcess,
-    SiftrLogging,
     Sockstat,
     Srtt,
-    TcpEvents,
     Waiting,
     d,
 )
@@ -129,22 +133,31 @@ class RunRecord(Part):
         return dict(jsonio.clean(self.model_dump(mode="json", by_alias=True)))
 
 
+def _instrument_parts() -> None:
+    """Each registered instrument's part that RunRecord does not declare itself, as a
+    field named by its `summary_key`, of its `summary_type` or null: an instrument
+    declares its part once, in its own module. (pydantic builds a model's fields when
+    the class is made; these are added to them and the model rebuilt.)"""
+    added = False
+    for cls in instruments.REGISTRY.values():
+        key = cls.summary_key
+        if key is None or key in RunRecord.model_fields:
+            continue
+        if cls.summary_type is None:
+            raise TypeError(f"instrument {cls.name}: part {key} has no summary_type")
+        RunRecord.__pydantic_fields__[key] = FieldInfo.from_annotated_attribute(
+            cls.summary_type | None, d(cls.summary_doc, None)
+        )
+        added = True
+    if added:
+        RunRecord.model_rebuild(force=True)
+
+
+_instrument_parts()
+
+
 def write(path: Path, rec: RunRecord) -> None:
     jsonio.write_json(path, rec.to_dict())
 
 
-def load(run_dir: Path) -> RunRecord:
-    """A run directory's summary.json in the current layout; CcbenchError (one line)
-    when it is missing or not a run record."""
-    path = run_dir / layout.SUMMARY
-    doc = jsonio.read_json(path)
-    if not isinstance(doc, dict):
-        raise CcbenchError(f"{path}: missing or not a JSON object")
-    try:
-        return RunRecord.from_dict(upgrade.summary(doc, run_dir))
-    except ValueError as e:
-        first = str(e).splitlines()[:3]
-        raise CcbenchError(f"{path}: not a run record ({'; '.join(first)})") from None
-
-
-__all__ = ["SCHEMA", "FlowResult", "RunRecord", "load", "write"]
+__all__ = ["SCHEMA", "FlowResult", "RunRecord", "write"]

@@ -5,18 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-
-class Part(BaseModel):
-    """A piece of the record: its keys are exactly these fields (a writer that adds a key
-    without describing it here fails), read-only once built."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def d(text: str, default: Any = ...) -> Any:
-    return Field(default, description=text)
+from ccbench.part import Part, d
 
 
 class FlowResult(Part):
@@ -27,13 +16,36 @@ class FlowResult(Part):
     start_s: float = d("start offset, s")
     duration_s: float = d("length asked, s")
     streams: int = d("parallel TCP connections (iperf3 -P)")
+    server_port: int | None = d(
+        "the port its iperf3 server listened on, as the client connected to it "
+        "(start.connected[].remote_port; layout.flow_port decides it)",
+        None,
+    )
     throughput_bps: float | None = d("receiver-side goodput, iperf3 end.sum_received")
     sender_throughput_bps: float | None = d("sender-side rate, iperf3 end.sum_sent")
     bytes_received: int | None = d("bytes the receiver got")
     retransmits: int | None = d("segments the sender retransmitted")
-    rtt_min_us: float | None = d("sender TCP_INFO minimum RTT, µs (iperf3 end)")
-    rtt_mean_us: float | None = d("sender TCP_INFO mean RTT, µs")
-    rtt_max_us: float | None = d("sender TCP_INFO maximum RTT, µs")
+    srtt_min_us: float | None = d(
+        "iperf3's smallest smoothed RTT (tcpi_rtt, sampled once per interval), µs "
+        "(end.streams[].sender.min_rtt): above the kernel's minimum while a queue stands"
+    )
+    srtt_mean_us: float | None = d("iperf3's mean of those smoothed RTT samples, µs")
+    srtt_max_us: float | None = d("iperf3's largest of those smoothed RTT samples, µs")
+    min_rtt_us: float | None = d(
+        "the kernel's minimum RTT of the connection, µs: Linux tcpi_min_rtt (ss `minrtt`, "
+        "its smallest over the run's samples); FreeBSD, which exports no minimum, the "
+        "smallest srtt siftr logged (an upper bound); null where neither was sampled",
+        None,
+    )
+    min_rtt_source: str | None = d("where min_rtt_us comes from (null: not sampled)", None)
+    rwnd_limited_share: float | None = d(
+        "share of the sender's samples with bytes in flight within 2 segments of the "
+        "receiver's advertised window (above 0.2 the run is invalid: it measured the "
+        "receive buffer); null where no source gave both",
+        None,
+    )
+    rwnd_source: str | None = d("the samples rwnd_limited_share counts: tcp_probe, ss, siftr",
+                                None)  # fmt: skip
     max_cwnd_bytes: int | None = d("largest congestion window, bytes")
     raw: str | None = d("the raw file it came from (raw/iperf3-K.json)")
 
@@ -180,20 +192,6 @@ class ProbeRecord(Part):
     error: str | None = d("why the probe's file could not be read", None)
 
 
-class SiftrLogging(Part):
-    logger: str = d("siftr or siftr2")
-    ppl: int | None = d("every ppl-th packet of a flow logged (null: not recorded)", None)
-    port_filter: int | None = d("the one port logged (0: every port)", None)
-    log_bytes_est: int | None = d("the log's size as planned, bytes", None)
-    within_budget: bool | None = d("false: even the largest ppl overran siftr_budget_mb", None)
-    resolution: str | None = d("how finely the cwnd/srtt series are sampled, for the report",
-                               None)  # fmt: skip
-    fetch_node_bytes: int | None = d("the log's size on the node, bytes", None)
-    fetch_fetched_bytes: int | None = d("bytes that crossed the link (gzip -1 when large)",
-                                        None)  # fmt: skip
-    fetch_seconds: float | None = d("wall time of the fetch, s", None)
-
-
 class Srtt(Part):
     source: str = d("finest source of the senders' RTT: ss, siftr, else iperf3")
     samples: int = d("samples")
@@ -257,30 +255,6 @@ class RetransmitCauses(Part):
     causes: list[str] = d("the causes the counters show: timeout, fast-retransmit, "
                           "tail-loss-probe, lost-retransmit, spurious-rto, dsack")  # fmt: skip
     raw: list[str] = d("the counter snapshots it came from (before, after)")
-
-
-class TcpEventsFlow(Part):
-    flow: int = d("flow number")
-    recoveries: int = d("fast-recovery episodes (entries into TCP_CA_Recovery)")
-    rtos: int = d(
-        "retransmission timeouts: each expiry sets TCP_CA_Loss, again while in it "
-        "(the flow's data connection; the counters' timeouts also count iperf3's "
-        "control connection)"
-    )
-    retransmits: int = d(
-        "retransmissions (tcp_retransmit_skb: one per skb, which may carry several segments)"
-    )
-    recovery_s: list[float] = d("when each recovery began, s from the traffic start "
-                                "(the first MAX_MARKS)")  # fmt: skip
-    rto_s: list[float] = d("when each RTO fired, s from the traffic start (the first "
-                           "MAX_MARKS)")  # fmt: skip
-
-
-class TcpEvents(Part):
-    source: str = d("the instrument whose trace they came from")
-    acks_thinned: str | None = d("how the per-ACK samples were thinned; null: every ACK")
-    lost_events: int = d("events the kernel's trace buffer dropped (0: none)")
-    flows: list[TcpEventsFlow] = d("per flow, its congestion events")
 
 
 class BblogFiles(Part):

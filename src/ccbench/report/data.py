@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from ccbench import layout, record, upgrade
+from ccbench import layout, record_load, upgrade
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix
 from ccbench.record import RunRecord
@@ -260,7 +260,7 @@ def run_summary(runs_dir: Path, run_id: str) -> RunRecord | None:
     of `parse` and input of the rules that build figures and the report, so Snakemake
     knows when what they show changed."""
     try:
-        return record.load(runs_dir / run_id)
+        return record_load.load(runs_dir / run_id)
     except CcbenchError:
         return None
 

@@ -99,6 +99,7 @@ def _scenario_figs(figs: list[dict[str, Any]], scen: str) -> dict[str, Any]:
         "queue_figs": [f for f in sf if f["kind"] == "queue_cdf"],
         "load_figs_title": _load_figs_title(sf),
         "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
+        "zoom_figs": [f for f in sf if f["kind"] == "zoom"],
     }
 
 

@@ -1,7 +1,8 @@
 """Every figure of a results set, plus figures.json (the manifest the document reads).
 
-Per scenario: one time-series figure per variant (throughput, cwnd, srtt), a bar chart
-of the throughput sum, a throughput-vs-delay scatter, the other metrics, the CDF of RTT
+Per scenario: one time-series figure per variant (throughput, cwnd, srtt) and one of its
+first loss episodes zoomed (report.zoom), a bar chart of the throughput sum, a
+throughput-vs-delay scatter, the other metrics, the CDF of RTT
 under load (the probe) and, with several flows, Jain's index over time. Across scenarios
 that differ only in their loss: throughput vs loss rate with the Mathis model. Only
 valid runs are plotted; captions count the invalid (and skipped) ones so nothing
@@ -28,7 +29,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from ccbench import jsonio, timeseries  # noqa: E402
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
 from ccbench.model import Matrix  # noqa: E402
-from ccbench.report import behaviour, data, plots, style, tsplot  # noqa: E402
+from ccbench.report import behaviour, data, plots, style, tsplot, zoom  # noqa: E402
 from ccbench.report.fmt import fmt  # noqa: E402
 
 # Printed sizes (inches) on an A4 landscape page with 14 mm margins (10.5 in wide).
@@ -250,8 +251,9 @@ def _timeseries(w: _Writer, sc: _Scene) -> None:
             else ""
         )
         cap = (
-            f"{v}{tag} in {scen}: throughput per iperf3 interval, cwnd and srtt from "
-            f"{tsplot.cwnd_source(series, sc.runs_dir)}.{qtext} Full colour: the flows of {rep} "
+            f"{v}{tag} in {scen}: throughput {tsplot.throughput_caption(series)}; cwnd and "
+            f"srtt from {tsplot.cwnd_source(series, sc.runs_dir)}.{qtext} Full colour: the "
+            f"flows of {rep} "
             "(repetition "
             f"{int(r['repetition'])}, the valid run closest to the median throughput sum, "
             f"{fmt(r['throughput_sum_mbps'], 1)} Mbit/s); "
@@ -321,6 +323,7 @@ def _jain_time(w: _Writer, sc: _Scene) -> None:
     scen, cond = sc.scen, sc.cond
     runs = sc.runs()
     series = []
+    sources: set[str] = set()
     for v in sc.variants:
         g = sc.runs(v)
         rep = data.representative(g[g["valid"]])
@@ -331,6 +334,7 @@ def _jain_time(w: _Writer, sc: _Scene) -> None:
         if ts is None:
             continue
         t, j = timeseries.jain_series(ts, data.run_flows(sc.matrix, rep), cond.interval_s)
+        sources.add(timeseries.throughput_source(ts))
         conv = float(r["convergence_s"])  # the run's, computed once when it was parsed
         series.append(
             behaviour.JainRun(v, sc.colour(v), v == sc.baseline, int(r["repetition"]), t, j, conv)
@@ -344,8 +348,9 @@ def _jain_time(w: _Writer, sc: _Scene) -> None:
         scenario=scen,
         kind="jain_time",
         variant=None,
-        caption=f"{scen}: Jain's fairness index over the flows' receiver-side iperf3 "
-        f"throughput per {fmt(cond.interval_s, None)} s interval, from the last flow start "
+        caption=f"{scen}: Jain's fairness index over the flows' throughput "
+        f"({'; '.join(timeseries.throughput_label(s) for s in sorted(sources))}), per "
+        f"{fmt(cond.interval_s, None)} s interval, from the last flow start "
         f"until the first flow ends, of each variant's representative run (the valid run "
         f"closest to the median throughput sum). Dot: convergence, the first interval from "
         f"which the index stays ≥ {fmt(JAIN_CONVERGED, None)} for {fmt(JAIN_WINDOW_S, None)} s "
@@ -370,6 +375,10 @@ def _scenario(
     variants = [v for v in matrix.variant_labels if v in set(runs["variant"])]
     sc = _Scene(tables, runs_dir, matrix, scen, cond, variants, colours, matrix.baseline)
     _timeseries(w, sc)
+    looks = [(v, sc.colour(v), sc.tag(v)) for v in variants]
+    for i, v, fig, cap in zoom.figures(tables, runs_dir, cond, looks, PAGE_W):
+        w.save(fig, f"{_slug(scen)}-zoom-{i:02d}-{_slug(v)}.png", scenario=scen, kind="zoom",
+               variant=v, caption=cap)  # fmt: skip
     _probe(w, sc)
     _queue_cdf(w, sc)
     if cond.n_flows > 1:

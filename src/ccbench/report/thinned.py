@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
 from ccbench.instruments import SENDER_SOURCES
+from ccbench.timeseries import COLUMNS
 
 FULL_ROWS = 400_000  # about 45 MB as a DataFrame
 BUCKETS = 4_000  # per flow and source: more than a figure has pixels across
@@ -25,7 +27,17 @@ EXTREMES = ("cwnd_bytes", "rtt_us")
 
 
 def load(path: Path) -> pd.DataFrame:
-    """The run's rows, thinned as above when the file is larger than FULL_ROWS."""
+    """The run's rows, thinned as above when the file is larger than FULL_ROWS, with
+    every column of timeseries.COLUMNS (NaN where a file written before it lacks it)."""
+    return _all_columns(_load(path))
+
+
+def _all_columns(df: pd.DataFrame) -> pd.DataFrame:
+    missing = [c for c in COLUMNS if c not in df.columns]
+    return df.assign(**dict.fromkeys(missing, np.nan)) if missing else df
+
+
+def _load(path: Path) -> pd.DataFrame:
     pf = pq.ParquetFile(path)
     if pf.metadata.num_rows <= FULL_ROWS:
         return pd.read_parquet(path)

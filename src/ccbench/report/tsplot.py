@@ -72,12 +72,12 @@ def drop_events(q: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _flow_series(ts: pd.DataFrame, flow: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
-    """(t, y) of one flow; cwnd and RTT from ss/siftr (finer) when the run has them."""
+    """(t, y) of one flow; throughput as delivered (the receiver's intervals) where the
+    run has them; cwnd and RTT from the finest sender source the run has."""
     col = {"tput": "throughput_bps", "cwnd": "cwnd_bytes", "rtt": "rtt_us"}[metric]
     f = ts[(ts["flow"] == flow) & ts[col].notna()]
-    src = "iperf3"
-    if metric != "tput":  # the sender's own finer samples: ss (Linux) or siftr (FreeBSD)
-        src = timeseries.finest_source(f)
+    # cwnd and RTT: the sender's own finer samples, tcp_probe, ss (Linux) or siftr (FreeBSD)
+    src = timeseries.throughput_source(ts) if metric == "tput" else timeseries.finest_source(f)
     f = f[f["source"] == src].sort_values("t_s")
     return f["t_s"].to_numpy(float), f[col].to_numpy(float)
 
@@ -97,7 +97,8 @@ def limits_for(series: Sequence[RunSeries], cond: Conditions) -> Limits:
         if ts.empty:
             continue
         t_max = max(t_max, float(ts["t_s"].max()))
-        tput = max(tput, float(ts.loc[ts["source"] == "iperf3", "throughput_bps"].max()) / 1e6)
+        tp = ts.loc[ts["source"] == timeseries.throughput_source(ts), "throughput_bps"]
+        tput = max(tput, float(tp.max()) / 1e6)
         cwnd = max(cwnd, float(ts["cwnd_bytes"].max()))
         rtt = max(rtt, float(ts["rtt_us"].max()) / 1e3)
     cwnd_ref = cond.bdp_bytes + (0 if math.isnan(cond.queue_bytes) else cond.queue_bytes)
@@ -299,6 +300,13 @@ def _queue_panel(
     if cond.topology.queue_limit_pkts:
         _refs(ax, [(float(cond.topology.queue_limit_pkts), "limit")], ymax)
     ax.set_ylabel("queue (pkts)")
+
+
+def throughput_caption(series: Sequence[RunSeries]) -> str:
+    """What the throughput panel draws (timeseries.throughput_label), naming both kinds
+    when the runs differ (some made before servers reported intervals)."""
+    srcs = sorted({timeseries.throughput_source(s.ts) for s in series if not s.ts.empty})
+    return "; ".join(timeseries.throughput_label(s) for s in srcs) or "per iperf3 interval"
 
 
 def cwnd_source(series: Sequence[RunSeries], runs_dir: Path) -> str:

@@ -36,7 +36,6 @@ from ccbench.summarize.runfiles import (
     calibration_reasons,
     calibration_record,
     recorded,
-    router_cpu_of,
     run_failed,
     sender_setup_reasons,
 )
@@ -58,10 +57,9 @@ def summarize(raw: Path) -> dict[str, Any]:
     delay_method = cal.get("delay_method") if cal else None
     delay = delay_element(rd, needed=delay_method == "ccdelay")
     losses = loss_ledger(rd)
-    held_cause = validity.hidden_queue_cause(losses, delay)
+    held_cause = validity.hidden_queue_cause(losses, delay, cal)
     flows, results, flow_reasons = flows_of(rd, spec, rcs, held_cause, scope.buffer_known)
     reasons += flow_reasons
-    reasons += unproven.check_path_rtt(flows, scope)
     total = throughput_sum(spec, flows)
     reasons += sender_setup_reasons(rd)
     reasons += calibration_reasons(rd, cal, delay, delay_method)
@@ -78,8 +76,7 @@ def summarize(raw: Path) -> dict[str, Any]:
         reasons += validity.check_probe(probe, spec.probe_tool)
     util = metrics.utilization_pct(total, spec.topology.rate_bps) if total is not None else None
     reasons += validity.check_plausibility(spec, results, util, bneck)
-    cpu = router_cpu_of(rd)
-    # sockstat, siftr, retransmit_causes, bblog: the parts of the instruments that recorded
+    # sockstat, siftr, retransmit_causes, bblog, router_cpu, interfaces: the instruments' parts
     parts, part_reasons = instruments.summary_parts(rd, spec, meta.instruments)
     reasons += part_reasons
     nics = nics_of(rd)  # provenance: facts.json is checked to be an object here
@@ -102,7 +99,6 @@ def summarize(raw: Path) -> dict[str, Any]:
         **({"kernel": kern} if kern is not None else {}),
         **parts,
         "probe": probe,
-        "router_cpu": cpu,
         "calibration": calibration_record(cal),
         **({"not_checkable": unproven.not_checkable(scope)} if not scope.buffer_known else {}),
         "valid": not reasons,
@@ -150,9 +146,9 @@ def _skipped(spec: RunSpec, reason: str, waiting: dict[str, Any] | None = None) 
                 "sender_throughput_bps": None,
                 "bytes_received": None,
                 "retransmits": None,
-                "rtt_min_us": None,
-                "rtt_mean_us": None,
-                "rtt_max_us": None,
+                "srtt_min_us": None,
+                "srtt_mean_us": None,
+                "srtt_max_us": None,
                 "max_cwnd_bytes": None,
                 "raw": None,
             }

@@ -62,16 +62,28 @@ def _flow_record(k: int, f: Flow, res: Iperf3Result | None) -> dict[str, Any]:
         "start_s": f.start_s,
         "duration_s": f.duration_s,
         "streams": f.streams,
+        "server_port": _server_port(res),
         "throughput_bps": res.throughput_bps if res and not res.error else None,
         "sender_throughput_bps": res.sender_bps if res else None,
         "bytes_received": res.bytes_received if res else None,
         "retransmits": res.retransmits if res else None,
-        "rtt_min_us": res.min_rtt_us if res else None,
-        "rtt_mean_us": res.mean_rtt_us if res else None,
-        "rtt_max_us": res.max_rtt_us if res else None,
+        "srtt_min_us": res.min_rtt_us if res else None,
+        "srtt_mean_us": res.mean_rtt_us if res else None,
+        "srtt_max_us": res.max_rtt_us if res else None,
+        "min_rtt_us": None,  # the kernel's: from the time series (summarize.min_rtt)
+        "min_rtt_source": None,
+        "rwnd_limited_share": None,  # from the time series (summarize.window)
+        "rwnd_source": None,
         "max_cwnd_bytes": res.max_snd_cwnd_bytes if res else None,
         "raw": f"iperf3-{k}.json",
     }
+
+
+def _server_port(res: Iperf3Result | None) -> int | None:
+    """The port the client connected to (start.connected[].remote_port, as "host:port"
+    in each stream's `peer`); None when iperf3 wrote none, or its streams disagree."""
+    ports = {s.peer.rsplit(":", 1)[1] for s in (res.streams if res else []) if s.peer}
+    return int(ports.pop()) if len(ports) == 1 and next(iter(ports)).isdigit() else None
 
 
 def throughput_sum(spec: RunSpec, flows: list[dict[str, Any]]) -> float | None:

@@ -8,12 +8,14 @@ import os
 import tempfile
 from pathlib import Path
 
-from ccbench import __version__, jsonio, layout, record, safe, validity
+from ccbench import __version__, jsonio, layout, record, record_load, safe, unproven, validity
 from ccbench.errors import CcbenchError
+from ccbench.layout import RawDir
 from ccbench.record import RunRecord
 from ccbench.spec import RunSpec
-from ccbench.summarize import summarize
+from ccbench.summarize import min_rtt, summarize, window
 from ccbench.summarize.run_metrics import excess_bound_ms, rtt_excess, run_metrics
+from ccbench.summarize.runfiles import calibration_of
 from ccbench.timeseries_sink import Series
 
 
@@ -39,6 +41,12 @@ def judge(raw: Path, series_path: Path | None = None) -> tuple[RunRecord, Series
         reread = functools.partial(timeseries.sender_samples, series.path)
         s["rtt_excess"] = rtt_excess(spec, st, s.get("probe"), reread)
         problems += validity.check_rtt_excess(s["rtt_excess"])
+    if not s.get("skipped"):
+        s["flows"] = window.with_window_share(min_rtt.with_kernel_min_rtt(s["flows"], st), st)
+        rd = RawDir(raw)
+        scope = unproven.scope_of(calibration_of(rd))
+        problems += min_rtt.reasons(spec, s["flows"], scope)
+        problems += window.reasons(rd, spec, s["flows"])
     if st.tcp_events is not None:
         ev = st.tcp_events
         s["tcp_events"] = {**ev, "flows": [ev["flows"][k] for k in sorted(ev["flows"])]}
@@ -66,7 +74,7 @@ def parse_run_dir(run_dir: Path) -> RunRecord:
     if not (rd.raw / layout.SPEC).exists():
         raise CcbenchError(f"{run_dir}: not a run directory (no raw/spec.json)")
     if _take_kept(rd):
-        return record.load(run_dir)
+        return record_load.load(run_dir)
     rec, series = judge(rd.raw, rd.timeseries.with_name(rd.timeseries.name + ".tmp"))
     if rd.attempts.exists():
         att = jsonio.read_json(rd.attempts)

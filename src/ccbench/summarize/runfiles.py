@@ -1,6 +1,6 @@
-"""The run's own records: siftr's logging (meta.json), calibration.json,
-sender-setup.json, the router's CPU, error.txt, and what the report shows of them as
-recorded (summary.json `recorded`)."""
+"""The run's own records: calibration.json, sender-setup.json, error.txt, and what the
+report shows of them as recorded (summary.json `recorded`). The instruments' files
+(siftr's logging, the router's CPU, ...) are read by their instruments."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 
 from ccbench import validity
 from ccbench.layout import RawDir
-from ccbench.parse.procstat import usage_between
 
 
 def calibration_of(rd: RawDir) -> dict[str, Any] | None:
@@ -46,22 +45,6 @@ def sender_setup_reasons(rd: RawDir) -> list[str]:
             continue
         reasons += [f"{node}: stack {rec['stack']}: {p}" for p in rec.get("problems", [])]
     return reasons
-
-
-def router_cpu_of(rd: RawDir) -> dict[str, Any] | None:
-    """CPU use at the bottleneck router over the traffic, from two /proc/stat reads."""
-    names = ("cpu-before.txt", "cpu-after.txt")
-    if not any(rd.exists(n) for n in names):
-        return None
-    before, after = (rd.text(n, required=True) for n in names)
-    if before is None or after is None:
-        return None
-    try:
-        return usage_between(before, after)
-    except ValueError as e:
-        rd.problem("cpu-after.txt" if "backwards" in str(e) else "cpu-before.txt/cpu-after.txt",
-                   str(e))  # fmt: skip
-        return None
 
 
 def run_failed(rd: RawDir) -> list[str]:

@@ -14,15 +14,12 @@ describes runs, imports no testbed module.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from ccbench import safe, topology
 from ccbench.errors import CcbenchError, registered
-
-if TYPE_CHECKING:
-    from ccbench.spec import Topology
-    from ccbench.testbed.base import Testbed
 
 # The most dumbbells a comparison may spread its runs over: one Snakemake resource per
 # dumbbell keeps runs on one dumbbell one at a time (rules/common.smk).
@@ -67,9 +64,11 @@ class TestbedKind:
     booked_by_profile: ClassVar[bool] = False
     inventory_hint: ClassVar[str] = "it can be made once the experiment exists"
 
-    def make(self, cfg: TestbedConfig, topo: Topology) -> Testbed:
-        t: Testbed = _load(self.testbed_class)(cfg, topo)
-        return t
+    @staticmethod
+    def load(path: str) -> Any:
+        """One of its 'module:name' implementations (testbed_class, remover, ...):
+        ccbench.testbed.manage makes the Testbed, typed there."""
+        return _load(path)
 
     def down(self, tb_id: str, state: dict[str, Any]) -> str:
         """Remove testbed `tb_id` (its state.json as `state`, {} if none); what was done."""
@@ -154,8 +153,9 @@ NAMES = tuple(REGISTRY)
 DEFAULT = "local"  # what a config without testbed.kind means, and a testbed with no state
 
 
-def kind(name: str) -> TestbedKind:
-    return registered(REGISTRY, name, "testbed.kind", "kind")
+def kind(name: str, kinds: Mapping[str, TestbedKind] = REGISTRY) -> TestbedKind:
+    """Kind `name` of `kinds` (the package's registry unless a caller brings its own)."""
+    return registered(kinds, name, "testbed.kind", "kind")
 
 
 @dataclass(frozen=True)

@@ -8,18 +8,22 @@ egress ccbench shapes. Without a router the bottleneck is the network between th
 which ccbench does not control: it is named as such, and what would need its counters
 is "not checkable" (ccbench.unproven).
 
-`up` first measures the path as found (its idle RTT), then changes the hosts (sysctls,
-the router's qdisc, the receivers' delay and loss), recording each change with the
-plan that puts it back in the testbed's state; then it calibrates against the path's
-RTT plus the delay asked. `down` puts every change back, last first. A crashed
-testbed's changes are put back by the next `up` (its state), and rules, an ifb or a
-ccdelay of ccbench's that no state lists are swept (lab_plans.SWEEP).
+`up` first runs every check that can refuse it, changing nothing (testbed.lab_guard),
+then measures the path as found (its idle RTT), then changes the hosts (sysctls, the
+router's qdisc, the receivers' delay and loss), recording each change with the plans
+that put it back and check it is back in the testbed's state; then it calibrates
+against the path's RTT plus the delay asked. `down` ends every process of the
+testbed's runs on every host, puts every change back, last first, and says "as found"
+only once each is checked back. A crashed testbed's changes are put back by the next
+`up` (its state), and rules, an ifb or a ccdelay of ccbench's that no state lists are
+swept (lab_plans.SWEEP).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -27,16 +31,18 @@ from typing import Any
 from ccbench import calibration, jsonio, lab_inventory, ledger, roles
 from ccbench.calibration import PathExpectation
 from ccbench.errors import CalibrationFailed, CcbenchError
+from ccbench.exec_ssh import batch_argv
 from ccbench.hosts.base import Argv
 from ccbench.hosts.linux import LinuxHost
 from ccbench.inventory import Node
 from ccbench.progress import info
 from ccbench.roles import BOTTLENECK_ROUTER, Bottleneck, LossSite, Roles
 from ccbench.spec import Topology, stable_hash
-from ccbench.testbed import base
+from ccbench.testbed import base, lab_guard
 from ccbench.testbed import lab_plans as plans
 from ccbench.testbed.base import TestbedBase
 from ccbench.testbed.kinds import TestbedConfig
+from ccbench.testbed.lab_checks import absent, root_default, sysctl_is
 from ccbench.testbed.lab_plans import Change
 from ccbench.testbed.remote import RemoteTestbed, SudoSsh
 
@@ -49,6 +55,8 @@ KLD_RESTORE = (
     '*) kldunload -n "$m" 2>/dev/null ;; esac; done; true'
 )
 KLD_LIST = ["sh", "-c", "kldstat | awk 'NR > 1 {print $5}'"]
+# Exits 0 when the modules loaded are $1 again (in kldstat's order).
+KLD_SAME = '[ "$(echo $(kldstat | awk \'NR > 1 {print $5}\'))" = "$1" ]'
 
 
 class LabTestbed(RemoteTestbed):
@@ -67,6 +75,7 @@ class LabTestbed(RemoteTestbed):
         if topo.has_loss and self.lab.emulation.loss is None:
             raise CcbenchError(f"topology.loss: {self.inv.source} names no emulation.loss tool")
         self._ex: dict[str, SudoSsh] = {}
+        self._devs: dict[str, str] = {}  # node -> the interface `up` changes (lab_guard)
 
     # --- roles -> the inventory's hosts ----------------------------------------------
     def host_of(self, node: str) -> str:
@@ -109,13 +118,30 @@ class LabTestbed(RemoteTestbed):
         b = None
         if self.lab.router is not None:
             st = self.read_state() or {}
-            dev = st.get("bottleneck_dev") or self._find_dev(BOTTLENECK_ROUTER)
+            dev = (st.get("bottleneck_dev") or self._devs.get(BOTTLENECK_ROUTER)
+                   or self._find_dev(BOTTLENECK_ROUTER))  # fmt: skip
             b = Bottleneck(BOTTLENECK_ROUTER, dev)
         rcv = self._receivers()
         delay = roles.lab_delay_element(self.lab.emulation.delay, rcv[0])
         tool = self.lab.emulation.loss or "iptables"
         return Roles(tuple(self._senders()), tuple(roles.receivers(self.topo.pairs)), b, delay,
-                     LossSite(tuple(rcv), "INPUT", tool))  # fmt: skip
+                     LossSite(tuple(rcv), "INPUT", tool), self._pinned())  # fmt: skip
+
+    def _pinned(self) -> tuple[tuple[int, int], ...]:
+        """(pair, port) of each sender of this topology that pins its server port."""
+        return tuple((i, s.port) for i, s in enumerate(self.lab.senders[: self.topo.pairs], 1)
+                     if s.port is not None)  # fmt: skip
+
+    def _ports(self) -> tuple[int, int]:
+        """The server ports the loss rule and the delay element cover."""
+        return plans.covered_ports(port for _, port in self._pinned())
+
+    def delay_plan(self) -> plans.DelayPlan | None:
+        """The element the receivers get (None: no delay asked)."""
+        name = self.lab.emulation.delay
+        if self.topo.rtt_ms <= 0 or name == roles.NoDelay.name:
+            return None
+        return plans.delay_plan(name).make(self.lab.emulation.ccdelay, self.id, self._ports())
 
     def _uncontrolled(self) -> str:
         return roles.path_between(tuple(self._senders()), tuple(self._receivers()))
@@ -158,11 +184,15 @@ class LabTestbed(RemoteTestbed):
     def up(self) -> dict[str, Any]:
         t0 = time.monotonic()
         self._all(lambda n: self.ex(n).run(["true"], timeout=30))  # reachable, or say who not
-        self.end_leftovers()
-        if self.cfg.tools == "container":
-            self._check_image()
-        self._release_other()
         stale = self.read_state() or {}
+        # Every check that can refuse, before the first change on any host.
+        try:
+            self._devs = lab_guard.preflight(self, self._pending())
+        except CcbenchError:
+            self._close()  # no connection of a refused `up` stays either
+            raise
+        self.end_leftovers()
+        self._release_other()
         self._undo(stale.get("changes") or [], "an earlier testbed of this id left")
         self._sweep()
         # The path as found: its idle RTT, before anything is emulated on it.
@@ -173,7 +203,7 @@ class LabTestbed(RemoteTestbed):
         st: dict[str, Any] = {
             "id": self.id, "kind": self.kind, "testbed": self.cfg.to_dict(),
             "topology": asdict(self.topo), "topology_key": self.topo.key(),
-            "path_rtt": path, "changes": [], "complete": False,
+            "path_rtt": path, "changes": [], "complete": False, "devs": self._devs,
         }  # fmt: skip
         notes = self._apply(st)
         expect = PathExpectation(
@@ -188,7 +218,10 @@ class LabTestbed(RemoteTestbed):
             e.record.update(self._lab_record(path, expect, notes, t0))
             st.update({"calibration": e.record})
             self.write_state(st)
-            self.down()
+            try:
+                self.down()
+            except CcbenchError as d:  # said, the failed calibration raised
+                info(str(d))
             raise
         cal.update(self._lab_record(path, expect, notes, t0))
         st.update({"calibration": cal, "complete": True})
@@ -225,11 +258,12 @@ class LabTestbed(RemoteTestbed):
             changes.append(c.to_dict())
             self.write_state(st)
 
+        devs = st.get("devs") or {}
         try:
             self._apply_tuning(did, notes)
             if self.lab.router is not None:
-                st["bottleneck_dev"] = self._apply_bottleneck(did)
-            st["ccdelay_pids"] = self._apply_delay(did)
+                st["bottleneck_dev"] = self._apply_bottleneck(did, devs[BOTTLENECK_ROUTER])
+            st["ccdelay_pids"] = self._apply_delay(did, devs)
             self._apply_loss(did)
         except BaseException:
             self._undo(changes, "a failed `up` made")
@@ -255,8 +289,10 @@ class LabTestbed(RemoteTestbed):
                     notes.append(f"{n}: `{' '.join(argv)}` failed: {res.stderr.strip()}")
                     continue
                 if " ".join(old.stdout.split()) != argv[-1].split("=", 1)[1]:
-                    did(Change(n, f"sysctl {plans.sysctl_key(argv)}",
-                               plans.argvs(plans.sysctl_restore(argv, old.stdout))))  # fmt: skip
+                    key = plans.sysctl_key(argv)
+                    did(Change(n, f"sysctl {key}",
+                               plans.argvs(plans.sysctl_restore(argv, old.stdout)),
+                               plans.argvs(sysctl_is(key, old.stdout))))  # fmt: skip
             if self.nodes[n].os == "freebsd":
                 self._watch_freebsd(n, did)
 
@@ -267,61 +303,48 @@ class LabTestbed(RemoteTestbed):
             old = self.ex(n).run(["sysctl", "-n", key], check=False)
             if old.ok and old.stdout.strip():
                 did(Change(n, f"sysctl {key} (the runs' variants set it)",
-                           plans.argvs(["sysctl", f"{key}={old.stdout.strip()}"])))  # fmt: skip
+                           plans.argvs(["sysctl", f"{key}={old.stdout.strip()}"]),
+                           plans.argvs(sysctl_is(key, old.stdout))))  # fmt: skip
         mods = self.ex(n).run(KLD_LIST, check=False)
         if mods.ok:
             keep = " ".join(mods.stdout.split())
             did(Change(n, "kernel modules loaded since up",
-                       plans.argvs(["sh", "-c", KLD_RESTORE, "ccbench-kld", keep])))  # fmt: skip
+                       plans.argvs(["sh", "-c", KLD_RESTORE, "ccbench-kld", keep]),
+                       plans.argvs(["sh", "-c", KLD_SAME, "ccbench-kld", keep])))  # fmt: skip
 
-    def _check_root_free(self, node: str, dev: str) -> None:
-        out = self.ex(node).run([*plans.QDISC_SHOW, dev], check=False).stdout
-        foreign = plans.foreign_root(out, dev)
-        if foreign:
-            raise CcbenchError(f"{node}: {dev} has a root qdisc ({foreign}) ccbench did not "
-                               "put there: remove it, or ask nothing of it")  # fmt: skip
-
-    def _apply_bottleneck(self, did: Any) -> str:
-        dev = self._find_dev(BOTTLENECK_ROUTER)
-        self._check_root_free(BOTTLENECK_ROUTER, dev)
+    def _apply_bottleneck(self, did: Any, dev: str) -> str:
+        """The router's egress `dev` (its root a kernel default: lab_guard checked)."""
         plan = LinuxHost().bottleneck(dev, self.topo, self.cfg.shaper)
         for argv in plan[1:]:  # plan[0] deletes a root qdisc: there is none of ours
             self._run(BOTTLENECK_ROUTER, argv)
             if argv is plan[1]:
                 did(Change(BOTTLENECK_ROUTER, f"qdisc {dev} root: shaper and queue",
-                           plans.argvs(plan[0])))  # fmt: skip
+                           plans.argvs(plan[0]), plans.argvs(root_default(dev))))  # fmt: skip
         return dev
 
-    def _apply_delay(self, did: Any) -> dict[str, int]:
-        name = self.lab.emulation.delay
+    def _apply_delay(self, did: Any, devs: dict[str, str]) -> dict[str, int]:
+        """The delay on each receiver's interface in `devs` (lab_guard checked them)."""
+        el = self.delay_plan()
         pids: dict[str, int] = {}
-        if self.topo.rtt_ms <= 0 or name == roles.NoDelay.name:
+        if el is None:
             return pids
-        kind = plans.delay_plan(name)
         for node in self._receivers():
-            dev = self._find_dev(node)
-            if kind.runs_a_process:
-                pids[node] = self._start_ccdelay(node, did)
+            if isinstance(el, plans.CcdelayAtReceiver):
+                pids[node] = self._start_ccdelay(el, node, did)
                 continue
-            el = kind()
-            if el.takes_root:
-                self._check_root_free(node, dev)
-            if el.takes_ingress:
-                out = self.ex(node).run([*plans.QDISC_SHOW, dev, "ingress"], check=False).stdout
-                if plans.ingress_present(out):
-                    raise CcbenchError(f"{node}: {dev} has an ingress qdisc ccbench did not "
-                                       "put there: remove it, or use another delay")  # fmt: skip
-                if not self.ex(node).run(plans.NetemIfb.loaded_argv, check=False).ok:
-                    self._run(node, plans.NetemIfb.load_argv)
-                    did(Change(node, "module ifb loaded", plans.argvs(plans.NetemIfb.unload_argv)))
+            dev = devs[node]
+            if el.takes_ingress and not self.ex(node).run(plans.NetemIfb.loaded_argv,
+                                                          check=False).ok:  # fmt: skip
+                self._run(node, plans.NetemIfb.load_argv)
+                did(Change(node, "module ifb loaded", plans.argvs(plans.NetemIfb.unload_argv),
+                           plans.argvs(absent(plans.NetemIfb.loaded_argv))))  # fmt: skip
             for argv in el.apply(dev, self.topo.rtt_ms):
                 self._run(node, argv)
-            did(Change(node, f"{name} {self.topo.rtt_ms:g} ms on {dev}",
-                       plans.argvs(*el.undo(dev))))  # fmt: skip
+            did(Change(node, f"{el.element} {self.topo.rtt_ms:g} ms on {dev}",
+                       plans.argvs(*el.undo(dev)), plans.argvs(*el.check(dev))))  # fmt: skip
         return pids
 
-    def _start_ccdelay(self, node: str, did: Any) -> int:
-        el = plans.CcdelayAtReceiver(self.lab.emulation.ccdelay, self.id)
+    def _start_ccdelay(self, el: plans.CcdelayAtReceiver, node: str, did: Any) -> int:
         out = ""
         for argv in el.start(self.topo.rtt_ms):
             res = self.ex(node).run(argv, check=False, timeout=30)
@@ -330,13 +353,15 @@ class LabTestbed(RemoteTestbed):
             pid = int(out.split()[-1])
         except (ValueError, IndexError):
             raise CcbenchError(f"{node}: ccdelay did not start ({out.strip()!r})") from None
-        did(Change(node, f"ccdelay (pid {pid})", plans.argvs(el.stop(pid))))
+        did(Change(node, f"ccdelay (pid {pid}) and its files", plans.argvs(*el.stop(pid)),
+                   plans.argvs(el.gone(pid))))  # fmt: skip
         if not self.ex(node).run(el.ready(), check=False, timeout=30).ok:
             log = self.ex(node).run(["cat", el.files()[1]], check=False).stdout.strip()
             raise CcbenchError(f"{node}: ccdelay did not start: {log or 'no output'}")
         for argv in el.rules():
             self._run(node, argv)
-            did(Change(node, "NFQUEUE rule to ccdelay", plans.argvs(plans.delete_rule(argv))))
+            did(Change(node, "NFQUEUE rule to ccdelay", plans.argvs(plans.delete_rule(argv)),
+                       plans.argvs(absent(plans.rule_present(argv)))))  # fmt: skip
         return pid
 
     def _apply_loss(self, did: Any) -> None:
@@ -344,22 +369,32 @@ class LabTestbed(RemoteTestbed):
             return
         tool = plans.loss_tool(self.lab.emulation.loss or "iptables")
         for node in self._receivers():
-            added = tool.add(self.topo)
+            added = tool.add(self.topo, self._ports())
             for argv in added:
                 self._run(node, argv)
             what = f"{tool.name} loss rule ({self.topo.loss_mode} {self.topo.loss_rate:g})"
-            did(Change(node, what, plans.argvs(*tool.undo(added))))
+            did(Change(node, what, plans.argvs(*tool.undo(added)),
+                       plans.argvs(*tool.check(added))))  # fmt: skip
 
     def _undo(self, changes: list[dict[str, Any]], why: str) -> None:
-        """Put back `changes`, last first; a host that cannot be reached is said, and
-        what stays on it listed."""
+        """Put back `changes`, each host's last first, the hosts at once (no change
+        depends on another host's); a host that cannot be reached is said, with what
+        stays on it."""
+        by_node: dict[str, list[Change]] = {}
         for d in reversed(changes):
             c = Change.from_dict(d)
+            by_node.setdefault(c.node, []).append(c)
+
+        def undo(node: str) -> None:
+            argvs = [a for c in by_node[node] for a in c.undo]  # one round trip
             try:
-                for argv in c.undo:
-                    self.ex(c.node).run(list(argv), check=False, timeout=30)
+                self.ex(node).run(batch_argv(argvs), check=False, timeout=30 + 5 * len(argvs))
             except CcbenchError as e:
-                info(f"testbed {self.id}: {c.node}: could not put back {c.what} ({why}): {e}")
+                left = ", ".join(c.what for c in by_node[node])
+                info(f"testbed {self.id}: {node}: could not put back {left} ({why}): {e}")
+
+        with ThreadPoolExecutor(max_workers=max(1, len(by_node))) as pool:
+            list(pool.map(undo, sorted(by_node)))
 
     def _sweep(self) -> None:
         """What a lab testbed left that no state lists: say it, remove it."""
@@ -383,6 +418,17 @@ class LabTestbed(RemoteTestbed):
         this one's runs and each testbed records the hosts as found."""
         self._release_claim("changes", lambda ch, owner: self._undo(ch, f"testbed {owner} made"))
 
+    def _pending(self) -> list[Change]:
+        """The changes an `up` puts back before it makes its own: those an earlier
+        testbed of this id left (its state), and those of the testbed that claimed the
+        hosts last."""
+        lists = [(self.read_state() or {}).get("changes") or []]
+        owner = self._claimed_by()
+        if owner is not None and owner != self.id:
+            other = jsonio.read_json(base.STATE_ROOT / owner / "state.json")
+            lists.append((other.get("changes") or []) if isinstance(other, dict) else [])
+        return [Change.from_dict(d) for changes in lists for d in changes]
+
     def prepare_run(self) -> None:
         """Before a run: what a crashed run left is ended; if another testbed changed
         the hosts since this one's `up`, its changes go and this one's are made again
@@ -390,22 +436,40 @@ class LabTestbed(RemoteTestbed):
         self.end_leftovers()
         if self._claimed_by() == self.id:
             return
-        self._release_other()
         st = self.read_state() or {}
+        st["devs"] = lab_guard.preflight(self, self._pending())  # as `up`: checks first
+        self._release_other()
         st["changes"] = []
         self._apply(st)
         self._write_claim()
 
-    def down(self) -> None:
+    def down(self) -> str:
+        """End every process of this testbed's runs on every host (a run killed
+        mid-traffic included), put every change back, last first, and check each is
+        back. Anything not as found raises, naming it; the state is kept then (marked
+        not complete), so `down` again puts back what it lists."""
         st = self.read_state() or {}
-        self._undo(st.get("changes") or [], "down")
-        if self._claimed_by() == self.id:
-            self._claim_file().unlink(missing_ok=True)
+        changes = st.get("changes") or []
+        swept, unreachable = self.end_runs()
+        self._undo([d for d in changes if d.get("node") not in unreachable], "down")
+        problems = lab_guard.not_as_found(self, [Change.from_dict(d) for d in changes], swept,
+                                          unreachable)  # fmt: skip
         if self.cfg.tools == "container":
             self._remove_containers()
-        for ex in self._ex.values():
-            ex.close()
+        self._close()
+        if problems:
+            st.update({"complete": False, "down_problems": problems})
+            self.write_state(st)
+            raise CcbenchError(f"testbed {self.id}: not as found after down: "
+                               f"{'; '.join(problems)} (its state is kept: `ccbench testbed "
+                               f"down --id {self.id}` again puts back what it lists)")  # fmt: skip
+        if self._claimed_by() == self.id:
+            self._claim_file().unlink(missing_ok=True)
         self.remove_state()
+        ended = sum(len(sw.ended) for sw in swept.values())
+        killed = f"; ended {ended} process(es) of its runs" if ended else ""
+        return (f"lab hosts put back as found (checked: {len(changes)} change(s) back, no "
+                f"process of its runs left on {', '.join(self._names())}{killed})")  # fmt: skip
 
 
 def down_from_state(tb_id: str, st: dict[str, Any]) -> str:

@@ -5,7 +5,8 @@ The emulation sits on the receivers, as the seeds had it: delay by netem on the
 receiver's interface (egress: the ACK path), by netem on an ifb its ingress is
 redirected to (the data path), or by ccbench's own element (ccdelay) fed by NFQUEUE in
 the receiver's OUTPUT; loss by iptables `statistic` or nftables `numgen` on INPUT, for
-the flows' server ports only. Each variation is a class registered by its name
+the flows' server ports only (`covered_ports`). Each change carries the argv that put
+it back and those that check it is back (`Change`). Each variation is a class registered by its name
 (`DELAY_PLANS`, `LOSS_TOOLS`). Nothing here runs a command: every value from a config
 or inventory is one argv element, never part of a shell string.
 """
@@ -13,77 +14,66 @@ or inventory is one argv element, never part of a shell string.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ccbench import layout
+from ccbench import layout, leftovers
 from ccbench.errors import CcbenchError, registered
 from ccbench.hosts.base import Argv
 from ccbench.hosts.linux import LinuxHost
 from ccbench.roles import NoDelay, ReceiverCcdelay, ReceiverNetem, ReceiverNetemIngress
 from ccbench.spec import Topology
+from ccbench.testbed.lab_checks import absent, no_ingress, root_default
 
 COMMENT = "ccbench"  # on every iptables rule ccbench adds to a lab host (the sweep finds them)
 NFT_TABLE = "ccbench"  # the nftables table ccbench owns on a lab host
 IFB_DEV = "ccb-ifb0"  # the ifb the ingress delay redirects to
 NFQUEUE_NUM = "5201"  # ccdelay's queue at a receiver (a number other tools rarely take)
-STATE_DIR = "/var/tmp/ccbench/lab"  # on the hosts: ccdelay's pid, log and statistics
+# On the hosts: ccdelay's pid, log and statistics while a testbed is up (`down` removes
+# them, and the directories when nothing else is in them).
+STATE_DIR = f"{leftovers.ROOT_DIR}/lab"
 
 
-def server_ports() -> tuple[int, int]:
-    """The flows' iperf3 server ports (layout: flow k on BASE_PORT + k)."""
-    return layout.BASE_PORT + 1, layout.BASE_PORT + layout.MAX_FLOWS
+def covered_ports(pinned: Iterable[int] = ()) -> tuple[int, int]:
+    """The server ports the loss rule and the delay element cover, as one range: every
+    flow's (layout.flow_port: BASE_PORT + k, or the port a sender pins, which
+    lab_inventory keeps within BASE_PORT .. BASE_PORT + MAX_FLOWS)."""
+    ports = [layout.BASE_PORT + 1, layout.BASE_PORT + layout.MAX_FLOWS, *pinned]
+    return min(ports), max(ports)
 
 
 @dataclass(frozen=True)
 class Change:
-    """One thing ccbench changed on a host (`what`, for people) and how it is put back
-    (`undo`: argv lists run in order; each may find its change already gone)."""
+    """One thing ccbench changed on a host (`what`, for people), how it is put back
+    (`undo`: argv lists run in order; each may find its change already gone) and how
+    that is checked (`check`: argv lists that each exit 0 once it is back, run by
+    `down` before it says "as found")."""
 
     node: str
     what: str
     undo: tuple[tuple[str, ...], ...]
+    check: tuple[tuple[str, ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "what": self.what, "undo": [list(a) for a in self.undo]}
+        return {"node": self.node, "what": self.what, "undo": [list(a) for a in self.undo],
+                "check": [list(a) for a in self.check]}  # fmt: skip
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> Change:
-        return Change(str(d["node"]), str(d["what"]), tuple(tuple(map(str, a)) for a in d["undo"]))
+        return Change(str(d["node"]), str(d["what"]), _argvs_of(d["undo"]),
+                      _argvs_of(d.get("check") or []))  # fmt: skip
+
+
+def _argvs_of(v: Any) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(map(str, a)) for a in v)
 
 
 def argvs(*argvs: Argv) -> tuple[tuple[str, ...], ...]:
     return tuple(tuple(a) for a in argvs)
 
 
-# --- the receiver's interface: its root qdisc must be the kernel's default ------------
-QDISC_SHOW = ("tc", "-j", "qdisc", "show", "dev")
-
-
-def foreign_root(qdisc_json: str, dev: str) -> str | None:
-    """A root qdisc someone configured on `dev` (not the kernel's default, which has
-    handle 0: and is what deleting a root qdisc brings back), as "kind handle"; None when
-    the root is a default one. ccbench replaces only defaults, so `down` restores exactly
-    what it found."""
-    try:
-        qdiscs = json.loads(qdisc_json or "[]")
-    except ValueError:
-        return f"unreadable ({qdisc_json.strip()[:60]!r})"
-    for q in qdiscs if isinstance(qdiscs, list) else []:
-        if isinstance(q, dict) and q.get("root") and q.get("handle") not in ("0:", None):
-            return f"{q.get('kind')} {q.get('handle')}"
-    return None
-
-
-def ingress_present(qdisc_json: str) -> bool:
-    try:
-        qdiscs = json.loads(qdisc_json or "[]")
-    except ValueError:
-        return True  # unreadable: do not touch it
-    return any(isinstance(q, dict) and q.get("kind") in ("ingress", "clsact") for q in qdiscs)
-
-
-# --- delay at the receiver ----------------------------------------------------------
+# --- delay at the receiver (a root it takes must be a default one: lab_checks) --------
 @dataclass(frozen=True)
 class DelayPlan:
     """How one element is put on a receiver's interface `dev` and taken off again."""
@@ -93,11 +83,25 @@ class DelayPlan:
     takes_root: ClassVar[bool] = False
     takes_ingress: ClassVar[bool] = False
     runs_a_process: ClassVar[bool] = False  # a program on the receiver, not a qdisc
+    programs: ClassVar[tuple[str, ...]] = ()  # what its plans run (checked before `up`)
+
+    @classmethod
+    def make(cls, binary: str, tb_id: str, ports: tuple[int, int]) -> DelayPlan:
+        """The element for a testbed (`binary`, `tb_id`, `ports`: what ccdelay needs)."""
+        return cls()
+
+    def needs(self) -> tuple[str, ...]:
+        """The programs the receiver must have."""
+        return self.programs
 
     def apply(self, dev: str, delay_ms: float) -> list[Argv]:
         return []
 
     def undo(self, dev: str) -> list[Argv]:
+        return []
+
+    def check(self, dev: str) -> list[Argv]:
+        """What exits 0 once `undo` has put `dev` back."""
         return []
 
 
@@ -112,12 +116,16 @@ def _netem(dev: str, delay_ms: float) -> Argv:
 class NetemEgress(DelayPlan):
     element = ReceiverNetem.name
     takes_root = True
+    programs = ("tc",)
 
     def apply(self, dev: str, delay_ms: float) -> list[Argv]:
         return [_netem(dev, delay_ms)]
 
     def undo(self, dev: str) -> list[Argv]:
         return [["tc", "qdisc", "del", "dev", dev, "root"]]
+
+    def check(self, dev: str) -> list[Argv]:
+        return [root_default(dev)]
 
 
 @dataclass(frozen=True)
@@ -127,6 +135,7 @@ class NetemIfb(DelayPlan):
 
     element = ReceiverNetemIngress.name
     takes_ingress = True
+    programs = ("tc", "ip", "modprobe")
 
     def apply(self, dev: str, delay_ms: float) -> list[Argv]:
         return [
@@ -141,6 +150,9 @@ class NetemIfb(DelayPlan):
     def undo(self, dev: str) -> list[Argv]:
         return [["tc", "qdisc", "del", "dev", dev, "ingress"], ["ip", "link", "del", IFB_DEV]]
 
+    def check(self, dev: str) -> list[Argv]:
+        return [no_ingress(dev), absent(["ip", "link", "show", IFB_DEV])]
+
     # The ifb module, when the host had not loaded it (it creates ifb0/ifb1 by default:
     # numifbs=0 makes none but ccbench's own).
     loaded_argv: ClassVar[Argv] = ["test", "-d", "/sys/module/ifb"]
@@ -152,8 +164,24 @@ class NetemIfb(DelayPlan):
 # testbed's, not a run's, so the run's leftover sweep does not end it), its pid written.
 # $1 the pid file, $2 the log, the rest its argv: values are positional, never pasted.
 CCDELAY_START = 'p=$1 l=$2; shift 2; nohup "$@" >"$l" 2>&1 </dev/null & echo $! >"$p"; echo $!'
-# Ends the pid only if it still is a ccdelay (a pid may be reused after a reboot).
-CCDELAY_STOP = '[ "$(cat /proc/$1/comm 2>/dev/null)" = ccdelay ] && kill "$1"; true'
+# Ends the pid only if it still is a running ccdelay (a pid may be reused after a
+# reboot; an ended one may stay a zombie a while under an init that reaps late), waits
+# up to 2 s for it to go (SIGKILL then), and removes its files ($2...).
+_CCDELAY_IS = (
+    'is() { [ "$(cat /proc/$p/comm 2>/dev/null)" = ccdelay ] && '
+    "! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; }; "
+)
+CCDELAY_STOP = (
+    "p=$1; shift; " + _CCDELAY_IS + 'if is; then kill "$p"; i=0; '
+    'while is && [ $i -lt 20 ]; do sleep 0.1; i=$((i+1)); done; is && kill -KILL "$p"; fi; '
+    'rm -f "$@"; true'
+)
+# Exits 0 once the pid is no running ccdelay and none of its files ($2...) is there.
+CCDELAY_GONE = (
+    "p=$1; shift; "
+    + _CCDELAY_IS
+    + 'is && exit 1; for f in "$@"; do [ -e "$f" ] && exit 1; done; true'
+)
 # Fresh statistics: ccdelay writes them on SIGUSR1 (native/ccdelay/README.md, Signals).
 CCDELAY_STATS = (
     'rm -f "$2"; kill -USR1 "$1" || exit 1; i=0; '
@@ -172,10 +200,19 @@ class CcdelayAtReceiver(DelayPlan):
     it, as netem on the receiver's egress does; ccbench's own SSH is not delayed."""
 
     runs_a_process = True
+    programs = ("iptables",)
 
     element = ReceiverCcdelay.name
     binary: str = "ccdelay"
     tb_id: str = "ccb"
+    ports: tuple[int, int] = covered_ports()  # its ACKs' source ports (covered_ports)
+
+    @classmethod
+    def make(cls, binary: str, tb_id: str, ports: tuple[int, int]) -> DelayPlan:
+        return cls(binary, tb_id, ports)
+
+    def needs(self) -> tuple[str, ...]:
+        return (*self.programs, self.binary)
 
     def files(self) -> tuple[str, str, str]:
         """(pid file, log, statistics) on the receiver."""
@@ -196,15 +233,20 @@ class CcdelayAtReceiver(DelayPlan):
         return ["sh", "-c", CCDELAY_READY, "ccbench-ccdelay", self.files()[2]]
 
     def rules(self) -> list[Argv]:
-        lo, hi = server_ports()
+        lo, hi = self.ports
         q = ["-m", "comment", "--comment", COMMENT, "-j", "NFQUEUE", "--queue-num", NFQUEUE_NUM]
         return [
             ["iptables", "-w", "-A", "OUTPUT", "-p", "tcp", "--sport", f"{lo}:{hi}", *q],
             ["iptables", "-w", "-A", "OUTPUT", "-p", "icmp", "--icmp-type", "echo-reply", *q],
         ]
 
-    def stop(self, pid: int) -> Argv:
-        return ["sh", "-c", CCDELAY_STOP, "ccbench-ccdelay", str(pid)]
+    def stop(self, pid: int) -> list[Argv]:
+        """Ended, its files removed, and ccbench's directories if nothing else is there."""
+        return [["sh", "-c", CCDELAY_STOP, "ccbench-ccdelay", str(pid), *self.files()],
+                leftovers.rmdirs_argv(STATE_DIR, leftovers.ROOT_DIR)]  # fmt: skip
+
+    def gone(self, pid: int) -> Argv:
+        return ["sh", "-c", CCDELAY_GONE, "ccbench-ccdelay", str(pid), *self.files()]
 
     def stats(self, pid: int) -> Argv:
         return ["sh", "-c", CCDELAY_STATS, "ccbench-ccdelay", str(pid), self.files()[2]]
@@ -275,6 +317,11 @@ def delete_rule(argv: Argv) -> Argv:
     return ["-D" if a == "-A" else a for a in argv]
 
 
+def rule_present(argv: Argv) -> Argv:
+    """Exits 0 while the rule is there: the same rule with -C (iptables(8), --check)."""
+    return ["-C" if a == "-A" else a for a in argv]
+
+
 class LossTool:
     """Drops incoming TCP to the flows' server ports at a receiver (seed 001:
     `iptables -A INPUT -p tcp --dport 5201 -m statistic --mode nth --every 100
@@ -283,11 +330,17 @@ class LossTool:
     name: ClassVar[str]
     # The ledger's key for this tool's counters in a drop snapshot (ccbench.ledger).
     counters_key: ClassVar[str]
+    programs: ClassVar[tuple[str, ...]]  # what its plans run (checked before `up`)
 
-    def add(self, topo: Topology) -> list[Argv]:
+    def add(self, topo: Topology, ports: tuple[int, int] | None = None) -> list[Argv]:
+        """The rules for `topo`'s loss on server ports `ports` (default covered_ports())."""
         raise NotImplementedError
 
     def undo(self, added: list[Argv]) -> list[Argv]:
+        raise NotImplementedError
+
+    def check(self, added: list[Argv]) -> list[Argv]:
+        """What exits 0 once `undo(added)` has removed them."""
         raise NotImplementedError
 
     def counters(self) -> Argv:
@@ -297,16 +350,20 @@ class LossTool:
 class IptablesLoss(LossTool):
     name = "iptables"
     counters_key = "iptables"  # hosts.linux.drop_counters reads it already
+    programs = ("iptables", "iptables-save")
 
-    def add(self, topo: Topology) -> list[Argv]:
+    def add(self, topo: Topology, ports: tuple[int, int] | None = None) -> list[Argv]:
         out = []
-        for argv in LinuxHost().loss(topo, "INPUT"):
+        for argv in LinuxHost().loss(topo, "INPUT", ports or covered_ports()):
             j = argv.index("-j")
             out.append([*argv[:j], "-m", "comment", "--comment", COMMENT, *argv[j:]])
         return out
 
     def undo(self, added: list[Argv]) -> list[Argv]:
         return [delete_rule(a) for a in added]
+
+    def check(self, added: list[Argv]) -> list[Argv]:
+        return [absent(rule_present(a)) for a in added]
 
     def counters(self) -> Argv:
         return ["iptables-save", "-c"]
@@ -319,12 +376,13 @@ class NftablesLoss(LossTool):
 
     name = "nftables"
     counters_key = "nft"
+    programs = ("nft",)
     RANDOM_SCALE = 1_000_000
 
-    def add(self, topo: Topology) -> list[Argv]:
+    def add(self, topo: Topology, ports: tuple[int, int] | None = None) -> list[Argv]:
         if not topo.has_loss:
             return []
-        lo, hi = server_ports()
+        lo, hi = ports or covered_ports()
         if topo.loss_mode == "nth":
             every = max(2, round(1 / topo.loss_rate))
             match = ["numgen", "inc", "mod", str(every), "==", "0"]
@@ -341,6 +399,9 @@ class NftablesLoss(LossTool):
 
     def undo(self, added: list[Argv]) -> list[Argv]:
         return [["nft", "delete", "table", "inet", NFT_TABLE]] if added else []
+
+    def check(self, added: list[Argv]) -> list[Argv]:
+        return [absent(["nft", "list", "table", "inet", NFT_TABLE])] if added else []
 
     def counters(self) -> Argv:
         return ["nft", "-j", "list", "table", "inet", NFT_TABLE]
@@ -382,7 +443,7 @@ SWEEP = (
     'echo "rule: $r"; done; '
     f'for p in {STATE_DIR}/*-ccdelay.pid; do [ -f "$p" ] || continue; pid=$(cat "$p"); '
     '[ "$(cat /proc/$pid/comm 2>/dev/null)" = ccdelay ] && kill "$pid" && echo "ccdelay: $pid"; '
-    'rm -f "$p"; done; '
+    'rm -f "$p" "${p%.pid}.log" "${p%.pid}-stats.json"; done; '
     f"ip link del {IFB_DEV} 2>/dev/null && echo 'ifb: {IFB_DEV}'; "
     f"nft delete table inet {NFT_TABLE} 2>/dev/null && echo 'nftables: table {NFT_TABLE}'; true"
 )

@@ -25,7 +25,15 @@ from typing import Any
 from ccbench import calibration, instruments, interrupts, jsonio, layout, ledger, safe
 from ccbench import topology as tp
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
-from ccbench.exec import CommandFailed, NetnsExecutor
+from ccbench.exec import (
+    CommandFailed,
+    NetnsExecutor,
+    comm,
+    end_processes,
+    pids_in_any,
+    running,
+    tagged,
+)
 from ccbench.hosts.linux import LinuxHost
 from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
@@ -48,8 +56,21 @@ def require_tools() -> None:
         raise CcbenchError(f"missing tools: {', '.join(missing)} (run ./setup.sh)")
 
 
+NS_ROOT = "ccb-"  # every testbed's namespaces: ccb-<id>-<node>
+
+
 def ns_prefix(tb_id: str) -> str:
-    return f"ccb-{tb_id}-"
+    return f"{NS_ROOT}{tb_id}-"
+
+
+def strays(tb_id: str, orphans: bool = True) -> list[int]:
+    """Processes started in testbed `tb_id`'s namespaces, found by their tag
+    (exec.tagged) also where `ip netns delete` left them running in a namespace no name
+    leads to any more; with `orphans`, those left so in any ccbench namespace (no
+    testbed uses a deleted namespace; their traffic and CPU would disturb a run)."""
+    mine = ns_prefix(tb_id)
+    return [t.pid for t in tagged(NS_ROOT)
+            if t.netns.startswith(mine) or (orphans and not t.mounted)]  # fmt: skip
 
 
 def list_namespaces(prefix: str = "") -> list[str]:
@@ -145,20 +166,14 @@ class LocalTestbed(TestbedBase):
 
     def prepare_run(self) -> None:
         """Before a run: processes an earlier run left in the testbed's namespaces (one
-        killed with its workflow: iperf3, samplers, probes) are ended, and it says so.
-        The delay element is the testbed's own and stays."""
+        killed with its workflow: iperf3, samplers, probes), or in any ccbench namespace
+        deleted since (strays()), are ended, and it says so. The delay element is the
+        testbed's own and stays."""
         keep = {(self.read_state() or {}).get("ccdelay_pid")}
         namespaces = [self.ns(n) for n in self.nodes()]
 
-        def left() -> list[int]:
-            return [p for p in pids_in_any(namespaces) if p not in keep]
-
-        pids = left()
-        if pids:
-            what = ", ".join(sorted({_comm(p) for p in pids}))
-            end_processes(left)
-            info(f"testbed {self.id}: ended {len(pids)} process(es) an earlier run left "
-                 f"behind ({what})")  # fmt: skip
+        end_left(self.id, lambda: [p for p in {*pids_in_any(namespaces), *strays(self.id)}
+                                   if p not in keep])  # fmt: skip
 
     # --- state ---------------------------------------------------------------
     def is_up(self) -> bool:
@@ -176,7 +191,7 @@ class LocalTestbed(TestbedBase):
         if not {self.ns(n) for n in self.nodes()} <= have:
             return False
         pid = st.get("ccdelay_pid")
-        return pid is None or _alive(pid)
+        return pid is None or running(pid)
 
     # --- build ---------------------------------------------------------------
     def up(self) -> dict[str, Any]:
@@ -195,6 +210,7 @@ class LocalTestbed(TestbedBase):
             raise CcbenchError(
                 f"testbed '{self.id}' already exists: `ccbench testbed down --id {self.id}` first"
             )
+        end_left(self.id, lambda: strays(self.id))  # nothing of a deleted one runs on
         ok = False
         try:
             self.state_dir.mkdir(parents=True, exist_ok=True)
@@ -351,60 +367,18 @@ class LocalTestbed(TestbedBase):
         return seen
 
 
+def end_left(tb_id: str, pids: Callable[[], list[int]]) -> None:
+    """End what `pids()` lists (exec.end_processes), saying so if it lists any."""
+    first = pids()
+    if first:
+        what = ", ".join(sorted({comm(p) for p in first}))
+        end_processes(pids)
+        info(f"testbed {tb_id}: ended {len(first)} process(es) an earlier run left "
+             f"behind ({what})")  # fmt: skip
+
+
 def _last_cpu() -> int:
     return (os.cpu_count() or 1) - 1
-
-
-def _alive(pid: int) -> bool:
-    """True while `pid` runs; a zombie (exited, not yet reaped by its parent) is dead."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def pids_in(ns: str) -> list[int]:
-    out = NetnsExecutor(None).run(["ip", "netns", "pids", ns], check=False).stdout
-    return [int(x) for x in out.split() if x.isdigit()]
-
-
-def end_processes(pids: Callable[[], list[int]]) -> None:
-    """SIGTERM what `pids()` lists, 2 s to end, then SIGKILL what is left (listed again:
-    a process may have started another meanwhile)."""
-    for sig, wait in ((signal.SIGTERM, 2.0), (signal.SIGKILL, 1.0)):
-        left = pids()
-        for p in left:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p, sig)
-        deadline = time.monotonic() + wait
-        while left and time.monotonic() < deadline:
-            left = [p for p in left if _alive(p)]
-            time.sleep(0.02)
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return "?"
-
-
-def pids_in_any(names: list[str]) -> list[int]:
-    """Processes in any of the named namespaces, in one pass over /proc (what `ip netns
-    pids` does per namespace)."""
-    inodes = set()
-    for n in names:
-        with contextlib.suppress(OSError):
-            inodes.add(os.stat(Path("/run/netns") / n).st_ino)
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            with contextlib.suppress(OSError):
-                if os.stat(d / "ns" / "net").st_ino in inodes:
-                    out.append(int(d.name))
-    return out
 
 
 def down(tb_id: str) -> list[str]:
@@ -413,7 +387,11 @@ def down(tb_id: str) -> list[str]:
     tb_id = safe.testbed_id(tb_id)
     prefix = ns_prefix(tb_id)
     names = list_namespaces(prefix)
-    end_processes(lambda: [p for n in names for p in pids_in(n)])
+    lost = [t.pid for t in tagged(prefix) if not t.mounted]
+    if lost:  # only their tag leads to them (exec.tagged)
+        info(f"testbed {tb_id}: ending {len(lost)} process(es) left in its namespaces "
+             f"deleted before ({', '.join(sorted({comm(p) for p in lost}))})")  # fmt: skip
+    end_processes(lambda: list({*pids_in_any(names), *strays(tb_id, orphans=False)}))
     _remove_containers(prefix)
     for n in names:
         NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
@@ -449,8 +427,10 @@ def _remove_containers(prefix: str) -> None:
 
 
 def all_ids() -> list[str]:
+    """Every testbed here: by its namespaces, its state directory, or processes tagged
+    with its namespaces' names (left after the namespaces were deleted)."""
     ids = set()
-    for n in list_namespaces("ccb-"):
+    for n in [*list_namespaces(NS_ROOT), *(t.netns for t in tagged(NS_ROOT))]:
         m = re.match(r"ccb-([a-z0-9]+)-", n)
         if m:
             ids.add(m.group(1))

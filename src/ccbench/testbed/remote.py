@@ -4,7 +4,8 @@ SSH-reachable machines listed in a hosts inventory).
 ccbench does not build this dumbbell (profile.py and its start-up scripts do); `up`
 checks every node answers, applies the seed tuning, (re)configures the bottleneck
 queue for the topology asked, adds loss rules, and calibrates exactly like the local
-testbed. `down` removes what `up` added on the hosts (loss rules).
+testbed. `down` ends every process of the testbed's runs on every node (recorded under
+its id: ccbench.leftovers) and removes what `up` added on the hosts (loss rules).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ccbench import calibration, delaynode, instruments, inventory, jsonio, ledg
 from ccbench.container import DEFAULT_IMAGE, host_network_argv
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.exec import Result
-from ccbench.exec_ssh import SshExecutor, SshProc, remove_stale_stderr
+from ccbench.exec_ssh import SshExecutor, SshProc, batch_argv, remove_stale_stderr
 from ccbench.hosts import driver_for
 from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
@@ -104,12 +105,14 @@ class RemoteTestbed(TestbedBase):
     def ex(self, node: str) -> SudoSsh:
         if node not in self._ex:
             n = self.node(node)
+            # its runs' processes recorded under this testbed's id: its `down` ends them
+            own = leftovers.proc_dir(self.id)
             if self.cfg.tools == "container" and n.os == "linux":
                 self._ex[node] = ContainerSsh(node, n.target, sudo=self.inv.sudo,
-                                              image=DEFAULT_IMAGE,
+                                              image=DEFAULT_IMAGE, proc_dir=own,
                                               name_prefix=self._container_prefix(node))  # fmt: skip
             else:
-                self._ex[node] = SudoSsh(node, n.target, sudo=self.inv.sudo)
+                self._ex[node] = SudoSsh(node, n.target, sudo=self.inv.sudo, proc_dir=own)
         return self._ex[node]
 
     def _container_prefix(self, node: str) -> str:
@@ -205,20 +208,46 @@ class RemoteTestbed(TestbedBase):
 
     def end_leftovers(self) -> dict[str, Swept]:
         """End what an earlier run whose control machine died left on the nodes
-        (ccbench.leftovers: its processes, a FreeBSD logger still on), and say so."""
-
-        def sweep(n: str) -> Swept:
-            d = self.driver(n)
-            # the sweep (POSIX sh: the same on both OSes), then each instrument's own
-            plan = [leftovers.sweep_argv(), *instruments.leftovers_argv(d.os)]
-            out = [self.ex(n).run(argv, check=False).stdout for argv in plan]
-            return leftovers.parse_sweep("\n".join(out))
-
+        (ccbench.leftovers: its processes, of any testbed's runs, a FreeBSD logger still
+        on), and say so."""
         remove_stale_stderr()  # this machine's side of such a run
-        found = {n: sw for n, sw in zip(self._names(), self._all(sweep), strict=True) if sw}
+        found, _ = self._sweep_nodes([leftovers.sweep_argv()], must_reach=True)
+        found = {n: sw for n, sw in found.items() if sw}
         for n, sw in found.items():
             info(f"testbed {self.id}: {n}: {sw.summary()}, left behind by an earlier run")
         return found
+
+    def end_runs(self) -> tuple[dict[str, Swept], dict[str, str]]:
+        """`down`: end every process of this testbed's runs on every node (a run killed
+        mid-traffic included: its processes are recorded under this testbed's id),
+        undo what its instruments switched on, and remove its record directory.
+        Returns what each node had, and the nodes that could not be reached (why)."""
+        mine = leftovers.proc_dir(self.id)
+        return self._sweep_nodes([
+            leftovers.sweep_argv(mine, every_testbed=False),
+            leftovers.rmdirs_argv(mine, leftovers.PROC_DIR, leftovers.ROOT_DIR),
+        ], must_reach=False)  # fmt: skip
+
+    def _sweep_nodes(
+        self, sweeps: list[list[str]], must_reach: bool
+    ) -> tuple[dict[str, Swept], dict[str, str]]:
+        """`sweeps`, then each instrument's own undo, on every node at once (POSIX sh: the
+        same on both OSes); what each found (ccbench.leftovers.parse_sweep). A node that
+        cannot be reached raises when `must_reach`, else is returned with why."""
+
+        def sweep(n: str) -> Swept | str:
+            plan = batch_argv([*sweeps, *instruments.leftovers_argv(self.driver(n).os)])
+            try:
+                out = self.ex(n).run(plan, check=False).stdout  # one round trip
+            except CcbenchError as e:
+                if must_reach:
+                    raise
+                return str(e)
+            return leftovers.parse_sweep(out)
+
+        got = dict(zip(self._names(), self._all(sweep), strict=True))
+        return ({n: g for n, g in got.items() if isinstance(g, Swept)},
+                {n: g for n, g in got.items() if isinstance(g, str)})  # fmt: skip
 
     def up(self) -> dict[str, Any]:
         t0 = time.monotonic()
@@ -385,16 +414,25 @@ class RemoteTestbed(TestbedBase):
         self.write_state(st)
         self._write_claim()
 
-    def down(self) -> None:
+    def down(self) -> str | None:
+        """Its runs' processes ended on every node, its loss rules removed; returns
+        nothing to add to `down_from_state`'s line (a lab's says what it checked)."""
         st = self.read_state() or {}
+        for n, why in self.end_runs()[1].items():
+            info(f"testbed {self.id}: {n}: its runs' processes not checked ({why})")
         self._remove_loss_rules(st.get("loss_rules", []))
         if self._claimed_by() == self.id:
             self._claim_file().unlink(missing_ok=True)
         if self.cfg.tools == "container":
             self._remove_containers()
+        self._close()
+        self.remove_state()
+        return None
+
+    def _close(self) -> None:
+        """Every host's shared ssh connection ended (none stays after `down`)."""
         for ex in self._ex.values():
             ex.close()
-        self.remove_state()
 
 
 __all__ = ["RemoteTestbed", "SshProc"]
@@ -418,5 +456,4 @@ def down_with(cls: type[RemoteTestbed], tb_id: str, st: dict[str, Any], done: st
         return (f"state.json was damaged ({type(e).__name__}: {e}): removed it; what it "
                 "left on its SSH hosts, if anything, stays until `testbed up` and "
                 "`down` with its config")  # fmt: skip
-    remote.down()
-    return done
+    return remote.down() or done

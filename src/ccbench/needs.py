@@ -1,0 +1,94 @@
+"""What a node must have before a run starts anything: programs on its PATH and kernel
+features, as the instruments and probe tools declare them (their `needs`). The run asks
+each node once, with one argv (`check_argv`), and refuses in one line naming every tool
+and the node that lacks it (`refusal`), before any process of the run starts.
+
+A run that found out only when a tool's first read failed would have spent its traffic
+(flent's runners likewise find their binaries before a test: flent/runners.py,
+find_binary)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ccbench.errors import CcbenchError
+from ccbench.exec import Executor
+
+
+@dataclass(frozen=True)
+class Needs:
+    """Programs a node runs (found by `command -v`) and kernel features (FEATURES)."""
+
+    programs: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+
+    def __or__(self, other: Needs) -> Needs:
+        return Needs(tuple(dict.fromkeys((*self.programs, *other.programs))),
+                     tuple(dict.fromkeys((*self.features, *other.features))))  # fmt: skip
+
+
+NOTHING = Needs()
+# Kernel features by name, each a test in sh that succeeds when the node has it.
+# tracefs: the kernel can mount it (tcp_probe mounts it when it is not).
+FEATURES = {"tracefs": "grep -qw tracefs /proc/filesystems"}
+FEATURE = "feature:"  # how a feature is told from a program in the check's arguments
+# Prints each argument the node lacks, one a line; names come in as arguments, the
+# tests are this module's constants.
+CHECK_SH = (
+    'for t; do case "$t" in '
+    + "".join(f'{FEATURE}{name}) {test} || echo "$t";; ' for name, test in FEATURES.items())
+    + f'{FEATURE}*) echo "$t";; '
+    + '*) command -v "$t" >/dev/null 2>&1 || echo "$t";; '
+    + "esac; done"
+)
+
+
+@dataclass(frozen=True)
+class Need:
+    """`node` (asked through `ex`) needs `needs` for `user` (an instrument's name,
+    "probe fping", "the flows")."""
+
+    node: str
+    ex: Executor
+    needs: Needs
+    user: str
+
+
+def check_argv(needs: Needs) -> list[str]:
+    """The one command that asks a node for everything in `needs`."""
+    unknown = [f for f in needs.features if f not in FEATURES]
+    if unknown:
+        raise CcbenchError(f"no test for kernel feature {', '.join(unknown)}")
+    return ["sh", "-c", CHECK_SH, "ccbench-needs", *needs.programs,
+            *(FEATURE + f for f in needs.features)]  # fmt: skip
+
+
+def lacking(ex: Executor, needs: Needs) -> list[str]:
+    """What of `needs` the node behind `ex` lacks (features by their names)."""
+    if not needs.programs and not needs.features:
+        return []
+    res = ex.run(check_argv(needs), check=False)
+    if not res.ok:
+        raise CcbenchError(f"{ex.name}: could not check for {', '.join(needs.programs)} "
+                           f"({(res.stderr or res.stdout).strip()[:120]})")  # fmt: skip
+    asked = {*needs.programs, *needs.features}
+    return [t for line in res.stdout.split() if (t := line.removeprefix(FEATURE)) in asked]
+
+
+def refusal(wanted: Iterable[Need]) -> str | None:
+    """Ask each node once for all it needs; the one line that refuses the run (each
+    node, what it lacks and who needs it), None when every node has everything."""
+    per_node: dict[str, list[Need]] = {}
+    for w in wanted:
+        per_node.setdefault(w.node, []).append(w)
+    out = []
+    for node, ws in per_node.items():
+        need = NOTHING
+        for w in ws:
+            need |= w.needs
+        for t in lacking(ws[0].ex, need):
+            users = dict.fromkeys(w.user for w in ws
+                                  if t in (*w.needs.programs, *w.needs.features))  # fmt: skip
+            out.append(f"{node} has no {t} (needed by {', '.join(users)})")
+    return "; ".join(out) + "; nothing was started" if out else None
