@@ -68,7 +68,9 @@ def lacking(ex: Executor, needs: Needs) -> list[str]:
     """What of `needs` the node behind `ex` lacks (features by their names)."""
     if not needs.programs and not needs.features:
         return []
-    res = ex.run(check_argv(needs), check=False)
+    # `tools: container`: the tools a run starts live in the image, not on the host
+    in_image = getattr(ex, "run_in_image", None)
+    res = in_image(check_argv(needs)) if in_image else ex.run(check_argv(needs), check=False)
     if not res.ok:
         raise CcbenchError(f"{ex.name}: could not check for {', '.join(needs.programs)} "
                            f"({(res.stderr or res.stdout).strip()[:120]})")  # fmt: skip

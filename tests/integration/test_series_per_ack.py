@@ -72,6 +72,9 @@ def test_the_per_ack_series_of_a_traced_run(tmp_path: Path) -> None:
         # Entries into Recovery and Loss (each RTO expiry one) are the run's counts.
         assert (ca["ca_state"] == RECOVERY).sum() == events[k]["recoveries"] > 0
         assert (ca["ca_state"] == LOSS).sum() == events[k]["rtos"]
+        # ... and its sender's own counters agree (nstat in s_k's namespace)
+        c = s["retransmit_causes"][f"s{k}"]
+        assert (ca["ca_state"] == RECOVERY).sum() == c["recovery_episodes"], c
 
         # In flight <= cwnd, with a slack: only while Open (in Disorder, Recovery and
         # Loss snd_nxt - snd_una also counts SACKed and lost segments, which cwnd does
