@@ -70,6 +70,10 @@ class ContainerSsh(SudoSsh):
         name = f"{self.name_prefix}{os.getpid()}-{next(_CONTAINER_SEQ)}"
         return host_network_argv(self.image, argv, name=name)
 
+    def run_in_image(self, argv: list[str]) -> Result:
+        """`argv` where the spawned tools run, the image (the tool check: ccbench.needs)."""
+        return self.run(self.wrap_spawned(argv), check=False, timeout=120.0)
+
 
 _CONTAINER_SEQ = itertools.count(1)
 
