@@ -136,6 +136,7 @@ def test_found_lists_testbeds_and_their_state(
             (tmp_path / tb_id / "state.json").write_text(state)
     monkeypatch.setattr(base, "STATE_ROOT", tmp_path)
     monkeypatch.setattr(local, "list_namespaces", lambda prefix="": [prefix + "s1"] * 3)
+    monkeypatch.setattr(local, "tagged", lambda prefix="": [])  # no other test's processes
     found = {f.id: f for f in manage.found()}
     assert sorted(found) == ["bad1", "half1", "list1", "none1", "ok1"]
     assert [k for k, f in found.items() if f.complete] == ["ok1"]

@@ -83,6 +83,7 @@ def test_all_ids_lists_only_what_ccbench_could_have_made(tmp_path: Path, monkeyp
     (tmp_path / "lnk").symlink_to(tmp_path / "abc1")
     monkeypatch.setattr(base, "STATE_ROOT", tmp_path)
     monkeypatch.setattr(local, "list_namespaces", lambda prefix="": [])
+    monkeypatch.setattr(local, "tagged", lambda prefix="": [])  # no other test's processes
     assert local.all_ids() == ["abc1"]
 
 
