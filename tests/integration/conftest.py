@@ -162,6 +162,23 @@ def run_measured(
     return got
 
 
+# Reasons a run is invalid because the VM, not the code under test, fell behind
+# (validity.check_rtt_excess, the delay element's lateness check). Tests whose subject
+# is not fidelity (crash clean-up, resume, kernel waits) accept a run judged invalid for
+# these only: the check did its job; fidelity has its own tests (measure_fidelity).
+HOST_STALL_REASONS = ("the host stalled", "delay element late")
+
+
+def host_stalled_only(reasons: list[str]) -> bool:
+    return bool(reasons) and all(any(h in r for h in HOST_STALL_REASONS) for r in reasons)
+
+
+def assert_judged(summary: dict[str, Any]) -> None:
+    """The run was measured and judged: valid, or invalid only because the host stalled."""
+    assert not summary.get("skipped"), summary["reasons"]
+    assert summary["valid"] or host_stalled_only(summary["reasons"]), summary["reasons"]
+
+
 def run_snakemake(
     workdir: Path,
     config: Path,

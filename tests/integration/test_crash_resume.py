@@ -1,7 +1,8 @@
 """A crash costs only what was in flight (issue 20), on real namespaces: the .test
 comparison's `snakemake` process group is SIGKILLed (an OOM kill, a closed laptop) as
 soon as its first run is done; then Snakemake's own `--unlock`, and the same command
-again. Every run ends valid, the run finished before the crash is not measured again,
+again. Every run ends measured and judged (valid, or invalid only because the VM
+stalled: conftest.assert_judged), the run finished before the crash is not measured again,
 and when the comparison is done no process of the killed run and no namespace is left.
 """
 
@@ -21,6 +22,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.integration.conftest import (
+    assert_judged,
     in_namespaces,
     namespaces,
     offer_test_comparison,
@@ -92,11 +94,13 @@ def _resume(work: Path) -> tuple[subprocess.CompletedProcess[str], bool]:
     return locked, cut
 
 
-def _all_valid(runs: Path) -> None:
+def _all_judged(runs: Path) -> bool:
+    """All 4 runs measured and judged; whether every one is valid."""
     summaries = [json.loads(p.read_text()) for p in runs.glob("*/summary.json")]
-    assert len(summaries) == 4 and all(s["valid"] for s in summaries), [
-        s["reasons"] for s in summaries
-    ]
+    assert len(summaries) == 4, [p.parent.name for p in runs.glob("*/summary.json")]
+    for s in summaries:
+        assert_judged(s)
+    return all(s["valid"] for s in summaries)
 
 
 def test_a_killed_comparison_resumes_without_measuring_again(tmp_path: Path) -> None:
@@ -122,13 +126,14 @@ def test_a_killed_comparison_resumes_without_measuring_again(tmp_path: Path) -> 
     said = locked.stdout + locked.stderr
     assert locked.returncode != 0 and ("unlock" in said or cut), said[-2000:]
 
-    _all_valid(runs)
+    all_valid = _all_judged(runs)
     # the run finished before the crash kept its raw data: not measured again
     assert json.loads((first / "raw" / "meta.json").read_text())["started_unix"] == measured
     assert not list(runs.glob("*/.raw.tmp-*"))  # the killed attempt's files are gone
     assert set(namespaces("ccb-")) <= others  # this comparison's are gone
     assert _ccbench_processes() - before == set()
-    offer_test_comparison(work)  # done: test_pipeline asserts on it, not on a second run
+    if all_valid:  # done: test_pipeline asserts on it, not on a second run
+        offer_test_comparison(work)
 
 
 # The .test comparison takes about 80 s here (testbed up, 4 runs of 3 s, parses, report).
