@@ -59,11 +59,13 @@ NODE_MOUNTS = (
 )
 
 
-def sshd_argv(ns: str, addr: str, keys: Path, var_tmp: Path | None = None) -> list[str]:
+def sshd_argv(
+    ns: str, addr: str, keys: Path, var_tmp: Path | None = None, pid_file: Path | None = None
+) -> list[str]:
     """A throw-away sshd in namespace `ns` (foreground, no config file, keys in `keys`;
-    `var_tmp`: the node's /var/tmp). nsenter, not `ip netns exec`: only the network
-    namespace changes, so sessions keep this machine's /sys (podman needs its cgroup
-    mounts)."""
+    `var_tmp`: the node's /var/tmp; `pid_file`: default keys/sshd.pid). nsenter, not
+    `ip netns exec`: only the network namespace changes, so sessions keep this machine's
+    /sys (podman needs its cgroup mounts)."""
     return [
         "nsenter", f"--net=/run/netns/{ns}", "unshare", "--mount", "--propagation", "private",
         "sh", "-c", NODE_MOUNTS, "node-mounts", str(Path.home() / ".bashrc"),
@@ -71,7 +73,7 @@ def sshd_argv(ns: str, addr: str, keys: Path, var_tmp: Path | None = None) -> li
         "-h", str(keys / "hostkey"), "-o", f"ListenAddress={addr}",
         "-o", f"AuthorizedKeysFile={keys / 'authorized_keys'}",
         "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no", "-o", "UsePAM=no",
-        "-o", "PasswordAuthentication=no", "-o", f"PidFile={keys / 'sshd.pid'}",
+        "-o", "PasswordAuthentication=no", "-o", f"PidFile={pid_file or keys / 'sshd.pid'}",
     ]  # fmt: skip
 
 

@@ -69,9 +69,18 @@ def cmd_testbed(a: argparse.Namespace) -> int:
     from ccbench.testbed import manage
 
     if a.action == "down":
-        for tb_id in lifecycle.ids_to_remove(a.all, a.config, a.id):
-            print(f"testbed {tb_id}: {manage.down(tb_id)}")
-        return 0
+        ids = lifecycle.ids_to_remove(a.all, a.config, a.id)
+        failed = []
+        for d in manage.down_each(ids):
+            if d.ok:
+                print(f"testbed {d.id}: {d.said}", flush=True)
+            else:
+                failed.append(d.id)
+                print(f"ccbench: error: {d.said}", file=sys.stderr, flush=True)
+        if failed and len(ids) > 1:
+            print(f"ccbench: error: {len(failed)} of {len(ids)} testbeds not as found after "
+                  f"down: {', '.join(failed)}", file=sys.stderr)  # fmt: skip
+        return 2 if failed else 0
     if a.action == "status" and not (a.config or a.matrix):
         for each in manage.found():
             state = "up" if each.complete else "incomplete/stale"

@@ -1,7 +1,7 @@
 """One Executor interface: run argv lists on a node, wherever that node is.
 
 Implementations: `NetnsExecutor` (a network namespace on this machine, or the host
-itself) and `SshExecutor` (in ccbench.ssh). Commands are always argv lists; nothing
+itself) and `SshExecutor` (ccbench.exec_ssh). Commands are always argv lists; nothing
 here ever builds a shell string, so config values cannot become shell syntax.
 """
 
@@ -66,6 +66,14 @@ class Executor(Protocol):
         check: bool = True,
         timeout: float | None = 60.0,
     ) -> Result: ...
+
+    def run_where_tools_run(
+        self, argv: Sequence[str], *, check: bool = True, timeout: float | None = 60.0
+    ) -> Result:
+        """Run `argv` where spawn() starts the run's tools: the node itself, or with
+        `tools: container` the image (run() always uses the node's own, for set-up).
+        A check for the run's tools asks here (ccbench.needs)."""
+        ...
 
     def spawn(
         self,
@@ -328,7 +336,19 @@ class NetnsExecutor:
         check: bool = True,
         timeout: float | None = 60.0,
     ) -> Result:
-        full = self.wrap(argv)
+        return self._run_line(self.wrap(argv), input=input, check=check, timeout=timeout)
+
+    def run_where_tools_run(
+        self, argv: Sequence[str], *, check: bool = True, timeout: float | None = 60.0
+    ) -> Result:
+        """As spawn() wraps it (wrap_spawned), so a subclass that starts its tools elsewhere
+        runs this there too."""
+        full = self.wrap_spawned([str(a) for a in argv], False)
+        return self._run_line(full, input=None, check=check, timeout=timeout)
+
+    def _run_line(
+        self, full: list[str], *, input: str | None, check: bool, timeout: float | None
+    ) -> Result:
         cp = run_captured(full, self.name, input=input, timeout=timeout, env=self.env)
         res = Result(tuple(full), cp.returncode, cp.stdout, cp.stderr)
         if check and not res.ok:

@@ -197,6 +197,13 @@ class SshExecutor:
             raise CommandFailed(self.name, res)
         return res
 
+    def run_where_tools_run(
+        self, argv: Sequence[str], *, check: bool = True, timeout: float | None = 60.0
+    ) -> Result:
+        """As spawn() wraps it (wrap_spawned), so a subclass that starts its tools elsewhere
+        runs this there too."""
+        return self.run(self.wrap_spawned(list(argv)), check=check, timeout=timeout)
+
     def spawn(
         self,
         argv: Sequence[str],

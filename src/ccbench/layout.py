@@ -8,14 +8,17 @@ A run directory (results/runs/<run id>/):
     summary.json          the run record (`ccbench parse`, ccbench.record)
     timeseries.parquet    the run's time series (`ccbench parse`, ccbench.timeseries)
 
-raw/ holds spec.json (what was asked), meta.json (what happened when), calibration.json,
-facts.json, kernel.json, sender-setup.json, qdisc-config.txt, the before/after snapshots
-(tc-, delay-, drops-, cpu-), one iperf3-K.json (+ .err, server-K.json) per flow, the
-samplers' ss-NODE.txt, qdisc-NODE.txt and siftr-NODE.log, sockstat-K.txt, other
-instruments' files (each names its own), the senders' tcp-counters-NODE-{before,after}.json,
-the probe's file (its name is the probe tool's, ccbench.probes), error.txt (the attempt
-failed) or skipped.json (not run, and why). A large file fetched from a remote node may be stored
-compressed (NAME.gz, NAME.xz or NAME.zst); every reader here opens both forms.
+raw/ holds spec.json (what was asked), meta.json (what happened when: ccbench.runmeta),
+calibration.json, facts.json, kernel.json, sender-setup.json, qdisc-config.txt, the
+before/after snapshots (tc-, delay-, drops-), one iperf3-K.json (+ server-K.json) per
+flow, the instruments' files, the probe's file, error.txt (the attempt failed) or
+skipped.json (not run, and why); docs/architecture.md has the table. Each name is
+written once in the package: here (the constants and functions below, instruments'
+files among them), or in the module of the instrument or probe tool whose file it is
+(instruments.interfaces, instruments.tcp_probe, each probe tool's `raw_file`); every
+reader and writer uses these, never a literal (tests/unit/test_raw_names.py). A large
+file fetched from a remote node may be stored compressed (NAME.gz, NAME.xz or NAME.zst);
+every reader here opens both forms.
 """
 
 from __future__ import annotations

@@ -52,10 +52,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from ccbench import jsonio
+from ccbench import jsonio, layout
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor
 from ccbench.hosts import node_driver
+from ccbench.layout import AFTER, BEFORE
 from ccbench.parse import drops as parse_drops
 
 SCHEMA = "ccbench-drops/1"
@@ -228,7 +229,7 @@ def account(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """The ledger between two snapshots: configured loss-rule drops, drops elsewhere
     (by place, each lost packet once), softnet backlog drops (all of them, once per
     kernel) and time squeezes. ValueError if unreadable."""
-    for s, name in ((before, "drops-before.json"), (after, "drops-after.json")):
+    for s, name in ((before, layout.drops(BEFORE)), (after, layout.drops(AFTER))):
         if not isinstance(s, dict) or s.get("schema") != SCHEMA:
             raise ValueError(f"{name}: not a drop-counter snapshot ({SCHEMA})")
     nb, na = before.get("nodes") or {}, after.get("nodes") or {}

@@ -11,15 +11,19 @@ runs with the recorded start time (not a reused pid) is sent SIGTERM, then SIGKI
 has not ended after 2 s; files of processes that are gone are removed, and `down`
 removes the testbed's directory. After the sweep, each instrument undoes what it
 switched on (Instrument.leftovers_argv: a siftr logger, a trace instance), printing
-`logger NAME` lines this module parses too.
+`logger NAME` lines this module parses too; and `down` removes the files the
+instruments write on the nodes (Instrument.node_files: a run killed before it fetched
+them leaves them), printing `file PATH`, and checks they are gone (files_left_argv).
 
-The scripts are constants: only directories (PROC_DIR, a checked testbed id) reach
-them, as arguments. sh, not Python: the nodes have no Python guaranteed (FreeBSD base).
+The scripts are constants: only directories (PROC_DIR, a checked testbed id) and the
+instruments' declared paths (node_path) reach them, as arguments. sh, not Python: the
+nodes have no Python guaranteed (FreeBSD base).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 ROOT_DIR = "/var/tmp/ccbench"  # ccbench's own directory on a node
@@ -102,18 +106,61 @@ def rmdirs_argv(*dirs: str) -> list[str]:
     return ["sh", "-c", _RMDIRS, "ccbench-rmdir", *dirs]
 
 
+# Removes each path given (a directory with what is in it), printing `file PATH` for
+# each that was there.
+_REMOVE = (
+    'for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then rm -rf -- "$f"; echo "file $f"; '
+    "fi; done; true"
+)
+# Prints `ccbench-left PATH` for each path given that is there; exits 1 if any is.
+_LEFT = (
+    'r=0; for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then echo "ccbench-left $f"; '
+    "r=1; fi; done; exit $r"
+)
+_LEFT_LINE = re.compile(r"^ccbench-left (\S+)$", re.M)
+
+
+def node_path(path: str) -> str:
+    """`path` when it may be given to `rm -rf` on a node: absolute, under /var/tmp, its
+    name there beginning with `ccbench`, no `..`, no whitespace (what an instrument
+    declares it writes: a mistake in a declaration raises, not removes)."""
+    parts = path.split("/")
+    if (not path.startswith("/var/tmp/ccbench") or ".." in parts or "" in parts[1:]
+            or any(c.isspace() for c in path)):  # fmt: skip
+        raise ValueError(f"not a node path of ccbench's own: {path!r}")
+    return path
+
+
+def remove_files_argv(paths: Sequence[str]) -> list[str]:
+    """One command that removes `paths` (node_path each) on a node."""
+    return ["sh", "-c", _REMOVE, "ccbench-rm", *map(node_path, paths)]
+
+
+def files_left_argv(paths: Sequence[str]) -> list[str]:
+    """One command that exits 0 when none of `paths` is on a node; files_left reads
+    which are."""
+    return ["sh", "-c", _LEFT, "ccbench-files", *paths]
+
+
+def files_left(stdout: str) -> list[str]:
+    """The paths files_left_argv found (its lines among any other output)."""
+    return _LEFT_LINE.findall(stdout)
+
+
 @dataclass(frozen=True)
 class Swept:
     """What a sweep found: processes ended ("pid name"), of those the ones that needed
-    SIGKILL, those even SIGKILL left running ("pid name"), and loggers turned off."""
+    SIGKILL, those even SIGKILL left running ("pid name"), loggers turned off, and
+    files removed."""
 
     ended: tuple[str, ...] = ()
     killed: tuple[str, ...] = ()
     loggers: tuple[str, ...] = ()
     alive: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.ended or self.loggers or self.alive)
+        return bool(self.ended or self.loggers or self.alive or self.files)
 
     def summary(self) -> str:
         """One clause for a log line: 'ended 2 process(es) (iperf3, ss); siftr off'."""
@@ -124,6 +171,8 @@ class Swept:
             parts.append(f"{len(self.alive)} still running after SIGKILL ({_names(self.alive)})")
         if self.loggers:
             parts.append(f"turned off {', '.join(self.loggers)}")
+        if self.files:
+            parts.append(f"removed {', '.join(self.files)}")
         return "; ".join(parts)
 
 
@@ -131,12 +180,12 @@ def _names(procs: tuple[str, ...]) -> str:
     return ", ".join(sorted({e.split(" ", 1)[1] if " " in e else "?" for e in procs}))
 
 
-_LINE = re.compile(r"^(left|killed|alive|logger) (\S+)(?: (.*))?$")
+_LINE = re.compile(r"^(left|killed|alive|logger|file) (\S+)(?: (.*))?$")
 
 
 def parse_sweep(stdout: str) -> Swept:
     """sweep_argv's output; lines it does not know are ignored (a shell's noise)."""
-    found: dict[str, list[str]] = {"left": [], "killed": [], "alive": [], "logger": []}
+    found: dict[str, list[str]] = {k: [] for k in ("left", "killed", "alive", "logger", "file")}
     for line in stdout.splitlines():
         m = _LINE.match(line.strip())
         if not m:
@@ -145,8 +194,9 @@ def parse_sweep(stdout: str) -> Swept:
         named = f"{first} {(rest or '?').strip() or '?'}"
         found[what].append(named if what in ("left", "alive") else first)
     return Swept(tuple(found["left"]), tuple(found["killed"]), tuple(found["logger"]),
-                 tuple(found["alive"]))  # fmt: skip
+                 tuple(found["alive"]), tuple(found["file"]))  # fmt: skip
 
 
-__all__ = ["PROC_DIR", "ROOT_DIR", "Swept", "parse_sweep", "proc_dir", "rmdirs_argv",
-           "sweep_argv", "wrapper"]  # fmt: skip
+__all__ = ["PROC_DIR", "ROOT_DIR", "Swept", "files_left", "files_left_argv", "node_path",
+           "parse_sweep", "proc_dir", "remove_files_argv", "rmdirs_argv", "sweep_argv",
+           "wrapper"]  # fmt: skip

@@ -68,9 +68,9 @@ def lacking(ex: Executor, needs: Needs) -> list[str]:
     """What of `needs` the node behind `ex` lacks (features by their names)."""
     if not needs.programs and not needs.features:
         return []
-    # `tools: container`: the tools a run starts live in the image, not on the host
-    in_image = getattr(ex, "run_in_image", None)
-    res = in_image(check_argv(needs)) if in_image else ex.run(check_argv(needs), check=False)
+    # Asked where the run will start its tools (with `tools: container`, the image);
+    # 120 s: that may start a container first.
+    res = ex.run_where_tools_run(check_argv(needs), check=False, timeout=120.0)
     if not res.ok:
         raise CcbenchError(f"{ex.name}: could not check for {', '.join(needs.programs)} "
                            f"({(res.stderr or res.stdout).strip()[:120]})")  # fmt: skip

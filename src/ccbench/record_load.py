@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ccbench import jsonio, layout, probes, upgrade
+from ccbench import jsonio, layout, upgrade
 from ccbench.errors import CcbenchError
 from ccbench.record import RunRecord
 from ccbench.spec import RunSpec
+from ccbench.summarize.probe import read_probe
 from ccbench.summarize.run_metrics import run_metrics
 from ccbench.summarize.runfiles import recorded
 
@@ -47,7 +48,7 @@ def recompute(d: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     probe = d.get("probe")
     if isinstance(probe, dict) and not isinstance(probe.get("samples_us"), list):
         try:
-            p = probes.read(run_dir / layout.RAW)
+            p = read_probe(run_dir / layout.RAW)
         except ValueError:
             p = None
         probe["samples_us"] = list(p.rtts_us) if p else []

@@ -14,14 +14,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from ccbench import instruments, jsonio, layout, needs, probes, run_senders
+from ccbench import instruments, jsonio, layout, needs, probes, run_senders, runmeta
 from ccbench.errors import CcbenchError
 from ccbench.exec import Proc
 from ccbench.instruments import Instrument, Recording
+from ccbench.layout import AFTER, BEFORE
 from ccbench.needs import Need, Needs
 from ccbench.progress import console, info
+from ccbench.runmeta import RunMeta
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed, signals_deferred
 
@@ -52,41 +53,46 @@ class RunProcs:
 def run_once(
     tb: Testbed, spec: RunSpec, raw: Path, kernel_req: dict[str, str] | None = None,
     registry: Mapping[str, type[Instrument]] = instruments.REGISTRY,
-) -> dict[str, Any]:  # fmt: skip
-    """Do the run; write every raw file into `raw` (which must exist). `kernel_req`:
-    the variant's {label, match}, kept as raw/kernel.json (summarize.hosts checks the
-    senders' kernels recorded in facts.json against it). `registry`: the instruments
-    it may record with (the package's unless a caller brings its own set)."""
+) -> RunMeta:  # fmt: skip
+    """Do the run; write every raw file into `raw` (which must exist), meta.json last
+    (what happened when: the returned RunMeta). `kernel_req`: the variant's {label,
+    match}, kept as raw/kernel.json (summarize.hosts checks the senders' kernels
+    recorded in facts.json against it). `registry`: the instruments it may record with
+    (the package's unless a caller brings its own set)."""
     t0 = time.monotonic()
     procs = RunProcs(instruments=instruments.for_run(tb, spec, registry))
     _prepare(tb, spec, raw, spec.senders, kernel_req, procs.instruments)
-    _snapshot_bottleneck(tb, raw, "before")
+    _snapshot_bottleneck(tb, raw, BEFORE)
     rec = Recording(tb, spec, raw)
-    meta: dict[str, Any] = {"flows": [], "started_unix": None, "testbed": tb.id,
-                            "kind": tb.kind, "tools": tb.tools}  # fmt: skip
     # Where a run's time goes besides its traffic (bench/pipeline.py reads them).
-    phases = meta["phases_s"] = {"prepare": round(time.monotonic() - t0, 3)}
+    phases = {"prepare": round(time.monotonic() - t0, 3)}
     label = f"{spec.scenario}/{spec.variant} rep {spec.repetition}"
+    probe_argv = None
     try:
         _start_servers(tb, spec, procs, raw)
-        _start_clients(tb, spec, procs, raw, meta)
+        client_argv = _start_clients(tb, spec, procs, raw)
         if spec.probe_interval_s > 0:
-            meta["probe_argv"] = _probe_start(tb, spec, procs, raw)
+            probe_argv = _probe_start(tb, spec, procs, raw)
         for ins in procs.instruments:
             ins.start(rec)
         during = [a for ins in procs.instruments for a in ins.during(rec)]
         phases["start"] = round(time.monotonic() - t0 - phases["prepare"], 3)
-        _drive(spec, procs, meta, label, during, rec)
+        traffic = _drive(spec, procs, label, during, rec)
         t_end = time.monotonic()
         _end_traffic(spec, procs, label, rec)
     finally:
         with signals_deferred():
             procs.stop_all()
-            meta["instruments"] = {i.name: i.record_json() for i in procs.instruments}
-    _snapshot_bottleneck(tb, raw, "after")
+    _snapshot_bottleneck(tb, raw, AFTER)
     phases["end"] = round(time.monotonic() - t_end, 3)
-    meta["finished_unix"] = time.time()
-    jsonio.write_json(raw / layout.META, meta)
+    meta = RunMeta(
+        started_unix=traffic.started_unix, flow_starts=traffic.flow_starts,
+        client_rc=traffic.client_rc, probe_argv=probe_argv,
+        instruments={i.name: i for i in procs.instruments}, client_argv=client_argv,
+        tools=tb.tools, traffic_wall_s=traffic.wall_s, finished_unix=time.time(),
+        phases_s=phases,
+    )  # fmt: skip
+    runmeta.write(raw, meta)
     return meta
 
 
@@ -166,11 +172,10 @@ def _start_servers(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> No
         tb.wait_listening(f.receiver, layout.flow_port(roles, spec, k))
 
 
-def _start_clients(
-    tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path, meta: dict[str, Any]
-) -> None:
+def _start_clients(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list[list[str]]:
     """Every client is started now but held at a gate; each is released at its start
-    offset (_drive), so starts do not depend on process or ssh start-up times."""
+    offset (_drive), so starts do not depend on process or ssh start-up times. Returns
+    their argv lists."""
     argvs = []
     roles = tb.roles
     for k, f in enumerate(spec.flows, start=1):
@@ -184,7 +189,7 @@ def _start_clients(
             tb.ex(node).spawn(argv, stdout=raw / layout.iperf3(k),
                               stderr=raw / layout.stderr_of(layout.iperf3(k)), gated=True)
         )  # fmt: skip
-    meta["client_argv"] = argvs
+    return argvs
 
 
 def _end_traffic(spec: RunSpec, procs: RunProcs, label: str, rec: Recording) -> None:
@@ -228,11 +233,21 @@ def _probe_start(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list
     return pl.client
 
 
+@dataclass(frozen=True)
+class Traffic:
+    """What driving the flows gives meta.json (runmeta.RunMeta)."""
+
+    started_unix: float  # the first release, wall clock
+    flow_starts: dict[int, float]  # flow -> seconds after the first release, in release order
+    wall_s: float  # the first release to the last client's end
+    client_rc: list[int | None]
+
+
 def _drive(
-    spec: RunSpec, procs: RunProcs, meta: dict[str, Any], label: str,
+    spec: RunSpec, procs: RunProcs, label: str,
     during: list[tuple[float, Callable[[], None]]] | None = None,
     rec: Recording | None = None,
-) -> None:  # fmt: skip
+) -> Traffic:  # fmt: skip
     """Release each gated client at its offset; do each `during` action at its time
     (seconds after the traffic starts; one not reached before the clients end is
     skipped); show progress; wait for all to end."""
@@ -247,9 +262,10 @@ def _drive(
     if procs.gated_probes and procs.probe_lead_s > 0:
         time.sleep(procs.probe_lead_s)  # a probe that starts slowly (flent) is sampling
     t0 = time.monotonic()
-    meta["started_unix"] = time.time()
+    started_unix = time.time()
     if rec is not None:
-        rec.started_unix = meta["started_unix"]
+        rec.started_unix = started_unix
+    starts: dict[int, float] = {}
     deadline = t0 + total + CLIENT_GRACE_S
     last_line = 0.0
     while True:
@@ -257,7 +273,7 @@ def _drive(
         while pending and now - t0 >= spec.flows[pending[0]].start_s:
             i = pending.pop(0)
             procs.clients[i].release()
-            meta["flows"].append({"flow": i + 1, "started_s": round(now - t0, 4)})
+            starts[i + 1] = round(now - t0, 4)
         while actions and now - t0 >= actions[0][0]:  # each after its flow's release
             actions.pop(0)[1]()
         if not pending and all(c.poll() is not None for c in procs.clients):
@@ -270,5 +286,5 @@ def _drive(
                           f"ETA {max(0.0, total - elapsed):4.1f}s", end="\r")  # fmt: skip
             last_line = now
         time.sleep(0.005 if pending else 0.02)
-    meta["traffic_wall_s"] = round(time.monotonic() - t0, 3)
-    meta["client_rc"] = [c.wait() for c in procs.clients]
+    wall_s = round(time.monotonic() - t0, 3)
+    return Traffic(started_unix, starts, wall_s, [c.wait() for c in procs.clients])

@@ -18,7 +18,6 @@ likewise). Files written before a column existed lack it (read it as NaN).
 
 from __future__ import annotations
 
-import json
 import math
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -34,7 +33,7 @@ import pyarrow.parquet as pq
 from ccbench import instruments, layout, metrics, runmeta
 from ccbench.instruments import SENDER_SOURCES, SeriesContext
 from ccbench.layout import RawDir, load_spec
-from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
+from ccbench.parse.iperf3 import Iperf3Result, read_report
 from ccbench.spec import Flow, RunSpec
 from ccbench.timeseries_sink import Series, Sink
 from ccbench.timeseries_stats import SeriesStats
@@ -154,7 +153,7 @@ def _iperf3_rows(
     quiet = RawDir(rd.path)  # what is wrong with these files is said by the summary
     for k, f in enumerate(spec.flows, start=1):
         offset = started.get(k, f.start_s)
-        res = _iperf3_json(quiet, layout.iperf3(k))
+        res, _ = read_report(quiet, layout.iperf3(k))
         if res is not None:
             for s in res.streams:
                 if s.local:
@@ -162,19 +161,10 @@ def _iperf3_rows(
             frames.append(_iperf3_flow_rows(k, offset, res))
         # The server's intervals start when its test starts, within about one RTT of
         # the client's (both at TEST_START): placed at the client's start.
-        got = _iperf3_json(quiet, layout.server(k))
+        got, _ = read_report(quiet, layout.server(k))
         if got is not None and got.intervals:
             frames.append(_iperf3_flow_rows(k, offset, got, DELIVERED))
     return frames, local_to_flow
-
-
-def _iperf3_json(rd: RawDir, name: str) -> Iperf3Result | None:
-    """An iperf3 JSON report, None when absent or not one (older runs' server-K.txt)."""
-    text = rd.text(name)
-    try:
-        return parse_iperf3(json.loads(text or ""))
-    except ValueError:
-        return None
 
 
 def _iperf3_flow_rows(

@@ -49,7 +49,8 @@ def _unreadable(e: BaseException) -> str:
 
 
 def _flow_of(local: pa.Array, local_to_flow: dict[str, int]) -> np.ndarray:
-    """Each row's flow (0: not a flow's socket) from its local address."""
+    """Each row's flow (0: not a flow's socket) from its local address (or, siftr2,
+    its flowid)."""
     if not local_to_flow:
         return np.zeros(len(local), dtype=np.int64)
     keys = pa.array(list(local_to_flow), pa.string())
@@ -194,17 +195,19 @@ def _read_siftr(
     if path is None:
         return None, None
     try:
-        fh = layout.open_text(path)
+        fh = layout.open_binary(path)
     except OSError as e:
         return None, f"unreadable ({e.strerror or e})"
     rows: FileRows | None = None
     try:
         with fh:
-            reader = SiftrReader(fh)
+            reader = SiftrReader(fh, SIFTR_BLOCK_BYTES, SIFTR_KEYS, counts=False)
             enable_s = reader.enable_us / 1e6  # = reader.log().enable_time_s
             by_id: dict[str, int] = {}  # siftr2: flowid -> flow, once the footer is read
             # siftr 1.x records name their addresses; siftr2's only their flowid
             footer = "laddr" not in reader.layout.fields
+            if footer:
+                reader.select((*SIFTR_KEYS, "flowid"))
             rows = sink.file_rows(functools.partial(_siftr2_flows, by_id) if footer else None)
             for b in reader.batches():
                 if t0 is not None:
@@ -228,52 +231,66 @@ def _read_siftr(
 
 
 # FreeBSD's ssthresh before the first reduction (tcp_newtcpcb, sys/netinet/tcp_subr.c:
-# TCP_MAXWIN << TCP_MAX_WINSHIFT), read as infinite: NaN, as Linux's.
+# TCP_MAXWIN << TCP_MAX_WINSHIFT), read as infinite: null (NaN), as Linux's.
 SIFTR_INFINITE_SSTHRESH = 65535 << 14
+# What the series takes of a siftr record (SiftrReader reads only these fields), and
+# a siftr2 record's flowid (its flow's addresses are in the footer).
+SIFTR_KEYS = ("t_s", "direction", "local", "cwnd_bytes", "ssthresh_bytes", "srtt_us",
+              "snd_wnd_bytes", "inflight_bytes")  # fmt: skip
+# Text per batch: bigger than the reader's default, so the per-batch cost (a few
+# dozen Arrow calls) stays small beside the rows' (about 48,000 siftr 1.3 records).
+SIFTR_BLOCK_BYTES = 8 << 20
 
 
-def siftr_columns(b: pa.RecordBatch) -> dict[str, np.ndarray]:
+def siftr_columns(b: pa.RecordBatch | pa.Table) -> dict[str, pa.Array]:
     """A siftr batch's columns of the series (docs/series.md), all in bytes already:
     inflight is snd_max - snd_una in siftr 1.x, the SACK-aware pipe in siftr2."""
-    ssthresh = as_float(b.column("ssthresh_bytes"))
+    ssthresh = _f64(b.column("ssthresh_bytes"))
+    infinite = pc.greater_equal(ssthresh, float(SIFTR_INFINITE_SSTHRESH))
     return {
-        "cwnd_bytes": as_float(b.column("cwnd_bytes")),
-        "rtt_us": as_float(b.column("srtt_us")),
-        "ssthresh_bytes": np.where(ssthresh >= SIFTR_INFINITE_SSTHRESH, np.nan, ssthresh),
-        "inflight_bytes": as_float(b.column("inflight_bytes")),
-        "rwnd_bytes": as_float(b.column("snd_wnd_bytes")),
+        "cwnd_bytes": _f64(b.column("cwnd_bytes")),
+        "rtt_us": _f64(b.column("srtt_us")),
+        "ssthresh_bytes": pc.if_else(infinite, pa.scalar(None, pa.float64()), ssthresh),
+        "inflight_bytes": _f64(b.column("inflight_bytes")),
+        "rwnd_bytes": _f64(b.column("snd_wnd_bytes")),
     }
+
+
+def _f64(col: Any) -> pa.Array:
+    return pc.cast(col, pa.float64())
+
+
+_SIFTR = pa.scalar("siftr", pa.large_string())
 
 
 def _siftr_part(
     b: pa.RecordBatch, local_to_flow: dict[str, int], enable_s: float, t0: float
-) -> pd.DataFrame:
-    """A batch's outgoing records of the run's flows; siftr2's (no addresses) with
-    flow -1 and their flowid, for _siftr2_flows."""
-    b = b.filter(pc.equal(b.column("direction"), "out"))
-    local = b.column("local")
-    t_s = enable_s + as_float(b.column("t_s")) - t0
-    if local.null_count == len(local):
-        return pd.DataFrame({
-            "flow": np.full(b.num_rows, -1, dtype=np.int64), "t_s": t_s,
-            **siftr_columns(b), "source": "siftr", "flowid": b.column("flowid").to_pandas(),
-        })  # fmt: skip
-    flow = _flow_of(local, local_to_flow)
-    keep = flow > 0
-    return pd.DataFrame({
-        "flow": flow[keep], "t_s": t_s[keep],
-        **{k: v[keep] for k, v in siftr_columns(b).items()}, "source": "siftr",
-    })  # fmt: skip
+) -> pa.Table:
+    """A batch's outgoing records of the run's flows, as an Arrow table of the series'
+    columns; siftr2's (no addresses) with flow -1 and their flowid, for _siftr2_flows."""
+    keep = pc.equal(b.column("direction"), "out").to_numpy(zero_copy_only=False)
+    siftr2 = "flowid" in b.schema.names  # no addresses (_read_siftr)
+    if not siftr2:
+        flows = _flow_of(b.column("local"), local_to_flow)
+        keep &= flows > 0
+    b = b.select([k for k in b.schema.names if k not in ("direction", "local")])
+    b = b.filter(pa.array(keep))  # once, and not the strings
+    flow = np.full(b.num_rows, -1, dtype=np.int64) if siftr2 else flows[keep]
+    # (enable + t) - t0, as the table always had it
+    t_s = pc.subtract(pc.add(pa.scalar(enable_s), _f64(b.column("t_s"))), pa.scalar(t0))
+    extra = {"flowid": b.column("flowid")} if siftr2 else {}
+    return pa.table({"flow": pa.array(flow), "t_s": t_s, **siftr_columns(b),
+                     "source": pa.repeat(_SIFTR, b.num_rows), **extra})  # fmt: skip
 
 
-def _siftr2_flows(by_id: dict[str, int], part: pd.DataFrame) -> pd.DataFrame:
+def _siftr2_flows(by_id: dict[str, int], part: pa.Table) -> pa.Table:
     """siftr2's rows given their flow (by flowid) and only the run's flows kept."""
-    if "flowid" not in part:
+    if "flowid" not in part.column_names:
         return part
-    ids = part["flowid"].tolist()
-    flow = np.fromiter((by_id.get(i or "", 0) for i in ids), dtype=np.int64, count=len(ids))
+    flow = _flow_of(part.column("flowid"), by_id)
     keep = flow > 0
-    return part.drop(columns="flowid")[keep].assign(flow=flow[keep]).reset_index(drop=True)
+    part = part.drop_columns(["flowid"]).filter(pa.array(keep))
+    return part.set_column(part.column_names.index("flow"), "flow", pa.array(flow[keep]))
 
 
 def qdisc_rows(rd: RawDir, file: str, t0: float, sink: Sink) -> None:

@@ -21,15 +21,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from ccbench import metrics
 from ccbench.parse.counts import ValueCounts
 
 if TYPE_CHECKING:
     import pandas as pd
+
+# A part of the rows: a DataFrame, or an Arrow table (a siftr log's rows, never
+# converted to pandas: timeseries_samplers), of timeseries.COLUMNS or some of them.
+Part: TypeAlias = "pd.DataFrame | pa.Table"
 
 # The senders' own cwnd/RTT samples (`sender_sources`, finest first: the instruments'
 # ranks, ccbench.instruments.SENDER_SOURCES) are what a run's statistics use first;
@@ -94,43 +100,49 @@ class SeriesStats:
             st.add(df)
         return st
 
-    def add(self, part: pd.DataFrame) -> None:
-        """A part of the rows (timeseries.COLUMNS, or a subset with `source`)."""
+    def add(self, part: Part) -> None:
+        """A part of the rows (timeseries.COLUMNS, or a subset with `source`): a
+        DataFrame or an Arrow table."""
         if not len(part):
             return
         self.rows += len(part)
-        present = [str(x) for x in part["source"].unique().tolist()]
+        cols = _Columns(part)
+        present = cols.sources()
         self.sources.update(present)
-        src = part["source"].to_numpy()
         # a producer's part has one source: no masks then
-        mask = {s: (slice(None) if len(present) == 1 else src == s) for s in present}
+        one = len(present) == 1
+        src = np.empty(0) if one else cols.values("source")
+        mask: dict[str, slice | np.ndarray] = {
+            s: (slice(None) if one else np.asarray(src == s)) for s in present
+        }
         for s in INTERVAL_SOURCES:
             if s in mask:
-                self.iperf3.append(part[mask[s]])
+                self.iperf3.append(cols.frame(mask[s]))
+        flows = cols.values("flow")
         for s, (col, _) in MIN_RTT_SOURCES.items():
-            if s in mask and col in part:
-                vals = part[col].to_numpy(dtype=float, na_value=np.nan)
-                self._take_min(s, part["flow"].to_numpy()[mask[s]], vals[mask[s]])
-        if "rtt_us" not in part:
+            if s in mask and cols.has(col):
+                self._take_min(s, flows[mask[s]], cols.floats(col)[mask[s]])
+        if not cols.has("rtt_us"):
             return
-        rtt = part["rtt_us"].to_numpy(dtype=float, na_value=np.nan)
+        rtt = cols.floats("rtt_us")
         for s in self.rtt_counts:
             if s in mask:
                 self.rtt_counts[s].add(rtt[mask[s]])  # NaN is no sample
         if not any(s in mask for s in self.sender_sources):
             return
-        self._count_at_window(part, src)
-        sender = np.isin(src, self.sender_sources) & ~np.isnan(rtt)
+        self._count_at_window(cols, flows, mask)
+        # one source: a sender's (checked above)
+        sender = ~np.isnan(rtt) if one else np.isin(src, self.sender_sources) & ~np.isnan(rtt)
         if not sender.any():
             return
-        flow = part["flow"].to_numpy()[sender]
-        t, r = part["t_s"].to_numpy(dtype=float)[sender], rtt[sender]
-        for f, n in zip(*np.unique(flow, return_counts=True), strict=True):
-            self.samples[int(f)] = self.samples.get(int(f), 0) + int(n)
+        flow = flows[sender]
+        t, r = cols.floats("t_s")[sender], rtt[sender]
+        for f in _flows_in(flow):
+            self.samples[f] = self.samples.get(f, 0) + int((flow == f).sum())
         if self.bound_us is None:
             return
         hi = r > self.bound_us
-        for f in np.unique(flow[hi]).tolist():
+        for f in _flows_in(flow[hi]):
             at = hi & (flow == f)
             self.above.setdefault(int(f), []).append((t[at], r[at]))
 
@@ -154,17 +166,19 @@ class SeriesStats:
             for f, v in mins.items():
                 self._take_min(s, np.array([f]), np.array([v]))
 
-    def _count_at_window(self, part: pd.DataFrame, src: np.ndarray) -> None:
-        if "inflight_bytes" not in part or "rwnd_bytes" not in part:
+    def _count_at_window(
+        self, cols: _Columns, flow: np.ndarray, mask: dict[str, slice | np.ndarray]
+    ) -> None:
+        if not cols.has("inflight_bytes") or not cols.has("rwnd_bytes"):
             return
-        infl = part["inflight_bytes"].to_numpy(dtype=float, na_value=np.nan)
-        wnd = part["rwnd_bytes"].to_numpy(dtype=float, na_value=np.nan)
+        infl, wnd = cols.floats("inflight_bytes"), cols.floats("rwnd_bytes")
         both = ~np.isnan(infl) & ~np.isnan(wnd)
         at = both & (infl >= wnd - self.window_slack)
-        flow = part["flow"].to_numpy()
         for s in self.at_window:
-            mine = both & (src == s)
-            for f in np.unique(flow[mine]).tolist():
+            if s not in mask:
+                continue
+            mine = both if isinstance(mask[s], slice) else both & mask[s]
+            for f in _flows_in(flow[mine]):
                 c = self.at_window[s].setdefault(int(f), [0, 0])
                 c[0] += int((mine & (flow == f)).sum())
                 c[1] += int((at & mine & (flow == f)).sum())
@@ -180,7 +194,7 @@ class SeriesStats:
     def _take_min(self, source: str, flow: np.ndarray, vals: np.ndarray) -> None:
         ok = ~np.isnan(vals)
         mins = self.min_rtt[source]
-        for f in np.unique(flow[ok]).tolist():
+        for f in _flows_in(flow[ok]):
             v = float(vals[ok & (flow == f)].min())
             mins[int(f)] = min(v, mins.get(int(f), v))
 
@@ -211,6 +225,49 @@ class SeriesStats:
         else:
             st = metrics.srtt_stats(np.repeat(vals, ns).tolist())
         return src, counts.count, st
+
+
+def _flows_in(flow: np.ndarray) -> list[int]:
+    """The distinct flows of these rows (a part has one, mostly: no sort then)."""
+    if not len(flow):
+        return []
+    lo, hi = int(flow.min()), int(flow.max())
+    return [lo] if lo == hi else [int(f) for f in np.unique(flow).tolist()]
+
+
+class _Columns:
+    """A part's columns as numpy arrays, whether it is a DataFrame or an Arrow table."""
+
+    def __init__(self, part: Part) -> None:
+        self.part = part
+        self.arrow = isinstance(part, pa.Table)
+
+    def has(self, name: str) -> bool:
+        return name in (self.part.column_names if self.arrow else self.part)
+
+    def sources(self) -> list[str]:
+        col = self.part.column("source") if self.arrow else self.part["source"]
+        uniq = pc.unique(col) if self.arrow else col.unique()
+        return [str(x) for x in uniq.tolist()]
+
+    def values(self, name: str) -> np.ndarray:
+        """As they are (flows: int64; sources: str objects)."""
+        if self.arrow:
+            return np.asarray(self.part.column(name).to_numpy(zero_copy_only=False))
+        return np.asarray(self.part[name].to_numpy())
+
+    def floats(self, name: str) -> np.ndarray:
+        """float64, NaN where missing."""
+        if self.arrow:
+            col = pc.cast(self.part.column(name), pa.float64())
+            return np.asarray(col.to_numpy(), dtype=float)  # nulls: NaN
+        return np.asarray(self.part[name].to_numpy(dtype=float, na_value=np.nan))
+
+    def frame(self, rows: slice | np.ndarray) -> pd.DataFrame:
+        """Those rows as a DataFrame (iperf3's: few)."""
+        if self.arrow:
+            return self.part.to_pandas()[rows].reset_index(drop=True)
+        return self.part[rows]
 
 
 def rtt_excess(

@@ -60,8 +60,19 @@ def not_checkable(scope: Scope) -> list[str]:
     return [f"{what}: not checkable ({scope.uncontrolled})" for what in NOT_CHECKABLE]
 
 
+def lowest_rtt_us(f: dict[str, Any]) -> tuple[float, str] | None:
+    """A flow record's lowest RTT for the base-RTT checks (here and summarize.min_rtt)
+    and what it is: the kernel's minimum where sampled, else iperf3's smallest smoothed
+    RTT (never below the kernel's minimum, so only more lenient); None: neither."""
+    if f.get("min_rtt_us") is not None:
+        return float(f["min_rtt_us"]), "min RTT"
+    if f.get("srtt_min_us") is not None:
+        return float(f["srtt_min_us"]), "min srtt (iperf3)"
+    return None
+
+
 def check_path_rtt(flows: list[dict[str, Any]], scope: Scope) -> list[str]:
-    """Each flow's minimum RTT is at least its pair's expected RTT (the path's own plus
+    """Each flow's lowest RTT is at least its pair's expected RTT (the path's own plus
     the delay asked), within the tolerance calibration uses: below it, the delay was not
     applied to that flow."""
     if not scope.expected_rtt_ms:
@@ -69,15 +80,13 @@ def check_path_rtt(flows: list[dict[str, Any]], scope: Scope) -> list[str]:
     reasons = []
     for f in flows:
         want = scope.expected_rtt_ms.get(int(f["pair"]))
-        # the kernel's minimum, else iperf3's smallest srtt (summarize.min_rtt)
-        got = f.get("min_rtt_us")
-        got = f.get("srtt_min_us") if got is None else got
+        got = lowest_rtt_us(f)
         if want is None or got is None:
             continue
-        if got / 1000 < want - RTT_TOLERANCE_MS:
+        if got[0] / 1000 < want - RTT_TOLERANCE_MS:
             reasons.append(
-                f"flow {f['flow']}: min RTT {got / 1000:.2f} ms below the {want:.2f} ms of its "
-                "path plus the delay asked (delay not applied)"
+                f"flow {f['flow']}: {got[1]} {got[0] / 1000:.2f} ms below the {want:.2f} ms "
+                "of its path plus the delay asked (delay not applied)"
             )
     return reasons
 

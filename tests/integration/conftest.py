@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.sshnode import sshd_argv
 from ccbench.parse.procstat import usage_between
 from tests.conftest import REPO, ccbench
 
@@ -101,19 +102,14 @@ def still_running(procs: dict[int, str | None]) -> list[str]:
 
 def spawn_sshd(netns: str, listen: str, d: Path, name: str) -> subprocess.Popen[bytes]:
     """A real sshd in namespace `netns` listening on `listen`, keys and authorized_keys
-    from `d` (its pid file d/NAME.pid). nsenter, not `ip netns exec`: only the network
-    namespace changes, so the sessions keep the host's /sys with its cgroup mounts,
-    which podman needs (as on a real host; `ip netns exec` remounts /sys)."""
-    return subprocess.Popen(
-        ["nsenter", f"--net=/run/netns/{netns}", "/usr/sbin/sshd", "-D", "-e",
-         "-f", "/dev/null", "-h", str(d / "hostkey"),
-         "-o", f"ListenAddress={listen}",
-         "-o", f"AuthorizedKeysFile={d / 'authorized_keys'}",
-         "-o", "PermitRootLogin=prohibit-password", "-o", "StrictModes=no",
-         "-o", "UsePAM=no", "-o", "PasswordAuthentication=no",
-         "-o", f"PidFile={d / (name + '.pid')}"],
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    from `d` (its pid file d/NAME.pid), as bench.sshnode starts its nodes: only the
+    network namespace changes (the sessions keep the host's /sys with its cgroup
+    mounts, which podman needs, as on a real host), and this machine's ~/.bashrc is
+    hidden from the sessions. Debian's bash sources it for every command sshd runs, and
+    here it runs `pyenv init` (0.3 s and 0.15 s of CPU per command): a testbed node's
+    root shell does not, and the VM's CPUs are the path's."""
+    argv = sshd_argv(netns, listen, d, pid_file=d / f"{name}.pid")
+    return subprocess.Popen(argv, stderr=subprocess.DEVNULL)
 
 
 def write_config(path: Path, tb_id: str, **topo: object) -> Path:
@@ -220,3 +216,45 @@ def job_counts(cp: subprocess.CompletedProcess[str]) -> dict[str, int]:
         if len(parts) == 2 and parts[1].isdigit():
             counts[parts[0]] = int(parts[1])
     return counts
+
+
+def kill_mid_traffic(ctl: str, cfg: Path, out: Path, sending: Callable[[], bool]) -> None:
+    """`ccbench run --config cfg` in namespace `ctl` (the control machine), its whole
+    process group SIGKILLed a second after `sending()` says the flows send: the control
+    machine dies mid-run, and what its run started on the hosts runs on (nothing hangs
+    it up)."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        ["ip", "netns", "exec", ctl, sys.executable, "-m", "ccbench.cli", "run", "--config",
+         str(cfg), "--out", str(out)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not sending():
+            assert proc.poll() is None and time.monotonic() < deadline, "no traffic started"
+            time.sleep(0.2)
+        time.sleep(1)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def plant_instrument_files() -> list[Path]:
+    """What a killed run's instruments leave on its hosts: each file they declare
+    (Instrument.node_files; BBLog's a directory of the dumper's files). Written here:
+    the rehearsals' hosts share this machine's /var/tmp, and cannot write them
+    themselves (siftr and BBLog are FreeBSD's; tcp_probe over SSH needs each sender's
+    own kernel: its trace instance is one per testbed). Returns them, for the test to
+    see `down` remove them."""
+    from ccbench.instruments import bblog
+    from ccbench.testbed.remote import instrument_files
+
+    files = [Path(f) for f in instrument_files()]
+    for f in files:
+        where = f / "1.pcapng" if str(f) == bblog.DIR else f
+        where.parent.mkdir(parents=True, exist_ok=True)
+        where.write_text(f"what a killed run's {f.name} held\n")
+    return files

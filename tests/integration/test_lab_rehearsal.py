@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -33,7 +31,7 @@ from ccbench import ledger
 from ccbench.native import ccdelay_path
 from ccbench.testbed import base
 from tests.conftest import REPO
-from tests.integration.conftest import spawn_sshd
+from tests.integration.conftest import kill_mid_traffic, plant_instrument_files, spawn_sshd
 from tests.lab_recording import reads_only
 
 pytestmark = pytest.mark.netns
@@ -233,13 +231,15 @@ def up(cfg: Path) -> None:
     assert cp.returncode == 0, cp.stderr
 
 
-def down_and_compare(before: dict[str, Any]) -> float:
-    """`down` alone; every host as before `up`; returns how long `down` took."""
+def down_and_compare(before: dict[str, Any], removed: list[Path] | None = None) -> float:
+    """`down` alone; every host as before `up` (`removed`: files a killed run left, which
+    it names and removes); returns how long `down` took."""
     t0 = time.monotonic()
     cp = ctl_ccbench("testbed", "down", "--id", TB)
     took = time.monotonic() - t0
     assert cp.returncode == 0, cp.stderr
     assert "put back as found (checked:" in cp.stdout, cp.stdout
+    assert all(str(f) in cp.stdout and not f.exists() for f in removed or []), cp.stdout
     assert_as(before)
     return took
 
@@ -252,32 +252,21 @@ def assert_as(before: dict[str, Any]) -> None:
     assert not any(differs.values()), differs
 
 
-def kill_mid_traffic(cfg: Path, out: Path) -> None:
+def killed_run(cfg: Path, out: Path) -> list[Path]:
     """A run whose control side is SIGKILLed (its whole process group) while its
-    flows send: its iperf3 clients and servers stay on the hosts."""
-    proc = subprocess.Popen(
-        ["ip", "netns", "exec", CTL, sys.executable, "-m", "ccbench.cli", "run", "--config",
-         str(cfg), "--out", str(out)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while "iperf3" not in host_state()["s2"]["processes"]:
-            assert proc.poll() is None and time.monotonic() < deadline, "no traffic started"
-            time.sleep(0.2)
-        time.sleep(1)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    flows send: its iperf3 clients and servers stay on the hosts, and its instruments'
+    files (returned)."""
+    kill_mid_traffic(CTL, cfg, out, lambda: "iperf3" in host_state()["s2"]["processes"])
     left = host_state()
     assert all("iperf3" in left[h]["processes"] for h in ("s1", "s2", "r1")), left
+    return plant_instrument_files()
 
 
 def test_lab_rehearsal_short(lab: Path) -> None:
     """A valid run on the pinned port; then a run SIGKILLed mid-traffic, and `down`
-    alone: no process of it on any host, every host as before `up`, about as fast as
-    a `down` after a clean run (it was 16 s against 4 s when the killed run's flows were
-    left sending)."""
+    alone: no process or file of it on any host, every host as before `up`, about as
+    fast as a `down` after a clean run (it was 16 s against 4 s when the killed run's
+    flows were left sending)."""
     before = host_state()
     cfg = config(lab, "short.yaml", 6)
     up(cfg)
@@ -286,8 +275,8 @@ def test_lab_rehearsal_short(lab: Path) -> None:
     assert any("statistic" in r for r in during["r1"]["iptables"]), during["r1"]["iptables"]
     assert "ccdelay" in during["r1"]["processes"]
     run_and_check(lab, cfg, lab / "short")
-    kill_mid_traffic(config(lab, "killed.yaml", 30), lab / "killed")
-    took = down_and_compare(before)
+    left = killed_run(config(lab, "killed.yaml", 30), lab / "killed")
+    took = down_and_compare(before, left)
     assert took < 8, f"down after a killed run took {took:.1f} s"
 
 
@@ -346,6 +335,6 @@ def test_lab_rehearsal_full(lab: Path) -> None:
     cfg = config(lab, "full.yaml", 30)
     up(cfg)
     run_and_check(lab, cfg, lab / "full1")
-    kill_mid_traffic(cfg, lab / "killed")
+    left = killed_run(cfg, lab / "killed")
     run_and_check(lab, cfg, lab / "full2")
-    down_and_compare(before)
+    down_and_compare(before, left)

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -24,7 +22,14 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, ccbench
-from tests.integration.conftest import assert_judged, namespaces, spawn_sshd, write_config
+from tests.integration.conftest import (
+    assert_judged,
+    kill_mid_traffic,
+    namespaces,
+    plant_instrument_files,
+    spawn_sshd,
+    write_config,
+)
 
 pytestmark = pytest.mark.netns
 
@@ -147,9 +152,10 @@ def _tools_on_hosts() -> list[str]:
 
 def test_a_run_whose_control_machine_died_is_cleaned_up_by_the_next(ssh_dumbbell: Path) -> None:
     """The control machine dies mid-run (its ccbench's process group SIGKILLed: the ssh
-    clients die, the remote iperf3s and samplers run on); the next run over the same
-    nodes ends them first, says so, and runs (valid, or invalid only because the VM
-    stalled: the sweep is the subject here); nothing is left on the hosts."""
+    clients die, the remote iperf3s and samplers run on, its instruments' files stay);
+    the next run over the same nodes ends them first, says so, and runs (valid, or
+    invalid only because the VM stalled: the sweep is the subject here); no process is
+    left on the hosts, and after `down` no file either."""
     d = ssh_dumbbell
     cfg = {
         "testbed": {"kind": "ssh", "id": "itsshr", "inventory": str(d / "hosts.yaml")},
@@ -158,20 +164,12 @@ def test_a_run_whose_control_machine_died_is_cleaned_up_by_the_next(ssh_dumbbell
                 "flows": [{"cc": "cubic", "pair": 1}, {"cc": "cubic", "pair": 2}]},
     }  # fmt: skip
     (d / "long.yaml").write_text(yaml.safe_dump(cfg))
-    proc = subprocess.Popen(
-        ["ip", "netns", "exec", CTL, sys.executable, "-m", "ccbench.cli", "run", "--config",
-         str(d / "long.yaml"), "--out", str(d / "killed")],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while sum(t.endswith(":iperf3") for t in _tools_on_hosts()) < 4:  # clients + servers
-            assert proc.poll() is None and time.monotonic() < deadline, "no traffic started"
-            time.sleep(0.2)
-        time.sleep(1)
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+
+    def sending() -> bool:  # its clients and servers
+        return sum(t.endswith(":iperf3") for t in _tools_on_hosts()) >= 4
+
+    kill_mid_traffic(CTL, d / "long.yaml", d / "killed", sending)
+    left = plant_instrument_files()
     time.sleep(1)
     orphans = _tools_on_hosts()
     assert any(t.endswith(":iperf3") for t in orphans), orphans  # what the sweep is for
@@ -184,6 +182,9 @@ def test_a_run_whose_control_machine_died_is_cleaned_up_by_the_next(ssh_dumbbell
     assert said and all("iperf3" in ln or "ss" in ln or "ping" in ln for ln in said), said
     assert_judged(json.loads((d / "after" / "summary.json").read_text()))
     assert _tools_on_hosts() == []
+    down = ctl_ccbench("testbed", "down", "--id", "itsshr")  # the killed run's `up` stays
+    assert down.returncode == 0, down.stderr
+    assert [f for f in left if f.exists()] == []
 
 
 def test_unreachable_host_is_one_clear_line(ssh_dumbbell: Path) -> None:

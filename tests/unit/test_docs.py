@@ -276,12 +276,6 @@ def _loaded(module: str, target: str) -> list[str]:
 ALL_EDGES = [(m, loaded) for m, p in MODULES.items()
              for target, _ in _imports(m, p, type_checking=True)
              for loaded in _loaded(m, target)]  # fmt: skip
-# Cycles in modules another change owns as this check was tightened (type-only
-# imports), each listed until that change removes it; a listed cycle that is gone fails.
-CYCLES_OWNED_ELSEWHERE = [
-    {"ccbench.testbed.lab_checks", "ccbench.testbed.lab_plans"},
-    {"ccbench.testbed.lab", "ccbench.testbed.lab_guard"},
-]
 
 
 def _cycles(edges: list[tuple[str, str]]) -> list[set[str]]:
@@ -319,11 +313,8 @@ def _cycles(edges: list[tuple[str, str]]) -> list[set[str]]:
 def test_no_import_cycle() -> None:
     """No cycle, counting every import that runs or that a type checker follows (also
     in functions, and the parent packages Python imports first)."""
-    cycles = _cycles(ALL_EDGES)
-    new = [sorted(c) for c in cycles if c not in CYCLES_OWNED_ELSEWHERE]
-    assert not new, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in new)
-    gone = [c for c in CYCLES_OWNED_ELSEWHERE if c not in cycles]
-    assert not gone, f"no longer cycles, remove from CYCLES_OWNED_ELSEWHERE: {gone}"
+    cycles = [sorted(c) for c in _cycles(ALL_EDGES)]
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
 
 
 def test_cycle_check_counts_every_kind_of_import() -> None:

@@ -130,7 +130,7 @@ def test_server_client_and_instruments_use_the_flows_port(tmp_path: Path) -> Non
     tb, s = PinnedTestbed(), spec(1, 2)
     procs = run.RunProcs()
     run._start_servers(tb, s, procs, tmp_path)  # type: ignore[arg-type]
-    run._start_clients(tb, s, procs, tmp_path, {})  # type: ignore[arg-type]
+    run._start_clients(tb, s, procs, tmp_path)  # type: ignore[arg-type]
     servers = tb.exs["r1"].spawned + tb.exs["r2"].spawned
     assert [a[a.index("-p") + 1] for a in servers] == ["5202", "5210"]
     assert tb.listened == [("r1", 5202), ("r2", 5210)]

@@ -144,10 +144,10 @@ def test_every_summary_part_is_a_field_of_the_typed_record(tmp_path: Path) -> No
         assert declared is None or field.annotation == declared | None, key
     ss = instruments.REGISTRY["ss"].from_record({"interval_s": 0.1, "nodes": []})
     recorded = {"bblog": Bblog(nodes={"s1": {"files": [], "problem": "cannot list"}}), "ss": ss}
-    parts, reasons = instruments.summary_parts(RawDir(tmp_path), spec(), recorded)
-    assert parts == {"bblog": {"s1": {"files": [], "node_bytes": 0, "fetched_bytes": 0,
-                                      "blocks": 0, "notes": ["cannot list"]}}}  # fmt: skip
-    assert reasons == []
+    got = instruments.summary_parts(RawDir(tmp_path), spec(), recorded)
+    assert got.parts == {"bblog": {"s1": {"files": [], "node_bytes": 0, "fetched_bytes": 0,
+                                          "blocks": 0, "notes": ["cannot list"]}}}  # fmt: skip
+    assert got.reasons == [] and got.nics == {}
 
 
 def test_an_ssh_run_of_linux_senders_records_with_these(tmp_path: Path) -> None:

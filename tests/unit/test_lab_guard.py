@@ -1,7 +1,8 @@
 """A lab's hosts guarded (testbed.lab_guard), against recording executors: a refused
 `up` ran nothing that changes a host (every command it ran is one of the reads listed
-here), and `down` says "as found" only once every change's check passes. The same
-refusals run for real over SSH in tests/integration/test_lab_rehearsal.py."""
+here), and `down` says "as found" only once every change's check passes and no file of
+its runs is left. The same refusals run for real over SSH in
+tests/integration/test_lab_rehearsal.py."""
 
 from __future__ import annotations
 
@@ -13,23 +14,27 @@ from typing import Any
 import pytest
 import yaml
 
-from ccbench import leftovers
+from ccbench import instruments, leftovers
 from ccbench.errors import CcbenchError
 from ccbench.exec import Result
 from ccbench.exec_ssh import batch_argv, batch_rcs
 from ccbench.spec import Topology
 from ccbench.testbed import base, kinds, lab_checks, lab_guard
 from ccbench.testbed.lab import LabTestbed
-from ccbench.testbed.lab_plans import Change
+from ccbench.testbed.lab_checks import Change
 from tests.lab_recording import commands, reads_only
 
 ADDRS = {"s1": "10.0.0.1", "s2": "10.0.0.2", "r1": "10.0.1.9", "rt1": "10.0.1.1"}
 DEFAULT_ROOT = [{"kind": "fq_codel", "handle": "0:", "root": True}]
 TOPO = Topology(pairs=2, rate_mbit=100, rtt_ms=40, loss_mode="nth", loss_rate=0.01)
+# What the instruments declare they write on a node (Instrument.node_files), registry order.
+NODE_FILES = ["/var/tmp/ccbench-siftr.log", "/var/tmp/ccbench-bblog",
+              "/var/tmp/ccbench-tcp-probe.txt"]  # fmt: skip
 
 
 class Host:
-    """A host as its commands see it: its addresses, its qdiscs, its programs; every
+    """A host as its commands see it: its addresses, its qdiscs, its programs, the
+    files ccbench's runs left there (`files`; those in `stuck` cannot be removed); every
     command recorded. Anything else it is asked succeeds (a change, in a real host)."""
 
     def __init__(self, name: str, log: list[tuple[str, list[str]]], world: dict[str, Any]):
@@ -58,6 +63,13 @@ class Host:
             out, rc = (missing[0], 1) if missing else ("", 0)
         elif argv[:3] == ["sh", "-c", lab_checks.sysctl_is("k", "v")[2]]:
             rc = 1 if argv[4] in w.get("not_back", ()) else 0
+        elif argv[:4] == leftovers.remove_files_argv([])[:4]:
+            there = w.get("files", set())
+            out = "".join(f"file {f}\n" for f in argv[4:] if f in there)
+            there &= set(w.get("stuck", ()))
+        elif argv[:4] == leftovers.files_left_argv([])[:4]:
+            left = [f for f in argv[4:] if f in w.get("files", set())]
+            out, rc = "".join(f"ccbench-left {f}\n" for f in left), int(bool(left))
         return Result(tuple(argv), rc, out, "")
 
     def close(self) -> None:
@@ -142,31 +154,69 @@ def test_down_says_as_found_only_after_every_check(
     st = applied(tb)
     checks = [a for c in st["changes"] for a in c["check"]]
     assert len(checks) >= len(st["changes"]) > 5  # every change has its check
+    # a run killed mid-traffic left its tcp_probe trace on s1 (as siftr's log would be on a
+    # FreeBSD sender)
+    world["s1"] = {"files": {"/var/tmp/ccbench-tcp-probe.txt"}}
     log.clear()
     said = tb.down()
     assert said.startswith(f"lab hosts put back as found (checked: {len(st['changes'])} ")
+    assert said.endswith("no process or file of its runs left on s1, s2, r1, rt1; removed "
+                         "/var/tmp/ccbench-tcp-probe.txt)")  # fmt: skip
+    assert world["s1"]["files"] == set()
     ran = [a for _, a in log]
     first_undo = ran.index(list(Change.from_dict(st["changes"][-1]).undo[0]))
     swept = [(i, n) for i, (n, a) in enumerate(log) if a[3:4] == ["ccbench-sweep"]]
     assert sorted(n for _, n in swept) == ["r1", "rt1", "s1", "s2"]  # on every host,
     assert max(i for i, _ in swept) < first_undo  # its runs' processes ended first
-    mine = [leftovers.proc_dir("g1"), "one"]
-    assert all(log[i][1][-2:] == mine for i, _ in swept)  # only this testbed's
+    mine = leftovers.proc_dir("g1")
+    # the sweep's plan on each host, in one round trip: this testbed's processes only,
+    # the instruments' own undo, the files they write, its record directories
+    for i, n in swept:
+        plan = [a for _, a in log[i : i + 4]]
+        assert [m for m, _ in log[i : i + 4]] == [n] * 4
+        assert plan == [
+            leftovers.sweep_argv(mine, every_testbed=False),
+            *instruments.leftovers_argv("linux"),
+            leftovers.remove_files_argv(NODE_FILES),
+            leftovers.rmdirs_argv(mine, leftovers.PROC_DIR, leftovers.ROOT_DIR),
+        ]
     assert first_undo < min(ran.index(a) for a in checks)  # checked after putting back
+    # then each host checked for every file its runs may leave, after putting back
+    left = leftovers.files_left_argv([*NODE_FILES, mine])
+    looked = [(i, n) for i, (n, a) in enumerate(log) if a == left]
+    assert sorted(n for _, n in looked) == ["r1", "rt1", "s1", "s2"]
+    assert min(i for i, _ in looked) > first_undo
     assert tb.read_state() is None
 
 
-def test_down_that_cannot_put_back_says_what_and_keeps_the_state(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+NOT_AS_FOUND = [
+    pytest.param("s1", {"not_back": ("net.ipv4.tcp_rmem",)},
+                 r"s1: sysctl net.ipv4.tcp_rmem: not put back", id="a sysctl refused back"),
+    pytest.param("r1", {"unreachable": True},
+                 r"r1: not reached \(r1 \(r1.lan\) unreachable over ssh", id="a host gone"),
+    pytest.param("s2", {"files": {NODE_FILES[2]}, "stuck": {NODE_FILES[2]}},
+                 rf"s2: files of its runs still there \({NODE_FILES[2]}\)", id="a file stays"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("host", "trouble", "says"), NOT_AS_FOUND)
+def test_down_not_as_found_says_what_and_keeps_the_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, host: str, trouble: dict[str, Any],
+    says: str,
+) -> None:  # fmt: skip
+    """One line naming what is not as found; the other hosts put back and checked all
+    the same; the state kept, so `down` again (the trouble gone) finishes."""
     world: dict[str, Any] = {}
-    tb, _ = make_lab(tmp_path, monkeypatch, world)
+    tb, log = make_lab(tmp_path, monkeypatch, world)
     applied(tb)
-    world["s1"] = {"not_back": ("net.ipv4.tcp_rmem",)}  # e.g. a sysctl the host refuses back
-    with pytest.raises(CcbenchError, match=r"not as found after down: s1: sysctl "
-                       r"net.ipv4.tcp_rmem: not put back") as e:  # fmt: skip
+    world[host] = trouble
+    log.clear()
+    with pytest.raises(CcbenchError, match=f"not as found after down: {says}") as e:
         tb.down()
-    assert "\n" not in str(e.value)
+    assert "\n" not in str(e.value) and "state is kept" in str(e.value)
+    reached = {"s1", "s2", "r1", "rt1"} - ({host} if "unreachable" in trouble else set())
+    assert {n for n, _ in log} == reached  # the others put back and checked
+    assert any(a[:2] == ["sysctl", "-w"] for n, a in log if n == "s1")
     st = tb.read_state()
     assert st is not None and st["complete"] is False and st["changes"]  # down again: retried
     world.clear()
@@ -201,19 +251,3 @@ def test_a_batch_runs_each_command_once_its_values_as_given(tmp_path: Path) -> N
     assert f"{hostile}|" in cp.stdout and "1,2,3,4,5,6,7,8,9,10,eleven," in cp.stdout
     assert not (tmp_path / "pwned").exists()
     assert commands(batch_argv(argvs)) == argvs
-
-
-def test_down_with_a_host_gone_names_it_and_touches_the_others_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    world: dict[str, Any] = {}
-    tb, log = make_lab(tmp_path, monkeypatch, world)
-    applied(tb)
-    world["r1"] = {"unreachable": True}
-    log.clear()
-    with pytest.raises(CcbenchError, match=r"not as found after down: r1: not reached \(r1 "
-                       r"\(r1.lan\) unreachable over ssh") as e:  # fmt: skip
-        tb.down()
-    assert "\n" not in str(e.value) and "state is kept" in str(e.value)
-    assert {n for n, _ in log} == {"s1", "s2", "rt1"}  # the others put back and checked
-    assert any(a[:2] == ["sysctl", "-w"] for n, a in log if n == "s1")

@@ -1,13 +1,16 @@
 """ccbench.leftovers for real, on this machine's sh and ps (the same scripts run on the
 nodes over SSH; FreeBSD's ps has the same `-o lstart=` and `-o comm=`): a process the
-wrapper started is found and ended by the sweep, a stubborn one is killed, and files of
-processes that are gone (or whose pid was reused) are removed without a word."""
+wrapper started is found and ended by the sweep, a stubborn one is killed, files of
+processes that are gone (or whose pid was reused) are removed without a word; and the
+files the instruments write on a node are removed by `down` and checked gone."""
 
 from __future__ import annotations
 
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from ccbench import instruments, leftovers
 
@@ -120,3 +123,49 @@ def test_plans_per_os() -> None:
     assert leftovers.sweep_argv()[-2:] == [leftovers.PROC_DIR, "all"]  # `up`: every testbed's
     assert leftovers.sweep_argv(leftovers.proc_dir("t1"), every_testbed=False)[-2:] == [
         f"{leftovers.PROC_DIR}/t1", "one"]  # fmt: skip
+
+
+# What the instruments declare they write on a node (Instrument.node_files), registry order.
+NODE_FILES = ["/var/tmp/ccbench-siftr.log", "/var/tmp/ccbench-bblog",
+              "/var/tmp/ccbench-tcp-probe.txt"]  # fmt: skip
+
+
+def test_the_instruments_declare_their_node_files() -> None:
+    """`down` removes what every instrument writes on a node, whatever its OS; only
+    paths of ccbench's own may be declared (they reach `rm -rf`)."""
+    from ccbench.testbed.remote import instrument_files
+
+    assert instrument_files() == NODE_FILES
+    assert [leftovers.node_path(p) for p in NODE_FILES] == NODE_FILES
+    for bad in ("/", "/var/tmp", "/var/tmp/ccbench/../../etc", "/etc/ccbench",
+                "var/tmp/ccbench-x", "/var/tmp/ccbench-a b", "/var/tmp/ccbench//x",
+                "/var/tmp/other"):  # fmt: skip
+        with pytest.raises(ValueError, match="not a node path of ccbench's own"):
+            leftovers.remove_files_argv([bad])
+
+
+def script(argv: list[str], paths: list[Path]) -> subprocess.CompletedProcess[str]:
+    """One of leftovers' scripts (its sh -c head) run here on `paths` (tmp_path's: the
+    node_path guard is the test above)."""
+    return subprocess.run([*argv[:4], *map(str, paths)], capture_output=True, text=True,
+                          timeout=10)  # fmt: skip
+
+
+def test_files_removed_then_checked_gone_for_real(tmp_path: Path) -> None:
+    log, trace, missing = tmp_path / "siftr.log", tmp_path / "bblog", tmp_path / "none"
+    log.write_text("x")
+    (trace / "sub").mkdir(parents=True)
+    (trace / "sub" / "a.pcapng").write_text("y")  # a directory goes whole
+    dangling = tmp_path / "link"
+    dangling.symlink_to(tmp_path / "nowhere")
+    paths = [log, trace, dangling, missing]
+    left = script(leftovers.files_left_argv([]), paths)
+    assert left.returncode == 1
+    assert leftovers.files_left(left.stdout) == [str(log), str(trace), str(dangling)]
+    got = script(leftovers.remove_files_argv([]), paths)
+    assert got.returncode == 0 and list(tmp_path.iterdir()) == []
+    swept = leftovers.parse_sweep(got.stdout)
+    assert swept.files == (str(log), str(trace), str(dangling)) and swept
+    assert swept.summary() == f"removed {log}, {trace}, {dangling}"
+    gone = script(leftovers.files_left_argv([]), paths)
+    assert gone.returncode == 0 and gone.stdout == ""

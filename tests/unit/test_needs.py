@@ -22,16 +22,23 @@ from ccbench.spec import Flow, RunSpec, Topology
 
 @dataclass
 class Ex:
-    """A node that answers the needs check with what it lacks and records every
-    command (run or started)."""
+    """A node whose run's tools live apart from its own (as with `tools: container`):
+    its own commands (run) have every tool, the run's place (run_where_tools_run)
+    lacks `lacks`. Records every command (run, asked where the tools run, or started)."""
 
     name: str
     lacks: set[str] = field(default_factory=set)
     calls: list[list[str]] = field(default_factory=list)
+    where_tools_run: list[list[str]] = field(default_factory=list)
     spawned: list[list[str]] = field(default_factory=list)
 
     def run(self, argv: list[str], *, check: bool = True, **kw: Any) -> Result:
         self.calls.append(list(argv))
+        return Result(tuple(argv), 0, "", "")
+
+    def run_where_tools_run(self, argv: list[str], *, check: bool = True, **kw: Any) -> Result:
+        self.calls.append(list(argv))
+        self.where_tools_run.append(list(argv))
         out = ""
         if argv[3:4] == ["ccbench-needs"]:
             out = "".join(f"{a}\n" for a in argv[4:] if a.removeprefix(FEATURE) in self.lacks)
@@ -85,10 +92,12 @@ def test_a_missing_nstat_is_refused_in_one_line_before_anything_runs(tmp_path: P
     assert (
         str(e.value) == "testbed t1: s1 has no nstat (needed by tcp_counters); nothing was started"
     )
-    # Each node was asked once, with one argv, and nothing else ran or started.
+    # Each node was asked once, with one argv, where the run's tools run, and nothing
+    # else ran or started.
     for n, ex in tb.exs.items():
         assert all(argv[:2] == ["sh", "-c"] and argv[3] == "ccbench-needs" for argv in ex.calls), n
         assert len(ex.calls) <= 1 and not ex.spawned, n
+        assert ex.where_tools_run == ex.calls, n
     assert [argv[4:] for argv in tb.exs["s1"].calls] == [
         ["iperf3", "fping", "bash", "ss", "nstat", "ip"]
     ]

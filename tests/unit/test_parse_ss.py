@@ -191,3 +191,42 @@ def test_empty_and_errors() -> None:
 )
 def test_rate_units(text: str, bps: float | None) -> None:
     assert parse_rate_bps(text) == (pytest.approx(bps) if bps is not None else None)
+
+
+SOCK = "0 0 10.0.0.1:5201 10.0.0.2:40000\n\t cubic rtt:40.5/1 cwnd:10 mss:1448\n"
+
+
+def test_a_block_is_stamped_when_ss_returned() -> None:
+    """SS_LOOP writes TE once ss returned: ss read the sockets before it, so the block's
+    records carry TE; a block without TE (older files, a sampler stopped inside ss)
+    keeps its TS."""
+    text = f"TS 10.000000\n{SOCK}{SOCK}TE 10.042000\nTS 10.100000\n{SOCK}"
+    recs = parse_ss_samples(text)
+    assert [r["t_s"] for r in recs] == [10.042, 10.042, 10.1]
+    assert recs[0]["cwnd_pkts"] == 10 and recs[1]["rtt_us"] == 40500.0
+    with pytest.raises(ValueError, match="TE 9.0 before its TS 10.0"):
+        parse_ss_samples(f"TS 10.0\n{SOCK}TE 9.0\n")
+
+
+def test_the_sampler_loop_writes_ts_and_te_around_each_ss() -> None:
+    """The real SS_LOOP on this machine for 0.35 s: TS, ss's lines, TE, in turn, TE never
+    before its TS, and the file reads."""
+    import signal
+    import subprocess
+
+    from ccbench.hosts.linux import LinuxHost
+
+    proc = subprocess.Popen(LinuxHost().ss_sampler(0.1) or [], stdout=subprocess.PIPE, text=True)
+    try:
+        out, _ = proc.communicate(timeout=0.35)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=5)
+    marks = [ln.split() for ln in out.splitlines() if ln[:3] in ("TS ", "TE ")]
+    assert len(marks) >= 4, out[:400]
+    kinds = [m[0] for m in marks]
+    whole = kinds[: len(kinds) - len(kinds) % 2]
+    assert whole == ["TS", "TE"] * (len(whole) // 2), kinds
+    for ts, te in zip(marks[0::2], marks[1::2], strict=False):
+        assert float(te[1]) >= float(ts[1])
+    parse_ss_samples(out[: out.rindex("\n") + 1])

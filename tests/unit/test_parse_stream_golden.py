@@ -47,7 +47,9 @@ def gz_text(path: Path) -> io.TextIOWrapper:
 @pytest.mark.parametrize("block_chars", [1, 97, 1 << 20])
 def test_siftr_stream_equals_whole_written_from_docs(path: Path, block_chars: int) -> None:
     whole = parse_siftr(path.read_text())
-    for source in (path.open(), gz_text(path), path.read_text().splitlines(keepends=True)):
+    binary = gzip.GzipFile(fileobj=io.BytesIO(gzip.compress(path.read_bytes())))
+    for source in (path.open(), gz_text(path), path.read_text().splitlines(keepends=True),
+                   path.open("rb"), binary):  # fmt: skip
         reader = SiftrReader(source, block_chars=block_chars)
         rows = [r for b in reader for r in b.to_pylist()]
         assert with_footer(reader.log(), rows) == whole

@@ -14,8 +14,9 @@ from ccbench import probes
 from ccbench.errors import CcbenchError
 from ccbench.parse.flent import parse_flent_gz
 from ccbench.parse.irtt import parse_irtt
-from ccbench.probes.base import ProbeSettings
+from ccbench.probes.base import ProbeRun, ProbeSettings
 from ccbench.probes.flent import FLENT_SH, _coverage
+from ccbench.summarize.probe import read_probe
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "probe"
 FLENT_PING = "flent-2.3.0-ping-netns-2cubic"
@@ -114,7 +115,7 @@ def test_read_probe_keeps_flent_samples_taken_while_the_flows_ran(tmp_path: Path
     shutil.copy(CAP / f"{FLENT_PING}.flent.gz", tmp_path / "probe.flent.gz")
     shutil.copy(CAP / f"{FLENT_PING}.meta.json", tmp_path / "meta.json")
     shutil.copy(CAP / f"{FLENT_PING}.spec.json", tmp_path / "spec.json")
-    p = probes.read(tmp_path)
+    p = read_probe(tmp_path)
     assert p is not None and p.tool == "flent ping"
     # flent ran 7 s from 1.08 s after the flows started: 40 of its 70 ICMP samples fall
     # inside the 5 s of traffic
@@ -137,7 +138,7 @@ def _flent_run(tmp_path: Path, name: str) -> Path:
 
 def test_flent_that_started_after_the_traffic_has_no_samples(tmp_path: Path) -> None:
     """A real stall (captures/README.md): flent's own name lookup held it 5 s."""
-    p = probes.read(_flent_run(tmp_path, "flent-2.3.0-tcp_1up-ssh-dns-stall"))
+    p = read_probe(_flent_run(tmp_path, "flent-2.3.0-tcp_1up-ssh-dns-stall"))
     assert p is not None and p.rtts_us == [] and p.coverage == 0.0
     assert p.series[0]["samples"] == 169  # it measured, only not while the flows ran
 
@@ -151,13 +152,13 @@ def test_flent_coverage_counts_one_step_per_sample() -> None:
 
 def test_flent_netperf_test_says_it_ran_its_own_flow(tmp_path: Path) -> None:
     shutil.copy(CAP / "flent-2.3.0-tcp_1up-container.flent.gz", tmp_path / "probe.flent.gz")
-    p = probes.read(tmp_path)  # no meta.json: every sample counts
+    p = read_probe(tmp_path)  # no meta.json: every sample counts
     assert p is not None and p.tool == "flent tcp_1up" and len(p.rtts_us) == 169
     assert p.what.endswith("the test also ran its own 'TCP upload' (netperf))")
 
 
 def test_read_probe_without_probe_is_none(tmp_path: Path) -> None:
-    assert probes.read(tmp_path) is None
+    assert read_probe(tmp_path) is None
 
 
 def test_fping_plan_counts_probes_for_the_traffic() -> None:
@@ -211,11 +212,14 @@ def test_fping_reader_takes_the_count_from_the_runs_probe_argv(tmp_path: Path) -
     argv = probes.plan("fping", ProbeSettings("198.18.4.2", 0.1, 2), "linux").client
     assert argv[argv.index("-c") + 1] == "20"
     (tmp_path / "meta.json").write_text(json.dumps({"probe_argv": argv}))
-    p = probes.read(tmp_path)
+    p = read_probe(tmp_path)
     assert p is not None and (p.tool, p.sent, p.received) == ("fping", 20, 15)
     (tmp_path / "meta.json").unlink()  # a run that did not record it: the gaps only
-    p = probes.read(tmp_path)
+    p = read_probe(tmp_path)
     assert p is not None and (p.sent, p.received) == (19, 15)
+    # the reader takes the argv as runmeta read it, nothing else
+    p = probes.read(tmp_path, ProbeRun(argv=argv))
+    assert p is not None and (p.sent, p.received) == (20, 15)
 
 
 @pytest.mark.parametrize(

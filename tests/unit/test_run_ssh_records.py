@@ -196,12 +196,14 @@ def test_drive_takes_each_sample_after_its_flow_started_and_before_the_end() -> 
             )
         )
 
-    meta: dict[str, Any] = {"flows": []}
-    _drive(
-        s, procs, meta, "t", [(0.3, at("flow 2", 1)), (0.2, at("flow 1", 0)), (9.0, at("never", 0))]
+    got = _drive(
+        s, procs, "t", [(0.3, at("flow 2", 1)), (0.2, at("flow 1", 0)), (9.0, at("never", 0))]
     )
     # In time order, each flow released and still running; the one past the end skipped.
     assert seen == [("flow 1", True, True), ("flow 2", True, True)]
+    # What meta.json keeps of it: each flow's release in release order, the exit codes.
+    assert list(got.flow_starts) == [1, 2] and 0.2 <= got.flow_starts[2] < 0.3
+    assert got.client_rc == [0, 0] and got.wall_s >= 0.4
 
 
 def _raw(tmp_path: Path, stack: str, at_s: float | None = 5.0) -> Path:
@@ -344,9 +346,11 @@ def test_summary_keeps_rt1s_bql_before_and_after_the_traffic(tmp_path: Path) -> 
     rt2 = {**eth5, "tx_queues_asked": None, "tx_ring_asked": None}
     (raw / "facts.json").write_text(json.dumps({"host": {}, "nics": {
         "rt1": json.dumps(eth5) + "\n", "rt2": json.dumps(rt2) + "\n"}}))  # fmt: skip
-    (raw / "calibration.json").write_text(
-        json.dumps({"bottleneck": {"node": "rt1", "dev": "eth5"}})
-    )
+    # the instrument's record names the node it read (as run.py writes meta.json)
+    meta = json.loads((raw / "meta.json").read_text())
+    meta["instruments"] = {"sockstat": meta.pop("sockstat"),
+                           "tx_queue_limits": {"node": "rt1", "dev": "eth5"}}  # fmt: skip
+    (raw / "meta.json").write_text(json.dumps(meta))
     (raw / "bql-before.txt").write_text(bql_lines("eth5", 4542, 0))
     (raw / "bql-after.txt").write_text(bql_lines("eth5", 30280, 1514))
     s = summarize(raw)

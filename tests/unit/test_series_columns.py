@@ -191,7 +191,8 @@ def test_siftr_rows_carry_ssthresh_inflight_and_the_peers_window() -> None:
     log = parse_siftr(path.read_text())
     with path.open() as fh:
         (b,) = SiftrReader(fh).batches()
-    got = timeseries_samplers.siftr_columns(b)
+    got = {k: v.to_numpy(zero_copy_only=False)
+           for k, v in timeseries_samplers.siftr_columns(b).items()}  # fmt: skip
     for k, key in (("inflight_bytes", "inflight_bytes"), ("rwnd_bytes", "snd_wnd_bytes"),
                    ("cwnd_bytes", "cwnd_bytes")):  # fmt: skip
         assert got[k].tolist() == [float(r[key]) for r in log.records]

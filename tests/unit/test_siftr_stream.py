@@ -6,6 +6,7 @@ the format is sys/netinet/siftr.c, siftr_process_pkt, and siftr(4))."""
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -18,7 +19,8 @@ import pytest
 
 from ccbench.hosts.siftr_plan import RECORD_BYTES
 from ccbench.parse import siftr_stream
-from ccbench.parse.siftr_stream import SCHEMA, SiftrReader, _hex_int64, parse_siftr
+from ccbench.parse.siftr import _fixed_us, _hex_int64
+from ccbench.parse.siftr_stream import SCHEMA, SiftrReader, _epoch_us, parse_siftr
 from ccbench.parse.siftr_synth import siftr13_log
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "freebsd"
@@ -49,6 +51,34 @@ def test_fast_path_reads_every_layout_written_from_docs(
 
     monkeypatch.setattr(SiftrReader, "_fast", never_fast)
     assert rows(SiftrReader(path.open())) == fast
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_the_columns_asked_for_are_those_of_the_whole_record(path: Path) -> None:
+    keys = ("t_s", "direction", "local", "cwnd_bytes", "srtt_us")
+    with path.open("rb") as a, path.open("rb") as b:
+        whole, some = SiftrReader(a), SiftrReader(b, columns=keys)
+        got = list(some)
+        assert all(x.schema.names == list(keys) for x in got)
+        assert [r for x in got for r in x.to_pylist()] == [
+            {k: r[k] for k in keys} for x in whole for r in x.to_pylist()]  # fmt: skip
+        assert some.log() == whole.log()  # the flows and their record counts too
+    with path.open("rb") as a, path.open("rb") as b:
+        whole, uncounted = SiftrReader(a), SiftrReader(b, columns=keys, counts=False)
+        assert [r for x in uncounted for r in x.to_pylist()] == [
+            {k: r[k] for k in keys} for x in whole for r in x.to_pylist()]  # fmt: skip
+        # the flows are the footer's as written (none without one): siftr2's count
+        # their records themselves, siftr 1.x's are left uncounted
+        log, counted = uncounted.log(), whole.log()
+        assert [(f.local, f.peer) for f in log.flows] == (
+            [(f.local, f.peer) for f in counted.flows] if counted.complete else []
+        )
+        if log.logger == "siftr2":
+            assert log == counted
+        else:
+            assert all(f.records is None for f in log.flows)
+    with pytest.raises(ValueError, match="no such siftr columns"):
+        SiftrReader(io.BytesIO(path.read_bytes()), columns=("cwnd",))
 
 
 def test_batches_are_typed_and_bounded() -> None:
@@ -119,8 +149,24 @@ def test_hex_decoding_matches_int() -> None:
     assert _hex_int64(pa.array(values)).tolist() == [int(v, 16) for v in values]
     assert _hex_int64(pa.array(values).slice(2, 3)).tolist() == [int(v, 16) for v in values[2:5]]
     for bad in (["0x1f"], [""], ["g"], ["1" * 16]):
-        with pytest.raises(siftr_stream._Fallback):
+        with pytest.raises(ValueError, match="not a hex number"):
             _hex_int64(pa.array(bad))
+
+
+def test_stamps_are_read_exactly_whatever_their_form() -> None:
+    fixed = ["1794999999.510000", "0000000001.000001", "1794999999.999999"]
+    assert _fixed_us(pa.array(fixed)).tolist() == [int(v.replace(".", "")) for v in fixed]
+    assert _epoch_us(pa.array(fixed).slice(1)).to_pylist() == [1000001, 1794999999999999]
+    # other widths and forms take the regular expression, or are no stamp at all
+    mixed = ["1.5", "12.250000", "7"]
+    assert _fixed_us(pa.array(mixed)) is None
+    assert _epoch_us(pa.array(mixed)).to_pylist() == [1_500_000, 12_250_000, 7_000_000]
+    assert _fixed_us(pa.array(["12345678"])) is None  # no point: whole seconds
+    assert _epoch_us(pa.array(["12345678"])).to_pylist() == [12_345_678_000_000]
+    for bad in (["-123456.000001"], ["+12345.000001"], ["1234567.00000x"]):
+        assert _fixed_us(pa.array(bad)) is None
+        with pytest.raises(siftr_stream._Fallback):
+            _epoch_us(pa.array(bad))
 
 
 _PEAK = textwrap.dedent("""

@@ -18,6 +18,7 @@ from bench import seed_scale
 from ccbench import timeseries, timeseries_samplers, timeseries_sink
 from ccbench.instruments import SENDER_SOURCES
 from ccbench.layout import RawDir
+from ccbench.parse.siftr_stream import parse_siftr
 from ccbench.summarize.judge import parse_run_dir
 from ccbench.timeseries_stats import SeriesStats
 from tests.conftest import REPO
@@ -102,3 +103,42 @@ def test_a_log_broken_after_its_rows_spilled_gives_none(
                for r in rec["reasons"]), rec["reasons"]  # fmt: skip
     assert set(df.loc[df["source"] == "siftr", "flow"]) == {1}  # s1's rows, none of s2's
     assert not list(run.glob(".spill-*")) and not list(run.glob("*.tmp"))
+
+
+def test_siftr_rows_are_the_records_line_by_line(
+    streams: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Arrow path (SiftrReader's fast path, the series' columns, never pandas) gives
+    the rows the line-by-line converter's records give, computed here with pandas."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    shutil.copy(streams / "siftr-s1.log", raw / "siftr-s1.log")
+    small(monkeypatch)
+    log = parse_siftr((raw / "siftr-s1.log").read_text())
+    data = max(log.flows, key=lambda f: f.records or 0)  # not iperf3's control connection
+    assert data.local and len(log.flows) > 1
+    local = {data.local: 1}
+    sink = timeseries_sink.Sink(
+        tmp_path / "ts.parquet", "r", timeseries._frame, SeriesStats(SENDER_SOURCES)
+    )
+    t0 = log.enable_time_s + 0.25
+    timeseries_samplers.siftr_rows(RawDir(raw), t0, local, sink)
+    got = sink.close().frame()
+    want = pd.DataFrame(log.records)
+    want = want[(want["direction"] == "out") & (want["local"] == data.local)]
+    want = want.reset_index(drop=True)
+    ssthresh = want["ssthresh_bytes"].astype(float)
+    infinite = ssthresh >= timeseries_samplers.SIFTR_INFINITE_SSTHRESH
+    assert len(got) == len(want) > 10_000 and set(got["run_id"]) == {"r"}
+    assert set(got["flow"]) == {1}
+    assert got["t_s"].tolist() == (log.enable_time_s + want["t_s"] - t0).tolist()
+    for col, key in (
+        ("cwnd_bytes", "cwnd_bytes"),
+        ("rtt_us", "srtt_us"),
+        ("inflight_bytes", "inflight_bytes"),
+        ("rwnd_bytes", "snd_wnd_bytes"),
+    ):
+        assert got[col].tolist() == want[key].astype(float).tolist(), col
+    assert got["ssthresh_bytes"].isna().tolist() == infinite.tolist()
+    assert got["ssthresh_bytes"][~infinite].tolist() == ssthresh[~infinite].tolist()
+    assert got[["throughput_bps", "min_rtt_us", "ca_state"]].isna().all().all()

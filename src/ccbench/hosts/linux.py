@@ -42,10 +42,12 @@ done
 """
 
 
-# ccbench.parse.ss reads what this prints: `TS <unix s>` then `ss -tinH` of the established
-# sockets, every $1 microseconds against a deadline (a late sample is taken at once and
-# the schedule restarts from it: no burst). Bash builtins time it; only ss itself starts
-# per sample. The interval is a positional argument of a constant script.
+# ccbench.parse.ss reads what this prints: `TS <unix s>`, `ss -tinH` of the established
+# sockets, and `TE <unix s>` once ss returned (it read the sockets between the two; under
+# load ss may start tens of ms after TS, so the samples are stamped TE). Every $1
+# microseconds against a deadline (a late sample is taken at once and the schedule
+# restarts from it: no burst). Bash builtins time it; only ss itself starts per sample.
+# The interval is a positional argument of a constant script.
 SS_LOOP = r"""set -u
 exec {nap}<> <(:)
 trap 'exit 0' INT TERM HUP
@@ -54,7 +56,9 @@ while :; do
   now=${EPOCHREALTIME/./}
   printf 'TS %s\n' "${now:0:-6}.${now: -6}"
   ss -tinH state established
-  next=$((next + step)) now=${EPOCHREALTIME/./}
+  now=${EPOCHREALTIME/./}
+  printf 'TE %s\n' "${now:0:-6}.${now: -6}"
+  next=$((next + step))
   if ((next <= now)); then next=$now; continue; fi
   d=$((next - now))
   printf -v s '%d.%06d' $((d / 1000000)) $((d % 1000000))

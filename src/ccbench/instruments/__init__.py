@@ -8,7 +8,7 @@ here, its parser in ccbench.parse, and a line in REGISTRY.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ccbench.errors import CcbenchError
@@ -120,21 +120,37 @@ def add_rows(rd: RawDir, records: dict[str, Instrument], ctx: SeriesContext, sin
         cls.add_rows(rd, records.get(name), ctx, sink)
 
 
+@dataclass(frozen=True)
+class SummaryParts:
+    """What a run's instruments give its summary (instruments.summary_parts)."""
+
+    parts: dict[str, Any]  # summary key -> value, in REGISTRY's order
+    reasons: list[str]
+    nics: dict[tuple[str, str], dict[str, Any]]  # keys for NIC records (SummaryPart.nics)
+
+
 def summary_parts(
-    rd: RawDir, spec: RunSpec, records: dict[str, Instrument]
-) -> tuple[dict[str, Any], list[str]]:
-    """The parts of a run's summary that its instruments give (summary key -> value, in
-    REGISTRY's order; only those that recorded, or that read a run before their record:
-    `without_record`), and the reasons they find."""
-    parts: dict[str, Any] = {}
-    reasons: list[str] = []
+    rd: RawDir, spec: RunSpec, records: dict[str, Instrument], *, t0: float | None = None,
+    before_records: bool = False,
+) -> SummaryParts:  # fmt: skip
+    """The parts of a run's summary that its instruments give, in REGISTRY's order: of
+    those that recorded (`records`), and, for a run from before the records
+    (`before_records`), of those that read its files without one (`without_record`).
+    `t0`: the wall-clock time its traffic started (None: not known)."""
+    out = SummaryParts({}, [], {})
     for name, cls in REGISTRY.items():
-        rec = records.get(name) or cls.without_record(rd)
-        if rec is not None and cls.summary_key is not None:
-            part = rec.summary_part(rd, spec)
-            parts[cls.summary_key] = part.value
-            reasons += part.reasons
-    return parts, reasons
+        rec = records.get(name)
+        if rec is None and before_records:
+            rec = cls.without_record(rd, spec)
+        if rec is None:
+            continue
+        part = rec.summary_part(rd, spec, t0=t0)
+        if cls.summary_key is not None:
+            out.parts[cls.summary_key] = part.value
+        out.reasons.extend(part.reasons)
+        for nic, keys in part.nics.items():
+            out.nics.setdefault(nic, {}).update(keys)
+    return out
 
 
 def leftovers_argv(os: str) -> list[list[str]]:
@@ -174,6 +190,7 @@ __all__ = [
     "Recording",
     "SeriesContext",
     "SummaryPart",
+    "SummaryParts",
     "add_rows",
     "for_run",
     "from_records",

@@ -7,9 +7,9 @@ before the traffic, `during` actions while it flows, `stop` right after it, `col
 once the probes ended. Reading loops likewise: the time series asks every kind for its
 rows (`add_rows`), the summary for its part (`summary_part`), the report for the caption
 of its samples (`series_caption`), a testbed's clean-up for what a crashed run of it
-leaves (`leftovers_argv`, `remove_local_leftovers`). An optional instrument (`optional`)
-records only when the config's `record:` names it, with the options it declares
-(`options`).
+leaves (`leftovers_argv`, `remove_local_leftovers`, `node_files`). An optional
+instrument (`optional`) records only when the config's `record:` names it, with the
+options it declares (`options`).
 """
 
 from __future__ import annotations
@@ -83,10 +83,13 @@ class SeriesContext:
 @dataclass(frozen=True)
 class SummaryPart:
     """An instrument's part of a run's summary: summary.json's value under its
-    `summary_key`, and what it found that makes the run invalid."""
+    `summary_key`, what it found that makes the run invalid, and what it read of a
+    NIC: (node, interface) -> keys added to that NIC's record in summary.json `nics`
+    (the hosts' NIC records, ccbench.summarize.hosts)."""
 
     value: Any
     reasons: list[str] = field(default_factory=list)
+    nics: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass
@@ -117,6 +120,10 @@ class Instrument:
     # What it needs on the nodes it runs on (`hosts`), by their OS: the run checks
     # before it starts anything (ccbench.needs).
     needs: ClassVar[dict[str, Needs]] = {}
+    # The files and directories it writes on a remote node (absolute paths, each under
+    # /var/tmp and named ccbench*: ccbench.leftovers.node_path): a run killed before
+    # `collect` leaves them, and a testbed's `down` removes and checks them.
+    node_files: ClassVar[tuple[str, ...]] = ()
 
     procs: list[Proc] = field(default_factory=list, init=False)
 
@@ -180,16 +187,17 @@ class Instrument:
         rows once the file read whole; a problem in `rd` naming a file that does not)."""
 
     @classmethod
-    def without_record(cls, rd: RawDir) -> Self | None:
-        """For a run whose meta.json kept no record of it (made before instruments had
-        records) but whose raw files it can still read: the instrument that gives its
-        summary part from them; None: it gives none then."""
+    def without_record(cls, rd: RawDir, spec: RunSpec) -> Self | None:
+        """For a run of `spec` whose meta.json predates the instruments' records
+        (runmeta.RunMeta.before_records) but whose raw files it can still read: the
+        instrument that gives its summary part from them; None: it gives none then."""
         return None
 
-    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
-        """Its part of the run's summary (an instrument with a `summary_key`), read from
-        its record and raw files; a file that does not read is a problem in `rd`."""
-        raise NotImplementedError
+    def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
+        """Its part of the run's summary, read from its record and raw files (`t0`: the
+        wall-clock time the traffic started, None: not known); a file that does not read
+        is a problem in `rd`. None here: no part."""
+        return SummaryPart(None)
 
     @classmethod
     def series_caption(cls, summaries: Sequence[Any]) -> str:

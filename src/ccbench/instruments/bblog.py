@@ -45,6 +45,7 @@ class Bblog(Instrument):
     oses = ("freebsd",)
     optional = True
     summary_key = "bblog"
+    node_files = (DIR,)
     needs = {"freebsd": Needs(("tcplog_dumper",))}  # a package, not in the base system
 
     # node -> {"files": [{file, node_bytes, fetched_bytes, blocks, problem}], "problem"}
@@ -110,7 +111,7 @@ class Bblog(Instrument):
     def record_json(self) -> dict[str, Any]:
         return self.nodes
 
-    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+    def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
         out: dict[str, Any] = {}
         for node, got in self.nodes.items():
             files = got.get("files") or []

@@ -1,7 +1,8 @@
 """SSH testbeds: the bottleneck NIC's transmit queues' BQL state (limit, limit_max,
 inflight) before and after the traffic; BQL's limit grows with the traffic from 0
 (lib/dynamic_queue_limits.c dql_completed), so the one after the run is the layer-2
-buffer the run had (summarize.hosts attaches both to rt1's NIC record)."""
+buffer the run had. Its part of the summary is on that NIC's record in summary.json
+`nics` (`bql_before`, `bql_after`: SummaryPart.nics)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from typing import Any, Self
 
 from ccbench import layout
 from ccbench.hosts.linux import LinuxHost
-from ccbench.instruments.base import BeforeAfter, Cost, Recording, need
+from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
+from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.parse.bql import parse_bql
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 from ccbench.testbed.kinds import kind
@@ -43,3 +46,22 @@ class TxQueueLimits(BeforeAfter):
         need(isinstance(d, dict) and isinstance(d.get("node"), str)
              and isinstance(d.get("dev"), str), "not {node, dev}")  # fmt: skip
         return cls(node=d["node"], dev=d["dev"])
+
+    def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
+        """Each read's queues (parse_bql: one entry per queue) as `bql_before` and
+        `bql_after` of the NIC record of its node and interface; a read that does not
+        parse is a problem naming its file, one not taken says nothing."""
+        nics: dict[tuple[str, str], dict[str, Any]] = {}
+        for when in (BEFORE, AFTER):
+            name = layout.bql(when)
+            text = rd.text(name) if rd.exists(name) else None
+            if text is None:
+                continue
+            try:
+                per_dev = parse_bql(text)
+            except ValueError as e:
+                rd.problem(name, str(e))
+                continue
+            for dev, queues in per_dev.items():
+                nics.setdefault((self.node, dev), {})[f"bql_{when}"] = queues
+        return SummaryPart(None, nics=nics)

@@ -64,7 +64,7 @@ class TcpCounters(BeforeAfter):
              and all(isinstance(v, str) for v in d["nodes"].values()), "not {nodes}")  # fmt: skip
         return cls(nodes=dict(d["nodes"]))
 
-    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+    def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
         """node -> its counters' causes. A snapshot that is missing or does not parse is
         one problem naming it."""
         out: dict[str, Any] = {}

@@ -40,10 +40,10 @@ class RouterCpu(BeforeAfter):
         return cls(node=d["node"])
 
     @classmethod
-    def without_record(cls, rd: RawDir) -> Self | None:
+    def without_record(cls, rd: RawDir, spec: RunSpec) -> Self | None:
         return cls() if any(rd.exists(layout.cpu(w)) for w in (BEFORE, AFTER)) else None
 
-    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+    def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
         """CPU use at the bottleneck router over the traffic, from the two reads; None
         where one is missing or they do not read (a problem naming them)."""
         before_name, after_name = layout.cpu(BEFORE), layout.cpu(AFTER)

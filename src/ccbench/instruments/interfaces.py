@@ -75,7 +75,7 @@ class Interfaces(BeforeAfter):
              and all(isinstance(n, str) for n in r["nodes"]), "not {nodes}")  # fmt: skip
         return cls(nodes=list(r["nodes"]))
 
-    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+    def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
         """node -> interface -> after minus before, for the interfaces in both reads. A
         node's reads missing or not parsing are one problem naming them; an interface
         whose counters went down is one, and is left out."""

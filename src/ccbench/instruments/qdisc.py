@@ -1,19 +1,30 @@
 """The bottleneck queue sampled every `qdisc_interval_s` (ccbench.parse.qdisc reads it):
-backlog, drops and sent packets over time, from before the first packet."""
+backlog, drops and sent packets over time, from before the first packet. Its part of
+summary.json is `queue` (RunRecord declares it: QueueStats)."""
 
 from __future__ import annotations
 
 import contextlib
+import gzip
+import lzma
 import signal
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
 from ccbench import layout
-from ccbench.instruments.base import Cost, Instrument, Recording, SeriesContext, need
+from ccbench.instruments.base import (
+    Cost,
+    Instrument,
+    Recording,
+    SeriesContext,
+    SummaryPart,
+    need,
+)
 from ccbench.jsonio import is_number
-from ccbench.layout import RawDir
+from ccbench.layout import AFTER, BEFORE, RawDir, open_text, stored
 from ccbench.needs import Needs
 from ccbench.roles import BOTTLENECK_ROUTER
 from ccbench.spec import RunSpec
@@ -25,6 +36,10 @@ if TYPE_CHECKING:
 # Over ssh the sampler starts ~0.3 s later: the run waits for its first sample, so the
 # queue is seen from the first packet (summary queue.first_s says).
 FIRST_SAMPLE_S = 5.0
+QDISC_MIN_COVERAGE = 0.9  # like the ss sampler: samples must reach this share of the traffic
+# What reading a stored file may raise besides ValueError (a UnicodeDecodeError is one).
+_READ_ERRORS = (UnicodeDecodeError, OSError, EOFError, zlib.error, lzma.LZMAError,
+                gzip.BadGzipFile)  # fmt: skip
 
 
 @dataclass
@@ -33,6 +48,7 @@ class QdiscSampler(Instrument):
     description = "the bottleneck's qdisc counters every interval (tc -s -j)"
     cost = Cost.SAMPLED
     oses = ()  # the bottleneck router's, not a sender's
+    summary_key = "queue"
     needs = {"linux": Needs(("bash", "tc"))}  # hosts.linux qdisc_sampler
 
     node: str = ""
@@ -84,6 +100,69 @@ class QdiscSampler(Instrument):
 
         if record is not None and ctx.t0 is not None:
             samplers.qdisc_rows(rd, record.file, ctx.t0, sink)
+
+    @classmethod
+    def without_record(cls, rd: RawDir, spec: RunSpec) -> Self | None:
+        # Asked for, but the run predates the sampler: a sampler of no node says so.
+        return cls() if spec.qdisc_interval_s > 0 and not rd.failed else None
+
+    def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
+        """summary.json's `queue` from raw/qdisc-<node>.txt (parse.qdisc.QueueStats, the
+        file read as a stream). A run made before queue sampling existed (no sampler's
+        record, `without_record`) says so; a sampler file that is missing, not the
+        sampler's format, or cut short is a problem like any damaged raw file."""
+        if not self.node:
+            why = "no queue samples: the run was made before ccbench sampled the queue"
+            return SummaryPart({"sampled": False, "notes": [why]})
+        return SummaryPart(_queue(rd, spec, self.file, t0))
+
+
+def _queue(rd: RawDir, spec: RunSpec, name: str, t0_s: float | None) -> dict[str, Any]:
+    from ccbench.parse.qdisc import (
+        QUEUE_HANDLE,
+        QueueStats,
+        iter_qdisc_samples,
+        iter_queue_points,
+    )
+    from ccbench.parse.tc import parse_tc_qdisc_json
+
+    path = stored(rd.path, name)
+    acc = QueueStats(t0_s or 0.0, spec.traffic_s, spec.qdisc_interval_s,
+                     spec.topology.frame_bytes)  # fmt: skip
+    try:
+        if path is None:
+            raise FileNotFoundError(name)
+        with open_text(path) as lines:
+            for p in iter_queue_points(iter_qdisc_samples(lines)):
+                acc.add(p)
+    except _READ_ERRORS:
+        # What is wrong with it in the words of a whole-file read (RawDir.text).
+        if rd.text(name, required=not rd.failed) is None:
+            return {"sampled": False, "notes": [f"{name}: missing"]}
+        rd.problem(name, "unreadable (it changed while read)")
+        return {"sampled": False, "notes": [f"{name}: unreadable"]}
+    except ValueError as e:
+        rd.problem(name, f"not qdisc samples ({e})")
+        return {"sampled": False, "notes": [f"{name}: unreadable"]}
+    if not acc.n or t0_s is None:
+        if not rd.failed:
+            rd.problem(name, "no samples of the bottleneck queue")
+        return {"sampled": False, "notes": [f"{name}: no samples"]}
+    counters = []
+    for f in (layout.tc(BEFORE), layout.tc(AFTER)):
+        try:
+            stats = parse_tc_qdisc_json(rd.text(f) or "")
+        except ValueError:
+            stats = []  # its own reason comes from summarize.bottleneck
+        counters.append(next((q for q in stats if q.handle == QUEUE_HANDLE), None))
+    out = acc.result(counters[0], counters[1])
+    out["file"] = name
+    if (out["last_s"] or 0) < QDISC_MIN_COVERAGE * spec.traffic_s and not rd.failed:
+        rd.problem(name, f"samples end {out['last_s']:.1f} s into {spec.traffic_s:g} s of "
+                         "traffic (cut short)")  # fmt: skip
+    if not out["drops_check"]["consistent"]:
+        rd.problem(name, out["drops_check"]["note"])
+    return out
 
 
 def _wait_nonempty(path: Path, timeout_s: float) -> None:

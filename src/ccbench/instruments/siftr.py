@@ -71,6 +71,7 @@ class Siftr(Instrument):
     oses = ("freebsd",)
     sender_rank = 3
     summary_key = "siftr"
+    node_files = (LOG,)
 
     # node -> {logger, ppl, port_filter, log_bytes_est, within_budget, resolution,
     #          fetch: {node_bytes, fetched_bytes, compressed, seconds} | {error}}
@@ -145,7 +146,7 @@ class Siftr(Instrument):
                                 **({"fetch": fetch} if fetch is not None else {})}  # fmt: skip
         return cls(nodes=nodes)
 
-    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+    def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
         """How each node's log was taken; a log that was not fetched is its problem."""
         out: dict[str, dict[str, Any]] = {}
         for node, v in self.nodes.items():

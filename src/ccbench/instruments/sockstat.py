@@ -105,7 +105,7 @@ class Sockstat(Instrument):
             samples.append(Sample(k, node, peer, name, at))
         return cls(samples=samples)
 
-    def summary_part(self, rd: RawDir, spec: RunSpec) -> SummaryPart:
+    def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
         """{flows: each flow's connections as its sample (raw/sockstat-<k>.txt) listed
         them}, and a reason for each connection on another stack or CC."""
         flows: list[dict[str, Any]] = []
@@ -113,7 +113,7 @@ class Sockstat(Instrument):
         for e in self.samples:
             k, node, peer, name = e.flow, e.node, e.peer, e.file
             if not 1 <= k <= len(spec.flows):
-                rd.problem("meta.json", f"sockstat sample of flow {k}: the run has no such flow")
+                rd.problem(layout.META, f"sockstat sample of flow {k}: the run has no such flow")
                 continue
             if e.at_s is None:
                 reasons.append(f"flow {k}: no sockstat sample was taken while it ran")

@@ -135,6 +135,7 @@ class TcpProbe(Instrument):
     }  # fmt: skip
     in_traced_twin = True
     sender_rank = 1  # every ACK: finer than ss and siftr's samples
+    node_files = (NODE_FILE,)
 
     instance: str = ""
     ports: list[int] = field(default_factory=list)

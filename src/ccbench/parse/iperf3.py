@@ -15,7 +15,7 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import pyarrow as pa
 
@@ -207,6 +207,42 @@ def read_iperf3(stream: IO[str]) -> Iperf3Result:
     peaks at 9 MB of Python objects (0.9 MB at 300 s) and is 1.5x faster than
     ijson's C backend walking the intervals alone (measured 2026-11-24)."""
     return parse_iperf3(json.load(stream))
+
+
+class RunFiles(Protocol):
+    """What read_report needs of a run's raw files (ccbench.layout.RawDir: reading one
+    never raises; what is wrong with it is a problem naming it)."""
+
+    problems: list[str]
+
+    def exists(self, name: str) -> bool: ...
+    def text(self, name: str) -> str | None: ...
+    def json(self, name: str) -> Any: ...
+    def problem(self, name: str, what: str) -> None: ...
+
+
+def read_report(rd: RunFiles, name: str) -> tuple[Iperf3Result | None, bool]:
+    """The iperf3 `-J` report `name` of a run (a client's or a server's), None when
+    there is none; the flag says the file was there but unreadable, its reason in
+    rd.problems. An absent or empty file is no report (the client died first), as is
+    a server's text log of older runs (no .json). The one reader of both the summary
+    (summarize.flows) and the time series (timeseries)."""
+    if not rd.exists(name):
+        return None, False
+    text = rd.text(name)
+    if text is None:
+        return None, True
+    if not text.strip():
+        return None, False
+    n = len(rd.problems)
+    doc = rd.json(name)
+    if len(rd.problems) > n:
+        return None, True
+    try:
+        return parse_iperf3(doc), False
+    except ValueError as e:
+        rd.problem(name, str(e))
+        return None, True
 
 
 def udp_received_bps(doc: dict[str, Any]) -> float | None:

@@ -1,24 +1,26 @@
 """Read a siftr/siftr2 log as a stream of typed columnar batches, in bounded memory.
 
-A FreeBSD sender at 1 Gbit/s logs millions of records per run (sys/netinet/siftr.c logs every packet
-but 1 in ppl), so the log
-is never held whole: `SiftrReader` takes a text stream (or any iterable of text pieces,
-e.g. a file's lines) and yields pyarrow RecordBatches of one block of text each
-(`block_chars`, 1 MiB by default: about 6,000 siftr 1.3 records). Peak memory is a
-few blocks, whatever the log's length.
+A FreeBSD sender at 1 Gbit/s logs millions of records per run (sys/netinet/siftr.c logs
+every packet but 1 in ppl), so the log is never held whole: `SiftrReader` takes a
+binary file (plain or decompressed), a text stream, or any iterable of bytes or text
+pieces (e.g. a file's lines), and yields pyarrow RecordBatches of one block of about
+`block_chars` bytes each (1 MiB by default: about 6,000 siftr 1.3 records). Peak memory
+is a few blocks, whatever the log's length.
 
-Each block's records go through pyarrow's C++ CSV reader with the version's column
-types (the layouts of ccbench.parse.siftr); a block it cannot read the strict way
-(wrong field count, a bad number, a blank line inside) is converted line by line by
-the same Python converter parse_siftr always used, which either reads it or raises the
-one-line error naming the line. So both paths give identical rows.
+Each block's bytes go through pyarrow's C++ CSV reader with the version's column types
+(the layouts of ccbench.parse.siftr), only the fields of the columns asked for, and
+pyarrow's compute functions; a block it cannot read the strict way (wrong field count,
+a bad number, a blank line, an enable/disable line inside, anything not ASCII) is
+converted line by line by the same Python converter parse_siftr always used, which
+either reads it or raises the one-line error naming the line. So both paths give
+identical rows.
 
-The batches have the columns of ccbench.parse.siftr.ROW_KEYS (SCHEMA). What is only
-known at the end of the log, after the footer, is on the reader once the batches are
-exhausted: `reader.log()` (header/footer metadata, the flows with their record counts)
-and, for siftr2, each flowid's addresses and MSS (`reader.flows_by_id()`): siftr2
-records carry no addresses, so their `local`/`peer`/`mss_bytes` columns are null in
-the batches (parse_siftr fills them from the footer).
+The batches have the columns of ccbench.parse.siftr.ROW_KEYS (SCHEMA), or those asked
+for. What is only known at the end of the log, after the footer, is on the reader once
+the batches are exhausted: `reader.log()` (header/footer metadata, the flows with their
+record counts) and, for siftr2, each flowid's addresses and MSS (`reader.flows_by_id()`):
+siftr2 records carry no addresses, so their `local`/`peer`/`mss_bytes` columns are null
+in the batches (parse_siftr fills them from the footer).
 """
 
 from __future__ import annotations
@@ -39,7 +41,9 @@ from ccbench.parse.siftr import (
     ROW_KEYS,
     SiftrFlow,
     SiftrLog,
+    _fixed_us,
     _footer_flows,
+    _hex_int64,
     _hostport,
     _opt_int,
     _row_converter,
@@ -57,7 +61,12 @@ SCHEMA = pa.schema(
     [(k, pa.float64() if k in _FLOATS else pa.string() if k in _STRINGS else pa.int64())
      for k in ROW_KEYS]
 )  # fmt: skip
-_SPECIAL = ("enable_time_secs=", "disable_time_secs=")
+_SPECIAL = (b"enable_time_secs=", b"disable_time_secs=")
+# raw field -> its column (ROW_KEYS), where the names differ
+_SOURCE_OF = {**_INT_FIELDS, "time": "t_s", "srtt": "srtt_us", "rto": "rto_us",
+              "laddr": "local", "lport": "local", "faddr": "peer", "fport": "peer"}  # fmt: skip
+_COUNT_KEYS = ("local", "peer", "flowid")  # a flow's records are counted by these
+_DIRECTIONS = {"o": "out", "i": "in"}
 _TIME = r"^(?P<sec>[0-9]+)(?:\.(?P<frac>[0-9]{0,6}))?$"
 _NOT_A_LOG = "not a siftr log: the first line is not an enable_time_secs= header"
 _SECOND = "a second enable/disable cycle; split the log first"
@@ -67,37 +76,66 @@ class _Fallback(Exception):
     """The fast path cannot read this block; the line-by-line converter will."""
 
 
-def text_blocks(source: Any, block_chars: int = BLOCK_CHARS) -> Iterator[str]:
-    """`source`'s text in blocks of about `block_chars` (longer only for a longer
-    line) that end at a line end (the last may not). `source`: a text stream (`read`)
-    or an iterable of text pieces of any size."""
-    reads = hasattr(source, "read")
-    pieces: Iterable[str] = iter(lambda: source.read(block_chars), "") if reads else source
-    buf: list[str] = []
+def text_blocks(source: Any, block_chars: int = BLOCK_CHARS) -> Iterator[bytes]:
+    """`source`'s bytes in blocks of about `block_chars` (longer only for a longer
+    line) that end at a line end (the last may not). `source`: a binary or text stream
+    (`read`) or an iterable of bytes or text pieces of any size (text as UTF-8)."""
+    if isinstance(source, io.BufferedIOBase):  # a binary file, plain or decompressed
+        yield from _file_blocks(source, block_chars)
+        return
+    pieces: Iterable[Any] = _reads(source, block_chars) if hasattr(source, "read") else source
+    buf: list[bytes] = []
     size = 0
     for piece in pieces:
+        if isinstance(piece, str):
+            piece = piece.encode()
         buf.append(piece)
         size += len(piece)
         if size < block_chars:
             continue
-        text, pos = "".join(buf), 0
+        text, pos = b"".join(buf), 0
         while len(text) - pos >= block_chars:
-            cut = text.rfind("\n", pos, pos + block_chars) + 1 or text.find("\n", pos) + 1
+            cut = text.rfind(b"\n", pos, pos + block_chars) + 1 or text.find(b"\n", pos) + 1
             if not cut:
                 break  # no line end yet: read on
             yield text[pos:cut]
             pos = cut
         buf, size = [text[pos:]], len(text) - pos
-    text = "".join(buf)
+    text = b"".join(buf)
     if text:
         yield text
 
 
+def _file_blocks(f: io.BufferedIOBase, size: int) -> Iterator[bytes]:
+    """Blocks read into place, each completed to its line's end (no copy of the block)."""
+    while True:
+        block = bytearray(size)
+        n = f.readinto(block)
+        if not n:
+            return
+        del block[n:]
+        if not block.endswith(b"\n"):
+            block += f.readline()
+        yield block  # type: ignore[misc]  # read as bytes (find, count, decode, buffer)
+
+
+def _reads(stream: Any, size: int) -> Iterator[Any]:
+    while piece := stream.read(size):
+        yield piece
+
+
 class SiftrReader:
     """One siftr/siftr2 log. Reads the header at once (ValueError: not a siftr log,
-    unknown version); iterate it (or `batches()`) once for the records; then `log()`."""
+    unknown version); iterate it (or `batches()`) once for the records; then `log()`.
+    `columns`: the ROW_KEYS the batches carry, and the only fields read (with the
+    direction and time; `select` changes them, once the header told the layout);
+    `counts` false: the flows' record counts are not kept (their `records` None; a
+    log without a footer then lists no flows)."""
 
-    def __init__(self, source: Any, block_chars: int = BLOCK_CHARS) -> None:
+    def __init__(
+        self, source: Any, block_chars: int = BLOCK_CHARS, columns: Iterable[str] = ROW_KEYS,
+        counts: bool = True,
+    ) -> None:  # fmt: skip
         self._blocks = text_blocks(source, block_chars)
         self._line = 0  # lines before the text not yet converted
         header_line, self._rest = self._header_line()
@@ -117,6 +155,8 @@ class SiftrReader:
         self._convert = _row_converter(self.layout, self.enable_us, self.hz,
                                        self.tcp_rtt_scale, {})  # fmt: skip
         names = self.layout.fields + self.layout.optional
+        self._counting = counts
+        self.select(columns)
         self._n_min = len(self.layout.fields)
         self._n_max = None if self.layout.extra_ok else len(names)
         self._footer: tuple[int, str] | None = None  # (line number, text)
@@ -124,12 +164,25 @@ class SiftrReader:
         self._log: SiftrLog | None = None
         self._started = False
 
+    def select(self, columns: Iterable[str]) -> None:
+        """The ROW_KEYS the batches carry (before they are read)."""
+        want = set(columns)
+        if not want <= set(ROW_KEYS):
+            raise ValueError(f"no such siftr columns: {sorted(want - set(ROW_KEYS))}")
+        self._keys = [k for k in ROW_KEYS if k in want]
+        self._schema = pa.schema([SCHEMA.field(k) for k in self._keys])
+        # the raw fields read: those of these columns, and the record counts' keys
+        keys = {*self._keys, "direction", "t_s", *(_COUNT_KEYS if self._counting else ())}
+        names = self.layout.fields + self.layout.optional
+        self._fields = {f for f in names if _SOURCE_OF.get(f, f) in keys}
+
     # --- reading -------------------------------------------------------------
     def __iter__(self) -> Iterator[pa.RecordBatch]:
         return self.batches()
 
     def batches(self) -> Iterator[pa.RecordBatch]:
-        """The records, one RecordBatch (SCHEMA) per block of text with records."""
+        """The records, one RecordBatch (SCHEMA, or the `columns` asked for) per block
+        of text with records."""
         if self._started:
             raise RuntimeError("a SiftrReader's records can be read once")
         self._started = True
@@ -149,13 +202,13 @@ class SiftrReader:
         """flowid -> its flow; for siftr2, where the footer alone names addresses/MSS."""
         return {f.flowid: f for f in self.log().flows if f.flowid is not None}
 
-    def _header_line(self) -> tuple[str, str]:
+    def _header_line(self) -> tuple[str, bytes]:
         for block in self._blocks:
             start = 0
             while start < len(block):
-                end = block.find("\n", start) + 1 or len(block)
+                end = block.find(b"\n", start) + 1 or len(block)
                 self._line += 1
-                line = block[start:end]
+                line = block[start:end].decode()
                 if line.strip():
                     if not line.startswith("enable_time_secs="):
                         raise ValueError(_NOT_A_LOG)
@@ -163,37 +216,52 @@ class SiftrReader:
                 start = end
         raise ValueError(_NOT_A_LOG)
 
-    def _block(self, block: str) -> Iterator[pa.RecordBatch]:
-        first_no = self._line + 1
-        self._line += block.count("\n") + (0 if block.endswith("\n") else 1)
+    def _block(self, block: bytes) -> Iterator[pa.RecordBatch]:
         if self._footer is not None:
-            if block.strip():
+            if not block.isspace():
                 raise ValueError(f"line {self._footer[0]}: {_SECOND}")
             return
+        # A block the fast path reads whole has no enable/disable line: the header has
+        # no comma, the footer a `key=...` where the direction belongs, and the fast
+        # path takes only "i"/"o" there. So only a block it cannot read is searched.
+        try:
+            batch = self._fast(block)
+        except _Fallback:
+            pass
+        else:
+            self._line += batch.num_rows  # one row per line: no blank line passes there
+            yield batch
+            return
         at = _special_line(block)
-        batch = self._records(block if at < 0 else block[:at], first_no)
+        # (without one, the fast path just failed on these very records)
+        records = block if at < 0 else block[:at]
+        batch, lines = self._records(records, self._line + 1, fast=at >= 0)
+        self._line += lines
         if batch is not None:
-            self._count(batch)
             yield batch
         if at >= 0:
-            no = first_no + block.count("\n", 0, at)
-            end = block.find("\n", at) + 1 or len(block)
-            line = block[at:end]
+            no = self._line + 1  # the records before it end with a line end
+            end = block.find(b"\n", at) + 1 or len(block)
+            line = block[at:end].decode()
             if line.startswith("enable_time_secs=") or block[end:].strip():
                 raise ValueError(f"line {no}: {_SECOND}")
             self._footer = (no, line)
 
-    def _records(self, text: str, first_no: int) -> pa.RecordBatch | None:
-        if not text.strip():
-            return None
+    def _records(self, text: bytes, first_no: int, fast: bool) -> tuple[pa.RecordBatch | None, int]:
+        """The block's records, and how many lines it has."""
+        if not text or text.isspace():
+            return None, _lines(text)
         try:
-            return self._fast(text)
+            if fast:
+                batch = self._fast(text)
+                return batch, batch.num_rows  # one row per line: no blank line passes
         except _Fallback:
-            return self._slow(text, first_no)
+            pass
+        return self._slow(text, first_no), _lines(text)
 
-    def _slow(self, text: str, first_no: int) -> pa.RecordBatch:
+    def _slow(self, block: bytes, first_no: int) -> pa.RecordBatch:
         rows = []
-        for i, line in enumerate(text.split("\n")):
+        for i, line in enumerate(block.decode().split("\n")):
             if not line.strip():
                 continue
             try:
@@ -202,13 +270,17 @@ class SiftrReader:
                 raise ValueError(
                     f"line {first_no + i}: bad siftr {self.version} record: {e}: {line!r}"
                 ) from e
-        return pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+        batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+        self._count({k: batch.column(k) for k in _COUNT_KEYS}, len(rows))
+        return batch.select(self._keys)
 
-    def _count(self, batch: pa.RecordBatch) -> None:
+    def _count(self, cols: dict[str, pa.Array], n: int) -> None:
         # Records per (local, peer, flowid), in order of first appearance (as the
         # footer-less flow list has always been ordered).
-        keys = ["local", "peer", "flowid"]
-        table = pa.Table.from_batches([batch.select(keys)])
+        if not self._counting:
+            return
+        keys = list(_COUNT_KEYS)
+        table = pa.table({k: cols[k] if k in cols else pa.nulls(n, pa.string()) for k in keys})
         grouped = table.group_by(keys, use_threads=False).aggregate([([], "count_all")])
         for row in grouped.to_pylist():
             key = (row["local"], row["peer"], row["flowid"])
@@ -222,6 +294,9 @@ class SiftrReader:
             disable_us = _time_us(footer["disable_time_secs"],
                                   footer.get("disable_time_usecs", "0"))  # fmt: skip
             disable_s = disable_us / 1e6
+        flows = footer_flows or []
+        if self._counting:
+            flows = _with_record_counts(footer_flows, self._counts, self.layout)
         self._log = SiftrLog(
             logger=self.layout.logger,
             version=self.version,
@@ -232,34 +307,38 @@ class SiftrReader:
             hz=self.hz,
             tcp_rtt_scale=self.tcp_rtt_scale,
             sysver=self.header.get("sysver"),
-            flows=_with_record_counts(footer_flows, self._counts, self.layout),
+            flows=flows,
         )
 
     # --- the fast path: pyarrow's CSV reader -----------------------------------
-    def _fast(self, text: str) -> pa.RecordBatch:
-        first = text[: text.find("\n")] if "\n" in text else text
-        n = first.count(",") + 1
+    def _fast(self, text: bytes) -> pa.RecordBatch:
+        first = text[: text.find(b"\n")] if b"\n" in text else text
+        n = first.count(b",") + 1
         if not first.strip() or n < self._n_min or (self._n_max is not None and n > self._n_max):
+            raise _Fallback
+        if not text.isascii():  # anything else: checked (UTF-8) line by line
             raise _Fallback
         lay = self.layout
         names = list((lay.fields + lay.optional)[:n])
         names += [f"extra{i}" for i in range(n - len(names))]
-        decimal = lay.base == 10
+        # Strings (direction, time, addresses, hex flowids; pyarrow's CSV reader
+        # dictionary-encodes slower than its compute functions do after).
         types: dict[str, pa.DataType] = {name: pa.string() for name in names}
-        if decimal:
-            types.update({k: pa.int64() for k in names if k in _INT_FIELDS or k in ("srtt", "rto")})
-            if lay.flowid_base == 10 and "flowid" in types:
-                types["flowid"] = pa.int64()
-        wanted = [k for k in names if not k.startswith("extra") and k not in ("hash", "bwnd",
-                  "snd_scale", "rcv_scale", "sack", "flowtype")]  # fmt: skip
+        numeric = pa.int64() if lay.base == 10 else pa.string()  # hex: _hex_int64
+        types.update({k: numeric for k in names if k in _INT_FIELDS or k in ("srtt", "rto")})
+        if lay.base == 10 and lay.flowid_base == 10 and "flowid" in types:
+            types["flowid"] = pa.int64()
+        wanted = [k for k in names if k in self._fields]
         try:
             table = csv.read_csv(
-                io.BytesIO(text.encode()),
+                pa.py_buffer(text),
                 read_options=csv.ReadOptions(column_names=names, use_threads=False),
-                parse_options=csv.ParseOptions(quote_char=False, double_quote=False),
+                parse_options=csv.ParseOptions(quote_char=False, double_quote=False,
+                                               ignore_empty_lines=False),
                 convert_options=csv.ConvertOptions(
                     column_types=types, include_columns=wanted, null_values=[],
                     strings_can_be_null=False, quoted_strings_can_be_null=False,
+                    check_utf8=False,  # ASCII (checked above)
                 ),
             )  # fmt: skip
             return self._columns(table.combine_chunks())
@@ -275,15 +354,11 @@ class SiftrReader:
             return col if lay.base == 10 else pa.array(_hex_int64(col))
 
         out: dict[str, pa.Array] = {}
-        d = t["direction"]
-        is_out, is_in = pc.equal(d, "o"), pc.equal(d, "i")
-        if not pc.all(pc.or_(is_out, is_in)).as_py() and n:
-            raise _Fallback
-        out["direction"] = pc.if_else(is_out, "out", "in")
+        out["direction"] = _by_value(t["direction"], _direction)
         if lay.time == "ms":
             out["t_s"] = pc.divide(pc.cast(num("time"), pa.float64()), 1000.0)
         else:
-            out["t_s"] = self._epoch_s(t["time"])
+            out["t_s"] = self._epoch_s(t["time"].combine_chunks())
         for src, dst in _INT_FIELDS.items():
             if src in present:
                 out[dst] = num(src)
@@ -291,36 +366,74 @@ class SiftrReader:
         if lay.rtt == "ticks":
             assert self.hz and self.tcp_rtt_scale
             srtt_f, rto_f = 1e6 / (self.tcp_rtt_scale * self.hz), 1e6 / self.hz
-        out["srtt_us"] = pc.multiply(pc.cast(num("srtt"), pa.float64()), srtt_f)
-        out["rto_us"] = pc.multiply(pc.cast(num("rto"), pa.float64()), rto_f)
+        if "srtt" in present:
+            out["srtt_us"] = pc.multiply(pc.cast(num("srtt"), pa.float64()), srtt_f)
+        if "rto" in present:
+            out["rto_us"] = pc.multiply(pc.cast(num("rto"), pa.float64()), rto_f)
         if "flowid" in present:
             out["flowid"] = _by_value(t["flowid"], lambda v: _flowid(v, lay.flowid_base))
         if "laddr" in present:
-            key = pc.binary_join_element_wise(*(t[k] for k in ("laddr", "lport", "faddr",
-                                                               "fport")), "\n")  # fmt: skip
-            out["local"] = _by_value(key, lambda k: _hostport(*k.split("\n")[:2]))
-            out["peer"] = _by_value(key, lambda k: _hostport(*k.split("\n")[2:]))
-        arrays = [_array(out[k], f.type) if k in out else pa.nulls(n, f.type)
-                  for k, f in zip(ROW_KEYS, SCHEMA, strict=True)]  # fmt: skip
-        return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
+            out["local"] = _ends(t["laddr"], t["lport"])
+        if "faddr" in present:
+            out["peer"] = _ends(t["faddr"], t["fport"])
+        arrays = [_array(out[k], SCHEMA.field(k).type) if k in out else
+                  pa.nulls(n, SCHEMA.field(k).type) for k in self._keys]  # fmt: skip
+        batch = pa.RecordBatch.from_arrays(arrays, schema=self._schema)
+        self._count(out, n)  # last: a block that falls back is counted there
+        return batch
 
-    def _epoch_s(self, col: pa.ChunkedArray) -> pa.Array:
+    def _epoch_s(self, col: pa.Array) -> pa.Array:
         """ "sec.usec" -> seconds since enable, as (exact integer us - enable us) / 1e6."""
-        parts = pc.extract_regex(col, _TIME)
-        if parts.null_count:
-            raise _Fallback
-        sec = pc.cast(pc.struct_field(parts, [0]), pa.int64())
-        frac = pc.cast(pc.utf8_rpad(pc.struct_field(parts, [1]), width=6, padding="0"),
-                       pa.int64())  # fmt: skip
-        us = pc.add_checked(pc.multiply_checked(sec, 1_000_000), frac)
-        return pc.divide(pc.cast(pc.subtract_checked(us, self.enable_us), pa.float64()), 1e6)
+        return pc.divide(pc.cast(pc.subtract_checked(_epoch_us(col), self.enable_us),
+                                 pa.float64()), 1e6)  # fmt: skip
 
 
-def _special_line(block: str) -> int:
+def _epoch_us(col: pa.Array) -> pa.Array:
+    """ "sec.usec" -> exact integer microseconds; other forms by a regular expression."""
+    fixed = _fixed_us(col)
+    if fixed is not None:
+        return pa.array(fixed)
+    parts = pc.extract_regex(col, _TIME)
+    if parts.null_count:
+        raise _Fallback
+    sec = pc.cast(pc.struct_field(parts, [0]), pa.int64())
+    frac = pc.cast(pc.utf8_rpad(pc.struct_field(parts, [1]), width=6, padding="0"),
+                   pa.int64())  # fmt: skip
+    return pc.add_checked(pc.multiply_checked(sec, 1_000_000), frac)
+
+
+def _direction(v: str) -> str:
+    if v not in _DIRECTIONS:
+        raise _Fallback  # the converter names the line
+    return _DIRECTIONS[v]
+
+
+def _ends(host: pa.ChunkedArray, port: pa.ChunkedArray) -> pa.Array:
+    """ "ip:port" from siftr 1.x's laddr and lport (or faddr and fport): each
+    distinct pair formatted once."""
+    h, p = (pc.dictionary_encode(c.combine_chunks()) for c in (host, port))
+    # one integer per pair of the two dictionaries' indices
+    key = h.indices.to_numpy(zero_copy_only=False).astype(np.int64) * len(p.dictionary)
+    enc = pc.dictionary_encode(pa.array(key + p.indices.to_numpy(zero_copy_only=False)))
+    hosts, ports = h.dictionary.to_pylist(), p.dictionary.to_pylist()
+    pairs = [divmod(k, len(ports)) for k in enc.dictionary.to_pylist()]
+    text = pa.array([_hostport(hosts[i], ports[j]) for i, j in pairs], pa.string())
+    return pc.take(text, enc.indices)
+
+
+def _special_line(block: bytes) -> int:
     """Offset of the first enable/disable line in a block of whole lines, else -1."""
-    text = "\n" + block  # so a match at a line start is "\n" + prefix everywhere
-    found = [at for at in (text.find("\n" + p) for p in _SPECIAL) if at >= 0]
-    return min(found, default=-1)
+    at = block.find(b"_time_secs=")  # one pass over the block for both prefixes
+    while at >= 0:
+        start = block.rfind(b"\n", 0, at) + 1
+        if block.startswith(_SPECIAL, start):
+            return start
+        at = block.find(b"_time_secs=", at + 1)
+    return -1
+
+
+def _lines(text: bytes) -> int:
+    return text.count(b"\n") + (0 if not text or text.endswith(b"\n") else 1)
 
 
 def _array(col: Any, typ: pa.DataType) -> pa.Array:
@@ -337,37 +450,6 @@ def _by_value(col: Any, fn: Any) -> pa.Array:
     enc = pc.dictionary_encode(col).combine_chunks()
     mapped = pa.array([fn(v) for v in enc.dictionary.to_pylist()], pa.string())
     return pc.take(mapped, enc.indices)
-
-
-_HEX = np.full(256, 255, dtype=np.uint8)
-for _i, _c in enumerate(b"0123456789abcdef"):
-    _HEX[_c] = _i
-for _i, _c in enumerate(b"ABCDEF"):
-    _HEX[_c] = 10 + _i
-
-
-def _hex_int64(col: pa.Array) -> np.ndarray:
-    """Hex strings without prefix (siftr2 2.4's %x) -> int64, vectorised; _Fallback
-    for anything else (empty, a non-hex digit, more than 15 digits)."""
-    col = col.cast(pa.string())
-    n = len(col)
-    offsets = np.frombuffer(col.buffers()[1], dtype=np.int32)[col.offset : col.offset + n + 1]
-    data = col.buffers()[2]
-    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
-    raw = raw[offsets[0] : offsets[-1]]
-    lengths = np.diff(offsets)
-    if n and (lengths.min() < 1 or lengths.max() > 15):
-        raise _Fallback
-    nib = _HEX[raw]
-    if (nib == 255).any():
-        raise _Fallback
-    # Each digit's weight: 16 ** (digits after it in its own string).
-    ends = np.repeat(offsets[1:] - offsets[0], lengths)
-    after = ends - 1 - np.arange(raw.size)
-    vals = nib.astype(np.int64) << (4 * after).astype(np.int64)
-    if not n:
-        return np.zeros(0, dtype=np.int64)
-    return np.add.reduceat(vals, offsets[:-1] - offsets[0])
 
 
 def with_footer(log: SiftrLog, records: list[dict[str, Any]]) -> SiftrLog:

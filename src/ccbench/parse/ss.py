@@ -1,7 +1,11 @@
 """Parse the sampler's TS-block file of `ss -tinH state established` output.
 
 File format (written by hosts.linux.SS_LOOP): a line `TS <unix epoch seconds>` followed
-by the raw ss output at that instant. ss prints each socket as one line of address
+by the raw ss output and a line `TE <unix epoch seconds>` written when ss returned. ss
+read the sockets between the two, nearer TE (its start-up comes first and may take tens
+of ms on a loaded host), so a block's records are stamped TE: a sample never shows a
+state before its stamp. A block without TE (older files, a sampler stopped inside ss)
+keeps TS. ss prints each socket as one line of address
 columns (`Recv-Q Send-Q Local Peer`, preceded by the state when no state filter is
 given) and one continuation line, starting with whitespace, of `key:value` items,
 bare flags, the CC name and the `send`/`pacing_rate`/`delivery_rate` pairs.
@@ -117,7 +121,7 @@ class SsReader:
     newlines (a text file object is such an iterable); a last line without one is the
     sampler stopped mid-write, and dropped. `newlines=False`: lines without newlines,
     all complete. Iterate once for dicts (`records()`) or RecordBatches (`batches()`);
-    afterwards `last_ts` is the last TS line's time (None: no TS line)."""
+    afterwards `last_ts` is the last TS or TE line's time (None: no TS line)."""
 
     def __init__(self, lines: Iterable[str], newlines: bool = True) -> None:
         self._lines = lines
@@ -133,7 +137,7 @@ class SsReader:
             raise RuntimeError("an SsReader can be read once")
         self._started = True
         t_s: float | None = None
-        current: SsRecord | None = None
+        block: list[SsRecord] = []  # the records of the block being read (one ss call)
         numbered = complete_lines(self._lines) if self._newlines else enumerate(self._lines, 1)
         for n, line in numbered:
             if not line.strip():
@@ -144,22 +148,27 @@ class SsReader:
                     if t_s is not None and t < t_s:
                         raise ValueError(f"TS {t} goes back from {t_s}")
                     t_s = self.last_ts = t
-                    if current is not None:
-                        yield current
-                    current = None
+                    yield from block  # a block without TE keeps its TS
+                    block = []
+                elif line.startswith("TE "):
+                    t = _timestamp(line)
+                    if t_s is None or t < t_s:
+                        raise ValueError(f"TE {t} before its TS {t_s}")
+                    t_s = self.last_ts = t
+                    for rec in block:
+                        rec["t_s"] = t
+                    yield from block
+                    block = []
                 elif line[0].isspace():
-                    if current is not None:  # info for a socket whose address line we saw
-                        _apply_info(current, line.split())
+                    if block:  # info for a socket whose address line we saw
+                        _apply_info(block[-1], line.split())
                 else:
                     if t_s is None:
                         raise ValueError(f"ss output before the first TS line: {line[:80]!r}")
-                    if current is not None:
-                        yield current
-                    current = _address_record(t_s, line.split())
+                    block.append(_address_record(t_s, line.split()))
             except ValueError as e:
                 raise ValueError(f"line {n}: {e}") from None
-        if current is not None:
-            yield current
+        yield from block
 
     def batches(self, rows: int = BATCH_ROWS) -> Iterator[pa.RecordBatch]:
         """The records as RecordBatches (SCHEMA) of at most `rows` rows."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ccbench import layout
 from ccbench.errors import CcbenchError, registered
-from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
+from ccbench.probes.base import ProbePlan, ProbeResult, ProbeRun, ProbeSettings, ProbeTool
 from ccbench.probes.flent import Flent
 from ccbench.probes.fping import Fping
 from ccbench.probes.irtt import Irtt
@@ -50,28 +50,16 @@ def stored(raw: Path) -> tuple[ProbeTool, Path] | None:
     return None
 
 
-def read(raw: Path) -> ProbeResult | None:
-    """The probe's samples from whichever raw file the run has (None: no probe). Raises
-    what the tool's reader raises on a file that is not its output."""
+def read(raw: Path, run: ProbeRun | None = None) -> ProbeResult | None:
+    """The probe's samples from whichever raw file the run has (None: no probe); `run`:
+    what the run recorded about it (meta.json, through ccbench.runmeta; None: nothing).
+    Raises what the tool's reader raises on a file that is not its output."""
     found = stored(raw)
     if found is None:
         return None
     t, path = found
-    return t.read(path, _traffic_window(raw))
+    return t.read(path, run or ProbeRun())
 
 
-def _traffic_window(raw: Path) -> tuple[float, float] | None:
-    """Wall-clock start and end of the run's traffic (raw/meta.json, raw/spec.json)."""
-    from ccbench.jsonio import read_json
-
-    meta, spec = read_json(raw / layout.META), read_json(raw / layout.SPEC)
-    try:
-        start = float(meta["started_unix"])
-        end = max(float(f.get("start_s", 0)) + float(f["duration_s"]) for f in spec["flows"])
-    except (ValueError, KeyError, TypeError):
-        return None
-    return start, start + end
-
-
-__all__ = ["NAMES", "REGISTRY", "ProbePlan", "ProbeResult", "ProbeSettings", "ProbeTool",
-           "plan", "raw_files", "read", "stored", "tool"]  # fmt: skip
+__all__ = ["NAMES", "REGISTRY", "ProbePlan", "ProbeResult", "ProbeRun", "ProbeSettings",
+           "ProbeTool", "plan", "raw_files", "read", "stored", "tool"]  # fmt: skip

@@ -1,6 +1,6 @@
 """What a latency-under-load probe tool is: its plan (argv lists, nothing runs), the raw
-file it writes, the sender OSes it runs on, the servers it needs, and how its raw file
-is read back. One subclass per tool (ccbench.probes)."""
+file it writes (named here, once: `raw_file`), the sender OSes it runs on, the servers it
+needs, and how its raw file is read back. One subclass per tool (ccbench.probes)."""
 
 from __future__ import annotations
 
@@ -37,6 +37,17 @@ class ProbeResult:
 
 
 @dataclass(frozen=True)
+class ProbeRun:
+    """What the run recorded that reading its probe's file needs (meta.json, read by
+    ccbench.runmeta: RunMeta.probe_run): the traffic's wall-clock start and end, for
+    tools whose samples carry times, and the probe's command line as the run started it
+    (None: not recorded)."""
+
+    window: tuple[float, float] | None = None
+    argv: list[str] | None = None
+
+
+@dataclass(frozen=True)
 class ProbeSettings:
     """What a run asks of its probe: s1 -> `dst` every `interval_s` for `length_s`."""
 
@@ -65,8 +76,7 @@ class ProbeTool:
     def needs_netperf(self, flent_test: str) -> bool:
         return False
 
-    def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
-        """raw/<raw_file> as a result; `window`: the traffic's wall-clock start and end
-        (for tools whose samples carry times). Raises on a file that is not the tool's
-        output (ValueError and what reading it may raise)."""
+    def read(self, path: Path, run: ProbeRun) -> ProbeResult:
+        """raw/<raw_file> as a result; `run`: what the run recorded about it. Raises on
+        a file that is not the tool's output (ValueError and what reading it may raise)."""
         raise NotImplementedError

@@ -10,7 +10,7 @@ from pathlib import Path
 from ccbench.errors import CcbenchError
 from ccbench.needs import Needs
 from ccbench.parse.flent import FlentSeries, parse_flent_gz
-from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
+from ccbench.probes.base import ProbePlan, ProbeResult, ProbeRun, ProbeSettings, ProbeTool
 from ccbench.probes.irtt import IRTT_PORT, irtt_server
 
 # flent tests ccbench knows, and whether they need netperf (netserver on r1).
@@ -60,7 +60,7 @@ class Flent(ProbeTool):
         return ProbePlan(self.name, ["sh", "-c", FLENT_SH, "ccbench-flent", *flent],
                          self.raw_file, servers, listen, lead_s=FLENT_LEAD_S)  # fmt: skip
 
-    def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
+    def read(self, path: Path, run: ProbeRun) -> ProbeResult:
         f = parse_flent_gz(path.read_bytes())
         main = _primary(f.series)
         shown = f"RTT: its '{main.name}' series, measured by {_program(main)}" if main else (
@@ -70,6 +70,7 @@ class Flent(ProbeTool):
         extra = f"; the test also ran its own {', '.join(others)}" if others else ""
         rtts: list[float] = []
         coverage = None
+        window = run.window
         if main:
             inside = [(t, v) for t, v in zip(main.times, main.values, strict=True)
                       if window is None or window[0] <= t <= window[1]]  # fmt: skip

@@ -6,12 +6,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ccbench import layout
-from ccbench.jsonio import read_json
 from ccbench.layout import open_text
 from ccbench.needs import Needs
 from ccbench.parse.fping import count_asked, read_fping
-from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
+from ccbench.probes.base import ProbePlan, ProbeResult, ProbeRun, ProbeSettings, ProbeTool
 
 
 class Fping(ProbeTool):
@@ -27,19 +25,10 @@ class Fping(ProbeTool):
         return ProbePlan(self.name, ["fping", "-D", "-p", str(ms), "-c", str(count), s.dst],
                          self.raw_file)  # fmt: skip
 
-    def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
+    def read(self, path: Path, run: ProbeRun) -> ProbeResult:
+        # fping < 5.0 prints nothing for a lost probe: only the count the run asked for
+        # (its argv, as recorded) tells how many were sent; without it, the gaps only.
         with open_text(path) as lines:  # plain or compressed, as a stream
-            fp = read_fping(lines, asked=_asked(path.parent))
+            fp = read_fping(lines, asked=count_asked(run.argv) if run.argv else None)
         return ProbeResult(self.name, "fping (ICMP echo)", fp.rtts_us, fp.sent, fp.received,
                            self.raw_file)  # fmt: skip
-
-
-def _asked(raw: Path) -> int | None:
-    """The probe count the run asked fping for: its command line as the run recorded it
-    (meta.json `probe_argv`, the plan's argv). fping < 5.0 prints nothing for a lost
-    probe, so only this tells how many were sent. None: not recorded."""
-    meta = read_json(raw / layout.META)
-    argv = meta.get("probe_argv") if isinstance(meta, dict) else None
-    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-        return None
-    return count_asked(argv)

@@ -8,7 +8,7 @@ from pathlib import Path
 from ccbench.layout import open_text
 from ccbench.needs import Needs
 from ccbench.parse.irtt import parse_irtt
-from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
+from ccbench.probes.base import ProbePlan, ProbeResult, ProbeRun, ProbeSettings, ProbeTool
 
 IRTT_PORT = 2112
 
@@ -30,7 +30,7 @@ class Irtt(ProbeTool):
         return ProbePlan(self.name, client, self.raw_file, [irtt_server(s.dst)],
                          listen=[(IRTT_PORT, "udp")])  # fmt: skip
 
-    def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
+    def read(self, path: Path, run: ProbeRun) -> ProbeResult:
         with open_text(path) as f:  # plain or compressed
             r = parse_irtt(json.load(f))
         return ProbeResult(self.name, "irtt (UDP round trips)", r.rtts_us, r.sent, r.received,

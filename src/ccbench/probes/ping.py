@@ -7,7 +7,7 @@ from pathlib import Path
 from ccbench.layout import open_text
 from ccbench.needs import Needs
 from ccbench.parse.ping import read_ping
-from ccbench.probes.base import ProbePlan, ProbeResult, ProbeSettings, ProbeTool
+from ccbench.probes.base import ProbePlan, ProbeResult, ProbeRun, ProbeSettings, ProbeTool
 
 
 class Ping(ProbeTool):
@@ -23,7 +23,7 @@ class Ping(ProbeTool):
         return ProbePlan(self.name, driver_for(sender_os).probe_ping(s.dst, s.interval_s),
                          self.raw_file, ends_by_itself=False)  # fmt: skip
 
-    def read(self, path: Path, window: tuple[float, float] | None) -> ProbeResult:
+    def read(self, path: Path, run: ProbeRun) -> ProbeResult:
         with open_text(path) as lines:  # plain or compressed, as a stream
             p = read_ping(lines)
         return ProbeResult(self.name, "ping (ICMP echo)", list(p.rtts_us), p.sent, p.received,

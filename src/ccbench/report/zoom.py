@@ -23,11 +23,11 @@ from ccbench.report.fmt import fmt
 
 # Each sender source's raw files (the caption names those the run has).
 RAW_GLOBS = {"tcp_probe": TCP_PROBE_GLOB, "ss": layout.SS_GLOB, "siftr": layout.SIFTR_GLOB}
-# Measured here (docs/configs.md, "Event zooms"): an ss sample may read the socket well
-# after the time it is stamped with.
+# docs/configs.md, "Event zooms": ss may start tens of ms after its loop asks it to.
 SS_STAMPS = (
-    "An ss sample's time is when its loop started it; the socket may be read tens of ms "
-    "later, so a cut can lie just after the shaded interval."
+    "An ss sample is stamped when ss returned (it read the socket shortly before); files "
+    "from before ccbench wrote that stamp keep the time its loop started ss, up to tens of "
+    "ms before the read."
 )
 MAX_ALSO = 2  # other events in an episode's window named in the caption (the figure marks all)
 NOTHING_H = 1.1  # inches: the figure of a variant with nothing to zoom

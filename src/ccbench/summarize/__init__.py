@@ -21,11 +21,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ccbench import instruments, metrics, runmeta, unproven, validity
-from ccbench.instruments.qdisc import QdiscSampler
+from ccbench import instruments, layout, metrics, runmeta, unproven, validity
 from ccbench.layout import RawDir, load_spec
 from ccbench.spec import RunSpec
-from ccbench.summarize.bottleneck import bottleneck_of, queue_of
+from ccbench.summarize.bottleneck import bottleneck_of
 from ccbench.summarize.delay import delay_element
 from ccbench.summarize.flows import flows_of, jain_of, throughput_sum
 from ccbench.summarize.hosts import kernel_of, nics_of
@@ -66,20 +65,21 @@ def summarize(raw: Path) -> dict[str, Any]:
     if scope.buffer_known:
         bneck = bottleneck_of(rd)
         reasons += validity.check_bottleneck_config(spec, bneck.get("configured"))
-        queue = queue_of(rd, spec, meta.instrument(QdiscSampler), meta.started_unix)
     else:
-        bneck, queue = unproven.uncontrolled_bottleneck(scope), None
+        bneck = unproven.uncontrolled_bottleneck(scope)
     if losses is not None:
         reasons += ledger_reasons(losses, flows, bneck, delay, dsack_dups(rd))
-    probe = probe_record(rd)
+    probe = probe_record(rd, meta.probe_run(spec.traffic_s))
     if meta.probe_argv and not (probe and probe.get("tool") == "unreadable"):
         reasons += validity.check_probe(probe, spec.probe_tool)
     util = metrics.utilization_pct(total, spec.topology.rate_bps) if total is not None else None
     reasons += validity.check_plausibility(spec, results, util, bneck)
-    # sockstat, siftr, retransmit_causes, bblog, router_cpu, interfaces: the instruments' parts
-    parts, part_reasons = instruments.summary_parts(rd, spec, meta.instruments)
-    reasons += part_reasons
-    nics = nics_of(rd)  # provenance: facts.json is checked to be an object here
+    # queue, sockstat, siftr, retransmit_causes, bblog, interfaces, router_cpu, and what
+    # was read of a NIC (its BQL): the instruments' parts
+    got = instruments.summary_parts(rd, spec, meta.instruments, t0=meta.started_unix,
+                                    before_records=meta.before_records)  # fmt: skip
+    reasons += got.reasons
+    nics = nics_of(rd, got.nics)  # provenance: facts.json is checked to be an object here
     kern, kern_reasons = kernel_of(rd, spec)
     reasons += kern_reasons
     reasons += rd.problems
@@ -92,12 +92,11 @@ def summarize(raw: Path) -> dict[str, Any]:
         "utilization_pct": util,
         "jain": jain_of(flows),
         "bottleneck": bneck,
-        **({"queue": queue} if queue is not None else {}),
         "delay_element": delay,
         **({"loss_ledger": losses} if losses is not None else {}),
         **({"nics": nics["records"], "nic_notes": nics["notes"]} if nics is not None else {}),
         **({"kernel": kern} if kern is not None else {}),
-        **parts,
+        **got.parts,
         "probe": probe,
         "calibration": calibration_record(cal),
         **({"not_checkable": unproven.not_checkable(scope)} if not scope.buffer_known else {}),
@@ -109,13 +108,13 @@ def summarize(raw: Path) -> dict[str, Any]:
 def _skipped_marker(rd: RawDir, spec: RunSpec) -> dict[str, Any] | None:
     """The summary of a run recorded as not run (raw/skipped.json with its reason), else
     None; a skipped.json without a reason string is a problem of a run summarized as run."""
-    if not rd.exists("skipped.json"):
+    if not rd.exists(layout.SKIPPED):
         return None
-    skipped = rd.json("skipped.json")
+    skipped = rd.json(layout.SKIPPED)
     if skipped and isinstance(skipped.get("reason"), str):
         return _skipped(spec, skipped["reason"], skipped.get("waiting"))
     if skipped is not None:
-        rd.problem("skipped.json", "no reason string")
+        rd.problem(layout.SKIPPED, "no reason string")
     return None
 
 

@@ -4,21 +4,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from ccbench import layout
 from ccbench.jsonio import is_number
-from ccbench.layout import RawDir
+from ccbench.layout import AFTER, BEFORE, RawDir
 
 
 def delay_element(rd: RawDir, needed: bool) -> dict[str, Any] | None:
     """The delay element's statistics over the run (after minus before); `needed`:
     the run's delay element writes them (ccdelay), so they must be there."""
-    after = rd.json("delay-after.json", required=needed)
-    before = rd.json("delay-before.json", required=needed)
-    if after is None or (before is None and rd.exists("delay-before.json")):
+    after = rd.json(layout.delay(AFTER), required=needed)
+    before = rd.json(layout.delay(BEFORE), required=needed)
+    if after is None or (before is None and rd.exists(layout.delay(BEFORE))):
         return None
     try:
         return _delay_between(before or {}, after)
     except (TypeError, ValueError, AttributeError) as e:
-        rd.problem("delay-after.json", f"not ccdelay statistics ({type(e).__name__}: {e})")
+        rd.problem(layout.delay(AFTER), f"not ccdelay statistics ({type(e).__name__}: {e})")
         return None
 
 
@@ -41,7 +42,7 @@ def _delay_between(b: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     back = [k for k, v in (("lateness.count", n), ("lateness.over_threshold", late)) if v < 0]
     back += ["lateness.bucket_counts"] if any(v < 0 for v in buckets) else []
     if back:
-        raise ValueError(f"{', '.join(back)} went backwards from delay-before.json")
+        raise ValueError(f"{', '.join(back)} went backwards from {layout.delay(BEFORE)}")
     return {
         "packets": n,
         "late_5ms": late,

@@ -5,32 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ccbench import metrics, validity
+from ccbench import layout, metrics, validity
 from ccbench.layout import RawDir
-from ccbench.parse.iperf3 import Iperf3Result, parse_iperf3
+from ccbench.parse.iperf3 import Iperf3Result, read_report
 from ccbench.spec import Flow, RunSpec
-
-
-def _iperf3(rd: RawDir, k: int) -> tuple[Iperf3Result | None, bool]:
-    """Flow k's iperf3 result; the flag says the file was there but unreadable (its
-    reason is already recorded). An empty file is no output (the client died first)."""
-    name = f"iperf3-{k}.json"
-    if not rd.exists(name):
-        return None, False
-    text = rd.text(name)
-    if text is None:
-        return None, True
-    if not text.strip():
-        return None, False
-    n = len(rd.problems)
-    doc = rd.json(name)
-    if len(rd.problems) > n:
-        return None, True
-    try:
-        return parse_iperf3(doc), False
-    except ValueError as e:
-        rd.problem(name, str(e))
-        return None, True
 
 
 def flows_of(
@@ -44,7 +22,7 @@ def flows_of(
     results: list[Iperf3Result | None] = []
     reasons: list[str] = []
     for k, f in enumerate(spec.flows, start=1):
-        res, unreadable = _iperf3(rd, k)
+        res, unreadable = read_report(rd, layout.iperf3(k))
         results.append(res)
         if not unreadable:  # else the file's own reason says it
             reasons += validity.check_flow(k, spec, res, rcs[k - 1], spec.stack_cc,
@@ -75,7 +53,7 @@ def _flow_record(k: int, f: Flow, res: Iperf3Result | None) -> dict[str, Any]:
         "rwnd_limited_share": None,  # from the time series (summarize.window)
         "rwnd_source": None,
         "max_cwnd_bytes": res.max_snd_cwnd_bytes if res else None,
-        "raw": f"iperf3-{k}.json",
+        "raw": layout.iperf3(k),
     }
 
 

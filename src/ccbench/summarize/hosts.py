@@ -1,6 +1,7 @@
 """What the run recorded about its hosts: NIC records (SSH testbeds) with their channels
 and transmit queues' byte queue limits, the senders' kernels (summary.json `nics`,
-`kernel`)."""
+`kernel`). What an instrument read of a NIC during the run (the bottleneck's BQL: the
+tx_queue_limits instrument) comes in as that instrument's part (SummaryPart.nics)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from ccbench import jsonio, kernel, layout
 from ccbench.jsonio import is_number
 from ccbench.layout import RawDir
+from ccbench.parse.bql import parse_bql
 from ccbench.spec import RunSpec
 
 # NIC record keys (emulab/lib-linux.sh record_nic) that name an offload -> short name.
@@ -24,12 +26,6 @@ NIC_OFFLOADS = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload
 CHANNEL_KINDS = {"RX": "rx", "TX": "tx", "Other": "other", "Combined": "combined"}
 _CHANNEL_PARTS = {"Pre-set maximums:": "max", "Current hardware settings:": "current"}
 
-# One line of `grep -H . /sys/class/net/IF/queues/tx-N/byte_queue_limits/FILE`: sysfs's
-# plain integers (net/core/net-sysfs.c bql_show_limit, bql_show_inflight).
-_BQL_LINE = re.compile(
-    r"/sys/class/net/(?P<dev>[^/]+)/queues/tx-(?P<queue>\d+)/byte_queue_limits/"
-    r"(?P<key>[a-z_]+):(?P<value>\d+)"
-)
 # limit_max when nobody capped it: DQL_MAX_LIMIT (include/linux/dynamic_queue_limits.h).
 BQL_NO_CAP = 1879048192
 
@@ -66,23 +62,6 @@ def channel_tx_queues(channels: dict[str, dict[str, int | None]]) -> int | None:
     cur = channels.get("current") or {}
     counts = [cur.get("combined"), cur.get("tx")]
     return sum(c for c in counts if c) if any(c is not None for c in counts) else None
-
-
-def parse_bql(text: str) -> dict[str, list[dict[str, int]]]:
-    """`grep -H .` of transmit queues' byte_queue_limits files -> interface -> one entry
-    per queue by number ({"queue": 0, "limit": 30280, "limit_max": ..., "inflight": 0}:
-    the files read, in bytes). ValueError on a line of another form."""
-    per: dict[str, dict[int, dict[str, int]]] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        m = _BQL_LINE.fullmatch(line.strip())
-        if m is None:
-            raise ValueError(f"not a byte_queue_limits line: {line[:100]!r}")
-        q = int(m["queue"])
-        entry = per.setdefault(m["dev"], {}).setdefault(q, {"queue": q})
-        entry[m["key"]] = int(m["value"])
-    return {dev: [qs[q] for q in sorted(qs)] for dev, qs in per.items()}
 
 
 def _int(x: Any) -> int | None:
@@ -168,53 +147,27 @@ def nic_records(nics: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str], 
     return records, notes, problems
 
 
-def _bql_snapshots(rd: RawDir, records: list[dict[str, Any]]) -> None:
-    """The run's own BQL readings of the bottleneck interface (raw/bql-before.txt,
-    bql-after.txt), kept on its record as `bql_before` / `bql_after`: the limit BQL had
-    grown to with the traffic (at set-up it starts from 0)."""
-    node = None
-    for when in ("before", "after"):
-        name = layout.bql(when)
-        text = rd.text(name) if rd.exists(name) else None
-        if text is None:
-            continue
-        try:
-            per_dev = parse_bql(text)
-        except ValueError as e:
-            rd.problem(name, str(e))
-            continue
-        node = node or _bottleneck_node(rd)
-        for rec in records:
-            if rec.get("node") == node and rec["interface"] in per_dev:
-                rec[f"bql_{when}"] = per_dev[rec["interface"]]
-
-
-def _bottleneck_node(rd: RawDir) -> str | None:
-    # Read quietly: a damaged calibration.json is summarize's reason, not repeated here.
-    try:
-        cal = json.loads((rd.path / "calibration.json").read_text(encoding="utf-8"))
-        node = cal["bottleneck"]["node"]
-    except (OSError, ValueError, KeyError, TypeError):
+def nics_of(
+    rd: RawDir, readings: dict[tuple[str, str], dict[str, Any]] | None = None
+) -> dict[str, Any] | None:
+    """The NIC records of an SSH testbed's nodes from facts.json, each with what the
+    run's instruments read of it (`readings`: (node, interface) -> keys, from
+    instruments.summary_parts: the bottleneck interface's BQL before and after the
+    traffic, `bql_before` / `bql_after`); None where there are none (local runs: veths;
+    runs recorded before ccbench read them)."""
+    if not rd.exists(layout.HOST_FACTS):
         return None
-    return node if isinstance(node, str) else None
-
-
-def nics_of(rd: RawDir) -> dict[str, Any] | None:
-    """The NIC records of an SSH testbed's nodes from facts.json, with the bottleneck
-    interface's BQL state the run read before and after its traffic; None where there
-    are none (local runs: veths; runs recorded before ccbench read them)."""
-    if not rd.exists("facts.json"):
-        return None
-    facts = rd.json("facts.json")
+    facts = rd.json(layout.HOST_FACTS)
     if facts is None or "nics" not in facts:
         return None
     if not isinstance(facts["nics"], dict):
-        rd.problem("facts.json", "nics is not an object of node -> records")
+        rd.problem(layout.HOST_FACTS, "nics is not an object of node -> records")
         return None
     records, notes, problems = nic_records(facts["nics"])
     for p in problems:
-        rd.problem("facts.json", p)
-    _bql_snapshots(rd, records)
+        rd.problem(layout.HOST_FACTS, p)
+    for rec in records:
+        rec.update((readings or {}).get((rec["node"], rec["interface"]), {}))
     return {"records": records, "notes": notes}
 
 
@@ -222,17 +175,17 @@ def kernel_of(rd: RawDir, spec: RunSpec) -> tuple[dict[str, Any] | None, list[st
     """Every sender's kernel identity (facts.json) and, when the variant names the
     kernel it needs (kernel.json: {label, match}), a reason per sender that does not
     run it. A damaged facts.json is _nics' reason, not repeated here."""
-    req = rd.json("kernel.json") if rd.exists("kernel.json") else None
+    req = rd.json(layout.KERNEL) if rd.exists(layout.KERNEL) else None
     if req is not None and not (isinstance(req.get("label"), str)
                                 and isinstance(req.get("match"), str)):  # fmt: skip
-        rd.problem("kernel.json", "not a {label, match} requirement")
+        rd.problem(layout.KERNEL, "not a {label, match} requirement")
         req = None
     try:
-        facts = json.loads((rd.path / "facts.json").read_text(encoding="utf-8"))
+        facts = json.loads((rd.path / layout.HOST_FACTS).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         facts = None
     try:
         return kernel.summary(facts, req, spec.variant, spec.kernel_label)
     except re.error as e:
-        rd.problem("kernel.json", f"match is not a regular expression ({e})")
+        rd.problem(layout.KERNEL, f"match is not a regular expression ({e})")
         return None, []

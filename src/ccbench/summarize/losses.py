@@ -12,16 +12,16 @@ from ccbench.parse.ss import SsReader
 def loss_ledger(rd: RawDir) -> dict[str, Any] | None:
     """The loss ledger (ccbench.ledger) from drops-before/after.json; None for runs
     recorded before ccbench took these snapshots."""
-    if not (rd.exists("drops-before.json") or rd.exists("drops-after.json")):
+    names = layout.drops(layout.BEFORE), layout.drops(layout.AFTER)
+    if not any(rd.exists(n) for n in names):
         return None
-    before = rd.json("drops-before.json", required=True)
-    after = rd.json("drops-after.json", required=True)
+    before, after = (rd.json(n, required=True) for n in names)
     if before is None or after is None:
         return None
     try:
         return ledger.account(before, after)
     except (ValueError, TypeError, KeyError, AttributeError) as e:
-        rd.problem("drops-after.json", f"drop counters unreadable ({e})")
+        rd.problem(names[1], f"drop counters unreadable ({e})")
         return None
 
 

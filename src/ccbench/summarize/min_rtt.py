@@ -6,7 +6,8 @@ against its pair's path RTT plus the delay asked (unproven.check_path_rtt).
 The minimum comes from the time series (timeseries_stats.MIN_RTT_SOURCES: ss's minrtt on
 Linux, siftr on FreeBSD), so it is known only once the series was read (summarize.judge).
 Where no sampler saw the flow, iperf3's smallest smoothed RTT stands in: never below the
-kernel's minimum, it can only make these lower-bound checks more lenient, not wrong.
+kernel's minimum, it can only make these lower-bound checks more lenient, not wrong
+(unproven.lowest_rtt_us, the one rule both checks use).
 """
 
 from __future__ import annotations
@@ -28,23 +29,13 @@ def with_kernel_min_rtt(flows: list[dict[str, Any]], st: SeriesStats) -> list[di
     return out
 
 
-def lowest_rtt_us(f: dict[str, Any]) -> tuple[float, str] | None:
-    """A flow's lowest RTT for the base-RTT checks and what it is: the kernel's minimum
-    where sampled, else iperf3's smallest smoothed RTT; None: neither."""
-    if f.get("min_rtt_us") is not None:
-        return float(f["min_rtt_us"]), "min RTT"
-    if f.get("srtt_min_us") is not None:
-        return float(f["srtt_min_us"]), "min srtt (iperf3)"
-    return None
-
-
 def reasons(spec: RunSpec, flows: list[dict[str, Any]], scope: unproven.Scope) -> list[str]:
     """A flow below the configured RTT (the delay was not applied), or on a lab below its
     pair's path RTT plus the delay asked."""
     out = []
     rtt_ms = spec.topology.rtt_ms
     for f in flows:
-        got = lowest_rtt_us(f)
+        got = unproven.lowest_rtt_us(f)
         if got is not None and got[0] / 1000 < rtt_ms - RTT_TOLERANCE_MS:
             out.append(f"flow {f['flow']}: {got[1]} {got[0] / 1000:.2f} ms below the "
                        f"configured {rtt_ms:g} ms (delay not applied)")  # fmt: skip

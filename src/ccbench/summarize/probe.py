@@ -6,8 +6,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from ccbench import metrics, probes
-from ccbench.layout import RawDir
+from ccbench import layout, metrics, probes, runmeta
+from ccbench.errors import CcbenchError
+from ccbench.layout import RawDir, load_spec
+from ccbench.probes import ProbeResult, ProbeRun
 
 # A probe file that is not its tool's output: what its parser may raise.
 _PROBE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, IndexError, OSError,
@@ -23,17 +25,35 @@ def _last_line(path: Path) -> str:
     return lines[-1].strip()[:200] if lines else ""
 
 
-def probe_record(rd: RawDir) -> dict[str, Any] | None:
-    """RTT under load from the concurrent probe (a probe tool of ccbench.probes)."""
+def recorded_run(raw: Path) -> ProbeRun:
+    """What raw/'s spec.json and meta.json say for reading its probe, read on their own
+    (for a reader without the run's summary at hand; their problems are the summary's):
+    no traffic window without a spec."""
     try:
-        p = probes.read(rd.path)
+        spec = load_spec(raw)
+    except CcbenchError:
+        spec = None
+    meta = runmeta.load(RawDir(raw), len(spec.flows) if spec else 0)
+    return meta.probe_run(spec.traffic_s if spec else None)
+
+
+def read_probe(raw: Path) -> ProbeResult | None:
+    """The probe's samples of run directory `raw` (probes.read with recorded_run)."""
+    return probes.read(raw, recorded_run(raw))
+
+
+def probe_record(rd: RawDir, run: ProbeRun | None = None) -> dict[str, Any] | None:
+    """RTT under load from the concurrent probe (a probe tool of ccbench.probes); `run`:
+    what the run recorded for reading it (RunMeta.probe_run; None: recorded_run)."""
+    try:
+        p = probes.read(rd.path, run if run is not None else recorded_run(rd.path))
     except _PROBE_ERRORS as e:
         name = next((f for f in probes.raw_files() if rd.exists(f)), "probe")
         msg = f"{e}" if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
         msg = msg.splitlines()[0] if msg.strip() else type(e).__name__
-        err = _last_line(rd.path / "probe.err")
+        err = _last_line(rd.path / layout.PROBE_ERR)
         if err:  # the tool's own words say why (e.g. "sh: 1: flent: not found")
-            msg += f"; probe.err: {err}"
+            msg += f"; {layout.PROBE_ERR}: {err}"
         rd.problem(name, f"unreadable ({msg})")
         return {"tool": "unreadable", "samples": 0, "error": f"{name}: {msg}"}
     if p is None:

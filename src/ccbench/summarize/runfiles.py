@@ -8,32 +8,32 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ccbench import validity
+from ccbench import layout, validity
 from ccbench.layout import RawDir
 
 
 def calibration_of(rd: RawDir) -> dict[str, Any] | None:
     """calibration.json; None when present but unreadable (a reason says so)."""
-    if not rd.exists("calibration.json"):
+    if not rd.exists(layout.CALIBRATION):
         return {}
-    cal = rd.json("calibration.json")
+    cal = rd.json(layout.CALIBRATION)
     if cal is None:
         return None
     probs = cal.get("problems", [])
     if not (isinstance(probs, list) and all(isinstance(p, str) for p in probs)):
-        rd.problem("calibration.json", "problems is not a list of strings")
+        rd.problem(layout.CALIBRATION, "problems is not a list of strings")
         return None
     if not isinstance(cal.get("rate") or {}, dict):
-        rd.problem("calibration.json", "rate is not an object")
+        rd.problem(layout.CALIBRATION, "rate is not an object")
         return None
     if not isinstance(cal.get("delay_method") or "", str):
-        rd.problem("calibration.json", "delay_method is not a string")
+        rd.problem(layout.CALIBRATION, "delay_method is not a string")
         return None
     return cal
 
 
 def sender_setup_reasons(rd: RawDir) -> list[str]:
-    setup = rd.json("sender-setup.json") or {}
+    setup = rd.json(layout.SENDER_SETUP) or {}
     reasons = []
     for node, rec in setup.items():
         if not (
@@ -41,7 +41,7 @@ def sender_setup_reasons(rd: RawDir) -> list[str]:
             and isinstance(rec.get("stack"), str)
             and isinstance(rec.get("problems", []), list)
         ):
-            rd.problem("sender-setup.json", f"{node}: not a stack record")
+            rd.problem(layout.SENDER_SETUP, f"{node}: not a stack record")
             continue
         reasons += [f"{node}: stack {rec['stack']}: {p}" for p in rec.get("problems", [])]
     return reasons
@@ -51,7 +51,7 @@ def run_failed(rd: RawDir) -> list[str]:
     """The run's own failure (raw/error.txt) as its first reason."""
     if not rd.failed:
         return []
-    err = (rd.path / "error.txt").read_bytes().decode("utf-8", "replace").strip()
+    err = (rd.path / layout.ERROR).read_bytes().decode("utf-8", "replace").strip()
     return [f"run failed: {err}"]
 
 
@@ -64,7 +64,8 @@ def calibration_reasons(
         return []
     reasons = list(validity.check_calibration(cal))
     # Without statistics because a delay file is missing or damaged: its reason says it.
-    if delay is not None or not any(r.startswith("delay-") for r in rd.problems):
+    delay_files = (layout.delay(layout.BEFORE), layout.delay(layout.AFTER))  # or NAME.gz ...
+    if delay is not None or not any(r.startswith(delay_files) for r in rd.problems):
         reasons += validity.check_delay(delay, delay_method)
     return reasons
 
@@ -93,8 +94,8 @@ def recorded(raw: Path) -> dict[str, Any]:
             return None
 
     try:
-        qdisc = (raw / "qdisc-config.txt").read_text(errors="replace").splitlines()
+        qdisc = (raw / layout.QDISC_CONFIG).read_text(errors="replace").splitlines()
     except OSError:
         qdisc = None
-    return {"calibration": load("calibration.json"), "facts": load("facts.json"),
+    return {"calibration": load(layout.CALIBRATION), "facts": load(layout.HOST_FACTS),
             "qdisc_config": qdisc}  # fmt: skip

@@ -13,8 +13,9 @@ then measures the path as found (its idle RTT), then changes the hosts (sysctls,
 router's qdisc, the receivers' delay and loss), recording each change with the plans
 that put it back and check it is back in the testbed's state; then it calibrates
 against the path's RTT plus the delay asked. `down` ends every process of the
-testbed's runs on every host, puts every change back, last first, and says "as found"
-only once each is checked back. A crashed testbed's changes are put back by the next
+testbed's runs on every host, removes the files they write there, puts every change
+back, last first, and says "as found" only once each is checked back and no process or
+file of its runs is left. A crashed testbed's changes are put back by the next
 `up` (its state), and rules, an ifb or a ccdelay of ccbench's that no state lists are
 swept (lab_plans.SWEEP).
 """
@@ -42,8 +43,7 @@ from ccbench.testbed import base, lab_guard
 from ccbench.testbed import lab_plans as plans
 from ccbench.testbed.base import TestbedBase
 from ccbench.testbed.kinds import TestbedConfig
-from ccbench.testbed.lab_checks import absent, root_default, sysctl_is
-from ccbench.testbed.lab_plans import Change
+from ccbench.testbed.lab_checks import Change, absent, root_default, sysctl_is
 from ccbench.testbed.remote import RemoteTestbed, SudoSsh
 
 # FreeBSD senders: what a run's variant set-up changes host-wide (run_senders,
@@ -94,13 +94,17 @@ class LabTestbed(RemoteTestbed):
     def _senders(self) -> list[str]:
         return roles.senders(self.topo.pairs)
 
-    def _receivers(self) -> list[str]:
+    def receivers(self) -> list[str]:
         """The receiving hosts of this topology's pairs, each once."""
         return sorted({self.lab.receiver_of(i) for i in range(1, self.topo.pairs + 1)})
 
+    def interface(self, node: str) -> str:
+        """The interface with `node`'s experiment address (what `up` changes)."""
+        return self._find_dev(node)
+
     def _names(self) -> list[str]:
         router = [BOTTLENECK_ROUTER] if self.lab.router is not None else []
-        return [*self._senders(), *self._receivers(), *router]
+        return [*self._senders(), *self.receivers(), *router]
 
     def node_os(self) -> dict[str, str]:
         return {n: self.nodes[n].os for n in self._names()}
@@ -121,7 +125,7 @@ class LabTestbed(RemoteTestbed):
             dev = (st.get("bottleneck_dev") or self._devs.get(BOTTLENECK_ROUTER)
                    or self._find_dev(BOTTLENECK_ROUTER))  # fmt: skip
             b = Bottleneck(BOTTLENECK_ROUTER, dev)
-        rcv = self._receivers()
+        rcv = self.receivers()
         delay = roles.lab_delay_element(self.lab.emulation.delay, rcv[0])
         tool = self.lab.emulation.loss or "iptables"
         return Roles(tuple(self._senders()), tuple(roles.receivers(self.topo.pairs)), b, delay,
@@ -144,13 +148,13 @@ class LabTestbed(RemoteTestbed):
         return plans.delay_plan(name).make(self.lab.emulation.ccdelay, self.id, self._ports())
 
     def _uncontrolled(self) -> str:
-        return roles.path_between(tuple(self._senders()), tuple(self._receivers()))
+        return roles.path_between(tuple(self._senders()), tuple(self.receivers()))
 
     # --- snapshots -----------------------------------------------------------------
     def snapshot_drops(self, dest: Path) -> None:
         names = self._names()
         tool = plans.loss_tool(self.lab.emulation.loss or "iptables")
-        extra = ({n: {tool.counters_key: tool.counters()} for n in self._receivers()}
+        extra = ({n: {tool.counters_key: tool.counters()} for n in self.receivers()}
                  if self.topo.has_loss and tool.counters_key != "iptables" else None)  # fmt: skip
         ledger.collect({n: self.ex(n) for n in names}, {n: self.nodes[n].os for n in names},
                        dest, control_route=True, softnet_host_wide=False,
@@ -164,7 +168,7 @@ class LabTestbed(RemoteTestbed):
         pids = (self.read_state() or {}).get("ccdelay_pids") or {}
         el = plans.CcdelayAtReceiver(self.lab.emulation.ccdelay, self.id)
         got: dict[str, str] = {}
-        for node in self._receivers():
+        for node in self.receivers():
             if node in pids:
                 res = self.ex(node).run(el.stats(int(pids[node])), check=False, timeout=30)
                 if not (res.ok and res.stdout.strip()):
@@ -241,7 +245,7 @@ class LabTestbed(RemoteTestbed):
             "emulation": {
                 "delay": self.lab.emulation.delay,
                 "loss": self.lab.emulation.loss if self.topo.has_loss else None,
-                "at": self._receivers(),
+                "at": self.receivers(),
             },  # fmt: skip
             "notes": notes,
             "setup_s": round(time.monotonic() - t0, 2),
@@ -280,7 +284,7 @@ class LabTestbed(RemoteTestbed):
                                f"{res.stderr.strip() or res.stdout.strip()}")  # fmt: skip
 
     def _apply_tuning(self, did: Any, notes: list[str]) -> None:
-        for n in [*self._senders(), *self._receivers()]:
+        for n in [*self._senders(), *self.receivers()]:
             for argv in self.driver(n).tune():
                 old = self.ex(n).run(plans.sysctl_read(argv), check=False)
                 res = self.ex(n).run(argv, check=False)
@@ -328,7 +332,7 @@ class LabTestbed(RemoteTestbed):
         pids: dict[str, int] = {}
         if el is None:
             return pids
-        for node in self._receivers():
+        for node in self.receivers():
             if isinstance(el, plans.CcdelayAtReceiver):
                 pids[node] = self._start_ccdelay(el, node, did)
                 continue
@@ -368,7 +372,7 @@ class LabTestbed(RemoteTestbed):
         if not self.topo.has_loss:
             return
         tool = plans.loss_tool(self.lab.emulation.loss or "iptables")
-        for node in self._receivers():
+        for node in self.receivers():
             added = tool.add(self.topo, self._ports())
             for argv in added:
                 self._run(node, argv)
@@ -398,7 +402,7 @@ class LabTestbed(RemoteTestbed):
 
     def _sweep(self) -> None:
         """What a lab testbed left that no state lists: say it, remove it."""
-        for n in self._receivers():
+        for n in self.receivers():
             if self.nodes[n].os != "linux":
                 continue
             out = self.ex(n).run(plans.sweep_argv(), check=False).stdout.strip()
@@ -445,9 +449,10 @@ class LabTestbed(RemoteTestbed):
 
     def down(self) -> str:
         """End every process of this testbed's runs on every host (a run killed
-        mid-traffic included), put every change back, last first, and check each is
-        back. Anything not as found raises, naming it; the state is kept then (marked
-        not complete), so `down` again puts back what it lists."""
+        mid-traffic included) and remove the files they write there, put every change
+        back, last first, and check each is back and no process or file is left.
+        Anything not as found raises, naming it; the state is kept then (marked not
+        complete), so `down` again puts back what it lists."""
         st = self.read_state() or {}
         changes = st.get("changes") or []
         swept, unreachable = self.end_runs()
@@ -468,8 +473,11 @@ class LabTestbed(RemoteTestbed):
         self.remove_state()
         ended = sum(len(sw.ended) for sw in swept.values())
         killed = f"; ended {ended} process(es) of its runs" if ended else ""
+        files = sorted({f for sw in swept.values() for f in sw.files})
+        killed += f"; removed {', '.join(files)}" if files else ""
         return (f"lab hosts put back as found (checked: {len(changes)} change(s) back, no "
-                f"process of its runs left on {', '.join(self._names())}{killed})")  # fmt: skip
+                f"process or file of its runs left on {', '.join(self._names())}"
+                f"{killed})")  # fmt: skip
 
 
 def down_from_state(tb_id: str, st: dict[str, Any]) -> str:

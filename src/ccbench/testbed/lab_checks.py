@@ -1,6 +1,6 @@
 """What a lab's hosts are checked for, as argv plans and readers: before `up` changes
 anything (a root or ingress qdisc someone configured, a program missing: ccbench.testbed.lab
-refuses then, having changed nothing), and after `down` (each change's `check`: exits 0
+refuses then, having changed nothing), and after `down` (each `Change`'s `check`: exits 0
 once it is put back). Nothing here runs a command; every value is one argv element.
 """
 
@@ -8,12 +8,37 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
 from ccbench.hosts.base import Argv
 
-if TYPE_CHECKING:
-    from ccbench.testbed.lab_plans import Change
+
+@dataclass(frozen=True)
+class Change:
+    """One thing ccbench changed on a host (`what`, for people), how it is put back
+    (`undo`: argv lists run in order; each may find its change already gone) and how
+    that is checked (`check`: argv lists that each exit 0 once it is back, run by
+    `down` before it says "as found"). The plans that make them: testbed.lab_plans."""
+
+    node: str
+    what: str
+    undo: tuple[tuple[str, ...], ...]
+    check: tuple[tuple[str, ...], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "what": self.what, "undo": [list(a) for a in self.undo],
+                "check": [list(a) for a in self.check]}  # fmt: skip
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> Change:
+        return Change(str(d["node"]), str(d["what"]), _argvs_of(d["undo"]),
+                      _argvs_of(d.get("check") or []))  # fmt: skip
+
+
+def _argvs_of(v: Any) -> tuple[tuple[str, ...], ...]:
+    return tuple(tuple(map(str, a)) for a in v)
+
 
 # --- before `up`: an interface's root qdisc must be the kernel's default --------------
 QDISC_SHOW = ("tc", "-j", "qdisc", "show", "dev")

@@ -6,9 +6,9 @@ receiver's interface (egress: the ACK path), by netem on an ifb its ingress is
 redirected to (the data path), or by ccbench's own element (ccdelay) fed by NFQUEUE in
 the receiver's OUTPUT; loss by iptables `statistic` or nftables `numgen` on INPUT, for
 the flows' server ports only (`covered_ports`). Each change carries the argv that put
-it back and those that check it is back (`Change`). Each variation is a class registered by its name
-(`DELAY_PLANS`, `LOSS_TOOLS`). Nothing here runs a command: every value from a config
-or inventory is one argv element, never part of a shell string.
+it back and those that check it is back (lab_checks.Change). Each variation is a class
+registered by its name (`DELAY_PLANS`, `LOSS_TOOLS`). Nothing here runs a command: every
+value from a config or inventory is one argv element, never part of a shell string.
 """
 
 from __future__ import annotations
@@ -41,32 +41,6 @@ def covered_ports(pinned: Iterable[int] = ()) -> tuple[int, int]:
     lab_inventory keeps within BASE_PORT .. BASE_PORT + MAX_FLOWS)."""
     ports = [layout.BASE_PORT + 1, layout.BASE_PORT + layout.MAX_FLOWS, *pinned]
     return min(ports), max(ports)
-
-
-@dataclass(frozen=True)
-class Change:
-    """One thing ccbench changed on a host (`what`, for people), how it is put back
-    (`undo`: argv lists run in order; each may find its change already gone) and how
-    that is checked (`check`: argv lists that each exit 0 once it is back, run by
-    `down` before it says "as found")."""
-
-    node: str
-    what: str
-    undo: tuple[tuple[str, ...], ...]
-    check: tuple[tuple[str, ...], ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "what": self.what, "undo": [list(a) for a in self.undo],
-                "check": [list(a) for a in self.check]}  # fmt: skip
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> Change:
-        return Change(str(d["node"]), str(d["what"]), _argvs_of(d["undo"]),
-                      _argvs_of(d.get("check") or []))  # fmt: skip
-
-
-def _argvs_of(v: Any) -> tuple[tuple[str, ...], ...]:
-    return tuple(tuple(map(str, a)) for a in v)
 
 
 def argvs(*argvs: Argv) -> tuple[tuple[str, ...], ...]:

@@ -28,11 +28,9 @@ from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.exec import (
     CommandFailed,
     NetnsExecutor,
-    Result,
     comm,
     end_processes,
     pids_in_any,
-    run_captured,
     running,
     tagged,
 )
@@ -85,8 +83,9 @@ _CONTAINER_SEQ = itertools.count(1)
 
 
 class ContainerNetnsExecutor(NetnsExecutor):
-    """Tools run in the linux-node image joined to the namespace (`tools: container`);
-    set-up commands (ip, tc, sysctl) still use the host's tools."""
+    """Tools run in the linux-node image joined to the namespace (`tools: container`:
+    spawn and run_where_tools_run, through wrap_spawned); set-up commands (ip, tc,
+    sysctl) still use the host's tools."""
 
     def __init__(self, netns: str, image: str):
         super().__init__(netns)
@@ -98,12 +97,6 @@ class ContainerNetnsExecutor(NetnsExecutor):
         assert self.netns is not None
         name = f"{self.netns}-{os.getpid()}-{next(_CONTAINER_SEQ)}"
         return container_argv(self.netns, self.image, inner, name=name, interactive=interactive)
-
-    def run_in_image(self, argv: list[str]) -> Result:
-        """`argv` where the spawned tools run, the image (the tool check: ccbench.needs)."""
-        full = self.wrap_spawned(argv, False)
-        cp = run_captured(full, self.name, input=None, timeout=120.0, env=self.env)
-        return Result(tuple(full), cp.returncode, cp.stdout, cp.stderr)
 
 
 class LocalTestbed(TestbedBase):

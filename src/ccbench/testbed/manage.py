@@ -5,10 +5,11 @@ the default."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
 from ccbench import safe
+from ccbench.errors import CcbenchError
 from ccbench.jsonio import read_json
 from ccbench.spec import Topology
 from ccbench.testbed import base, local
@@ -29,6 +30,26 @@ def down(tb_id: str, kinds: Mapping[str, TestbedKind] = REGISTRY) -> str:
     tb_id = safe.testbed_id(tb_id)
     st = _state(tb_id)
     return kind(st.get("kind", DEFAULT), kinds).down(tb_id, st)
+
+
+class Downed(NamedTuple):
+    """One testbed's `down`: what was done, or (not `ok`) why it is not as found."""
+
+    id: str
+    said: str
+    ok: bool
+
+
+def down_each(ids: Iterable[str], kinds: Mapping[str, TestbedKind] = REGISTRY) -> Iterator[Downed]:
+    """`down` of every testbed in `ids`, each tried whatever the one before left (`down
+    --all`: one lab host gone must not keep the other testbeds up); each result as it
+    comes, its line naming the testbed."""
+    for tb_id in ids:
+        try:
+            yield Downed(tb_id, down(tb_id, kinds), True)
+        except CcbenchError as e:
+            said = str(e) if str(e).startswith(f"testbed {tb_id}:") else f"testbed {tb_id}: {e}"
+            yield Downed(tb_id, said, False)
 
 
 class Found(NamedTuple):

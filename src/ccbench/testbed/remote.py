@@ -5,7 +5,8 @@ ccbench does not build this dumbbell (profile.py and its start-up scripts do); `
 checks every node answers, applies the seed tuning, (re)configures the bottleneck
 queue for the topology asked, adds loss rules, and calibrates exactly like the local
 testbed. `down` ends every process of the testbed's runs on every node (recorded under
-its id: ccbench.leftovers) and removes what `up` added on the hosts (loss rules).
+its id: ccbench.leftovers), removes the files its instruments write there (a run killed
+before it fetched them leaves them) and what `up` added on the hosts (loss rules).
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ class SudoSsh(SshExecutor):
 
 
 class ContainerSsh(SudoSsh):
-    """`tools: container` on a Linux host: background tools (iperf3, ss, probes) run in
-    the linux-node image with the host's network; set-up commands use the host's tools.
+    """`tools: container` on a Linux host: background tools (iperf3, ss, probes) and
+    run_where_tools_run run in the linux-node image with the host's network (through
+    wrap_spawned); set-up commands use the host's tools.
     The pid and gate wrappers stay outside, so stop() signals podman, which passes the
     signal on to the tool (ping prints its summary on SIGINT)."""
 
@@ -69,10 +71,6 @@ class ContainerSsh(SudoSsh):
     def wrap_spawned(self, argv: list[str]) -> list[str]:
         name = f"{self.name_prefix}{os.getpid()}-{next(_CONTAINER_SEQ)}"
         return host_network_argv(self.image, argv, name=name)
-
-    def run_in_image(self, argv: list[str]) -> Result:
-        """`argv` where the spawned tools run, the image (the tool check: ccbench.needs)."""
-        return self.run(self.wrap_spawned(argv), check=False, timeout=120.0)
 
 
 _CONTAINER_SEQ = itertools.count(1)
@@ -125,7 +123,7 @@ class RemoteTestbed(TestbedBase):
     def _linux_nodes(self) -> list[str]:
         return [n for n in sorted(self.nodes) if self.nodes[n].os == "linux"]
 
-    def _check_image(self) -> None:
+    def check_image(self) -> None:
         """`tools: container`: every Linux node must have the image (built by its
         start-up script with container=yes, the profile's 'Linux tooling container')."""
         missing = [n for n in self._linux_nodes()
@@ -224,23 +222,32 @@ class RemoteTestbed(TestbedBase):
     def end_runs(self) -> tuple[dict[str, Swept], dict[str, str]]:
         """`down`: end every process of this testbed's runs on every node (a run killed
         mid-traffic included: its processes are recorded under this testbed's id),
-        undo what its instruments switched on, and remove its record directory.
-        Returns what each node had, and the nodes that could not be reached (why)."""
+        undo what its instruments switched on, remove the files they write there, and
+        remove its record directory. Returns what each node had, and the nodes that
+        could not be reached (why)."""
         mine = leftovers.proc_dir(self.id)
-        return self._sweep_nodes([
-            leftovers.sweep_argv(mine, every_testbed=False),
-            leftovers.rmdirs_argv(mine, leftovers.PROC_DIR, leftovers.ROOT_DIR),
-        ], must_reach=False)  # fmt: skip
+        return self._sweep_nodes([leftovers.sweep_argv(mine, every_testbed=False)],
+                                 must_reach=False,
+                                 then=[leftovers.remove_files_argv(instrument_files()),
+                                       leftovers.rmdirs_argv(mine, leftovers.PROC_DIR,
+                                                             leftovers.ROOT_DIR)])  # fmt: skip
+
+    def run_files(self) -> list[str]:
+        """Every file and directory this testbed's runs may leave on a node: what its
+        instruments write (Instrument.node_files) and its processes' records (what
+        `down` checks is gone)."""
+        return [*instrument_files(), leftovers.proc_dir(self.id)]
 
     def _sweep_nodes(
-        self, sweeps: list[list[str]], must_reach: bool
+        self, sweeps: list[list[str]], must_reach: bool, then: list[list[str]] | None = None
     ) -> tuple[dict[str, Swept], dict[str, str]]:
-        """`sweeps`, then each instrument's own undo, on every node at once (POSIX sh: the
-        same on both OSes); what each found (ccbench.leftovers.parse_sweep). A node that
-        cannot be reached raises when `must_reach`, else is returned with why."""
+        """`sweeps`, then each instrument's own undo, then `then`, on every node at once
+        (POSIX sh: the same on both OSes); what each found (leftovers.parse_sweep). A node
+        that cannot be reached raises when `must_reach`, else is returned with why."""
 
         def sweep(n: str) -> Swept | str:
-            plan = batch_argv([*sweeps, *instruments.leftovers_argv(self.driver(n).os)])
+            plan = batch_argv([*sweeps, *instruments.leftovers_argv(self.driver(n).os),
+                               *(then or [])])  # fmt: skip
             try:
                 out = self.ex(n).run(plan, check=False).stdout  # one round trip
             except CcbenchError as e:
@@ -258,7 +265,7 @@ class RemoteTestbed(TestbedBase):
         self._all(lambda n: self.ex(n).run(["true"], timeout=30))  # reachable, or say who not
         self.end_leftovers()
         if self.cfg.tools == "container":
-            self._check_image()
+            self.check_image()
         dev = self._find_dev(BOTTLENECK_ROUTER)
         notes: list[str] = []
         for n in self._roles(dev).hosts:
@@ -439,7 +446,14 @@ class RemoteTestbed(TestbedBase):
             ex.close()
 
 
-__all__ = ["RemoteTestbed", "SshProc"]
+__all__ = ["RemoteTestbed", "SshProc", "instrument_files"]
+
+
+def instrument_files() -> list[str]:
+    """What every instrument writes on a node (Instrument.node_files), each once: a run
+    killed before it fetched them leaves them. Every node's, whatever its OS: each is a
+    path of ccbench's own, and an inventory may have named another OS since."""
+    return list(dict.fromkeys(f for c in instruments.REGISTRY.values() for f in c.node_files))
 
 
 def down_from_state(tb_id: str, st: dict[str, Any]) -> str:
