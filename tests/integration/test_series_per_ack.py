@@ -97,6 +97,10 @@ def test_the_per_ack_series_of_a_traced_run(tmp_path: Path) -> None:
     assert after.notna().mean() > 0.99 and after.min() >= 2 * MSS
     ss1 = ts[(ts["source"] == "ss") & (ts["flow"] == 1)]
     assert ss1.loc[ss1["t_s"] > first + 0.2, "ssthresh_bytes"].notna().all()
+    # ss samples are stamped when ss returned (parse.ss: TE), after it read the socket:
+    # none shows the ssthresh before the trace saw it set (stamped when the loop started
+    # ss, one showed it up to 40 ms early). 5 ms: the trace's and the sampler's clocks.
+    assert ss1.loc[ss1["t_s"] < first - 0.005, "ssthresh_bytes"].isna().all()
     assert ss1["bbr_bw_bps"].isna().all()
 
     # BBR (flow 2): its model on every ss row; named phases (the gains this kernel
