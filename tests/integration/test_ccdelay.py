@@ -161,13 +161,17 @@ def test_idle_ping_rtt_is_configured_rtt(bed):
     bed.start_ccdelay()
     m.ping_rtt_ms(count=1, interval=0.2)  # resolve neighbours first
     first_write = bed.stats(refresh=False)["stats_writes"]
-    rtt = m.ping_rtt_ms(count=20, interval=0.05)
     expect = 2 * DELAY_US / 1000
-    # median: one vCPU stall of a few ms (seen on busy VMs even for a bare
-    # SCHED_FIFO sleeper) must not decide the idle RTT; the delay itself is
-    # checked packet by packet through the lateness stats below
-    assert abs(rtt["median"] - expect) <= 1.0, rtt
-    assert rtt["min"] >= expect, rtt
+
+    def idle() -> None:
+        rtt = m.ping_rtt_ms(count=20, interval=0.05)
+        # median: one vCPU stall of a few ms (seen on busy VMs even for a bare
+        # SCHED_FIFO sleeper) must not decide the idle RTT; the delay itself is
+        # checked packet by packet through the lateness stats below
+        assert abs(rtt["median"] - expect) <= 1.0, rtt
+        assert rtt["min"] >= expect, rtt
+
+    measure_fidelity(idle)  # a stalled VM measures again
     time.sleep(1.2)
     s = bed.stats(refresh=False)  # periodic write, no signal
     assert s["stats_writes"] > first_write

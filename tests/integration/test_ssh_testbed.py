@@ -25,6 +25,7 @@ from tests.conftest import REPO, ccbench
 from tests.integration.conftest import (
     assert_judged,
     kill_mid_traffic,
+    measure_fidelity,
     namespaces,
     plant_instrument_files,
     spawn_sshd,
@@ -117,10 +118,15 @@ def test_run_over_ssh_matches_the_local_checks(ssh_dumbbell: Path) -> None:
                 "flows": [{"cc": "cubic", "pair": 1}, {"cc": "reno", "pair": 2, "start_s": 1}]},
     }  # fmt: skip
     (d / "run.yaml").write_text(yaml.safe_dump(cfg))
-    cp = ctl_ccbench("run", "--config", str(d / "run.yaml"), "--out", str(d / "out"))
-    assert cp.returncode == 0, cp.stderr
+
+    def valid_run() -> None:  # a run the VM stalled (both attempts) is measured again
+        cp = ctl_ccbench("run", "--config", str(d / "run.yaml"), "--out", str(d / "out"))
+        assert cp.returncode == 0, cp.stderr
+        got = json.loads((d / "out" / "summary.json").read_text())
+        assert got["valid"], got["reasons"]
+
+    measure_fidelity(valid_run)
     s = json.loads((d / "out" / "summary.json").read_text())
-    assert s["valid"], s["reasons"]
     assert [f["cc_used"] for f in s["flows"]] == ["cubic", "reno"]
     # Two short flows with a late start: the path works end to end, not a fidelity bar
     # (tests/integration/test_local_testbed.py checks utilization on one flow).
