@@ -242,17 +242,16 @@ def kill_mid_traffic(ctl: str, cfg: Path, out: Path, sending: Callable[[], bool]
         proc.wait()
 
 
-def plant_instrument_files() -> list[Path]:
+def plant_node_files() -> list[Path]:
     """What a killed run's instruments leave on its hosts: each file they declare
     (Instrument.node_files; BBLog's a directory of the dumper's files). Written here:
     the rehearsals' hosts share this machine's /var/tmp, and cannot write them
     themselves (siftr and BBLog are FreeBSD's; tcp_probe over SSH needs each sender's
     own kernel: its trace instance is one per testbed). Returns them, for the test to
     see `down` remove them."""
-    from ccbench.instruments import bblog
-    from ccbench.testbed.remote import instrument_files
+    from ccbench.instruments import bblog, node_files
 
-    files = [Path(f) for f in instrument_files()]
+    files = [Path(f) for f in node_files()]
     for f in files:
         where = f / "1.pcapng" if str(f) == bblog.DIR else f
         where.parent.mkdir(parents=True, exist_ok=True)

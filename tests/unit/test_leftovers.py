@@ -133,9 +133,9 @@ NODE_FILES = ["/var/tmp/ccbench-siftr.log", "/var/tmp/ccbench-bblog",
 def test_the_instruments_declare_their_node_files() -> None:
     """`down` removes what every instrument writes on a node, whatever its OS; only
     paths of ccbench's own may be declared (they reach `rm -rf`)."""
-    from ccbench.testbed.remote import instrument_files
+    from ccbench.instruments import node_files
 
-    assert instrument_files() == NODE_FILES
+    assert node_files() == NODE_FILES
     assert [leftovers.node_path(p) for p in NODE_FILES] == NODE_FILES
     for bad in ("/", "/var/tmp", "/var/tmp/ccbench/../../etc", "/etc/ccbench",
                 "var/tmp/ccbench-x", "/var/tmp/ccbench-a b", "/var/tmp/ccbench//x",

@@ -158,6 +158,13 @@ def leftovers_argv(os: str) -> list[list[str]]:
     return [argv for c in REGISTRY.values() for argv in c.leftovers_argv(os)]
 
 
+def node_files() -> list[str]:
+    """What every instrument writes on a node (Instrument.node_files), each once: a run
+    killed before it fetched them leaves them. Every node's, whatever its OS: each is a
+    path of ccbench's own, and an inventory may have named another OS since."""
+    return list(dict.fromkeys(f for c in REGISTRY.values() for f in c.node_files))
+
+
 def remove_local_leftovers(tb_id: str) -> None:
     """Every instrument's leftovers of one-kernel testbed `tb_id` on this machine."""
     for c in REGISTRY.values():

@@ -228,7 +228,7 @@ class RemoteTestbed(TestbedBase):
         mine = leftovers.proc_dir(self.id)
         return self._sweep_nodes([leftovers.sweep_argv(mine, every_testbed=False)],
                                  must_reach=False,
-                                 then=[leftovers.remove_files_argv(instrument_files()),
+                                 then=[leftovers.remove_files_argv(instruments.node_files()),
                                        leftovers.rmdirs_argv(mine, leftovers.PROC_DIR,
                                                              leftovers.ROOT_DIR)])  # fmt: skip
 
@@ -236,7 +236,7 @@ class RemoteTestbed(TestbedBase):
         """Every file and directory this testbed's runs may leave on a node: what its
         instruments write (Instrument.node_files) and its processes' records (what
         `down` checks is gone)."""
-        return [*instrument_files(), leftovers.proc_dir(self.id)]
+        return [*instruments.node_files(), leftovers.proc_dir(self.id)]
 
     def _sweep_nodes(
         self, sweeps: list[list[str]], must_reach: bool, then: list[list[str]] | None = None
@@ -446,14 +446,7 @@ class RemoteTestbed(TestbedBase):
             ex.close()
 
 
-__all__ = ["RemoteTestbed", "SshProc", "instrument_files"]
-
-
-def instrument_files() -> list[str]:
-    """What every instrument writes on a node (Instrument.node_files), each once: a run
-    killed before it fetched them leaves them. Every node's, whatever its OS: each is a
-    path of ccbench's own, and an inventory may have named another OS since."""
-    return list(dict.fromkeys(f for c in instruments.REGISTRY.values() for f in c.node_files))
+__all__ = ["RemoteTestbed", "SshProc"]
 
 
 def down_from_state(tb_id: str, st: dict[str, Any]) -> str:
