@@ -242,7 +242,7 @@ def kill_mid_traffic(ctl: str, cfg: Path, out: Path, sending: Callable[[], bool]
         proc.wait()
 
 
-def plant_node_files() -> list[Path]:
+def plant_instrument_files() -> list[Path]:
     """What a killed run's instruments leave on its hosts: each file they declare
     (Instrument.node_files; BBLog's a directory of the dumper's files). Written here:
     the rehearsals' hosts share this machine's /var/tmp, and cannot write them
