@@ -39,12 +39,28 @@ _RECORD = (
 # "one" (its files only). SIGTERM first; SIGKILL for what has not ended after 2 s (polled:
 # a sweep of processes that end at once takes no 2 s); what even SIGKILL left (a process
 # in uninterruptible sleep) is named `alive` and its file kept, so it is still known.
-_SWEEP = r"""d="$1"; left=""
+# A recorded process that leads its own process group (sshd makes each command a session
+# leader: OpenSSH session.c, do_exec_no_pty, setsid) is ended with its group: a wrapper
+# shell's children (flent under the flent probe's sh) end with it, and one that outlives
+# the shell keeps the group's id in use, so it is still found (`kill -SIG -PGID` is the
+# form both dash and FreeBSD's kill(1) read as a group).
+_SWEEP = r"""d="$1"; left=""; groups=" "
 # the recorded process ($1, its file $2) still running (a zombie has ended)
 ours() {
   s=$(ps -o stat= -p "$1" 2>/dev/null)
   [ -n "$s" ] && [ "${s#Z}" = "$s" ] &&
     [ "$(ps -o lstart= -p "$1" 2>/dev/null)" = "$(cat "$2" 2>/dev/null)" ]
+}
+# a process of group $1 still running (its leader gone or not)
+grp() {
+  ps -A -o pgid=,stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'
+}
+# pid $1's process, or its group when it leads one we signalled, still running
+running() {
+  case "$groups" in *" $1 "*) grp "$1" ;; *) ours "$1" "$2" ;; esac
+}
+signal() {  # $1 signal, $2 pid: the group when it leads one we signalled
+  case "$groups" in *" $2 "*) kill -"$1" -"$2" 2>/dev/null ;; *) kill -"$1" "$2" 2>/dev/null ;; esac
 }
 found() {
   [ -f "$1" ] || return 0
@@ -52,7 +68,8 @@ found() {
   case "$p" in ''|*[!0-9]*) rm -f "$1"; return 0 ;; esac
   if [ -s "$1" ] && ours "$p" "$1"; then
     echo "left $p $(ps -o comm= -p "$p" 2>/dev/null)"
-    kill -TERM "$p" 2>/dev/null
+    [ "$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')" = "$p" ] && groups="$groups$p "
+    signal TERM "$p"
     left="$left $1"
   else
     rm -f "$1"
@@ -62,7 +79,7 @@ found() {
 still() {
   keep=""
   for f in $left; do
-    if ours "${f##*/}" "$f"; then keep="$keep $f"; else rm -f "$f"; fi
+    if running "${f##*/}" "$f"; then keep="$keep $f"; else rm -f "$f"; fi
   done
   left=$keep
 }
@@ -73,7 +90,7 @@ wait_s() {  # $1 tenths of a second at most, until `left` is empty
 for f in "$d"/*; do found "$f"; done
 if [ "$2" = all ]; then for f in "$d"/*/*; do found "$f"; done; fi
 wait_s 20
-for f in $left; do kill -KILL "${f##*/}" 2>/dev/null && echo "killed ${f##*/}"; done
+for f in $left; do signal KILL "${f##*/}" && echo "killed ${f##*/}"; done
 wait_s 10
 for f in $left; do echo "alive ${f##*/} $(ps -o comm= -p "${f##*/}" 2>/dev/null)"; done
 true"""

@@ -29,6 +29,7 @@ import yaml
 
 from ccbench import ledger
 from ccbench.native import ccdelay_path
+from ccbench.probes import flent
 from ccbench.testbed import base
 from tests.conftest import REPO
 from tests.integration.conftest import kill_mid_traffic, plant_instrument_files, spawn_sshd
@@ -180,14 +181,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def config(
     d: Path, name: str, duration_s: float, repetitions: int = 1, inventory: str = "lab.yaml",
-    tb_id: str = TB,
+    tb_id: str = TB, **run: Any,
 ) -> Path:  # fmt: skip
     cfg = {
         "testbed": {"kind": "lab", "id": tb_id, "inventory": str(d / inventory)},
         "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40,
                      "loss": {"mode": "nth", "rate": 0.01}},
         "run": {"duration_s": duration_s, "interval_s": 0.5, "attempts": 2,
-                "flows": [{"cc": "cubic", "pair": 1}, {"cc": "reno", "pair": 2}]},
+                "flows": [{"cc": "cubic", "pair": 1}, {"cc": "reno", "pair": 2}], **run},
     }  # fmt: skip
     path = d / name
     path.write_text(yaml.safe_dump(cfg))
@@ -254,12 +255,20 @@ def assert_as(before: dict[str, Any]) -> None:
 
 def killed_run(cfg: Path, out: Path) -> list[Path]:
     """A run whose control side is SIGKILLed (its whole process group) while its
-    flows send: its iperf3 clients and servers stay on the hosts, and its instruments'
-    files (returned)."""
-    kill_mid_traffic(CTL, cfg, out, lambda: "iperf3" in host_state()["s2"]["processes"])
+    flows and its flent probe run: its iperf3 clients and servers stay on the hosts, and
+    flent (under its wrapper shell, with fping and irtt under it) with its data
+    directory; and its instruments' files (planted). Returns the files."""
+
+    def sending() -> bool:
+        now = host_state()
+        return "iperf3" in now["s2"]["processes"] and "flent" in now["s1"]["processes"]
+
+    kill_mid_traffic(CTL, cfg, out, sending)
     left = host_state()
     assert all("iperf3" in left[h]["processes"] for h in ("s1", "s2", "r1")), left
-    return plant_instrument_files()
+    assert "flent" in left["s1"]["processes"], left["s1"]
+    assert flent.DATA_DIR in left["s1"]["files"], left["s1"]["files"]
+    return [*plant_instrument_files(), Path(flent.DATA_DIR)]
 
 
 def test_lab_rehearsal_short(lab: Path) -> None:
@@ -275,7 +284,7 @@ def test_lab_rehearsal_short(lab: Path) -> None:
     assert any("statistic" in r for r in during["r1"]["iptables"]), during["r1"]["iptables"]
     assert "ccdelay" in during["r1"]["processes"]
     run_and_check(lab, cfg, lab / "short")
-    left = killed_run(config(lab, "killed.yaml", 30), lab / "killed")
+    left = killed_run(config(lab, "killed.yaml", 30, probe_tool="flent"), lab / "killed")
     took = down_and_compare(before, left)
     assert took < 8, f"down after a killed run took {took:.1f} s"
 
@@ -335,6 +344,6 @@ def test_lab_rehearsal_full(lab: Path) -> None:
     cfg = config(lab, "full.yaml", 30)
     up(cfg)
     run_and_check(lab, cfg, lab / "full1")
-    left = killed_run(cfg, lab / "killed")
+    left = killed_run(config(lab, "full-killed.yaml", 30, probe_tool="flent"), lab / "killed")
     run_and_check(lab, cfg, lab / "full2")
     down_and_compare(before, left)

@@ -19,7 +19,7 @@ from ccbench.errors import CcbenchError
 from ccbench.exec import Result
 from ccbench.exec_ssh import batch_argv, batch_rcs
 from ccbench.spec import Topology
-from ccbench.testbed import base, kinds, lab_checks, lab_guard
+from ccbench.testbed import base, kinds, lab_checks, lab_guard, remote
 from ccbench.testbed.lab import LabTestbed
 from ccbench.testbed.lab_checks import Change
 from tests.lab_recording import commands, reads_only
@@ -27,9 +27,8 @@ from tests.lab_recording import commands, reads_only
 ADDRS = {"s1": "10.0.0.1", "s2": "10.0.0.2", "r1": "10.0.1.9", "rt1": "10.0.1.1"}
 DEFAULT_ROOT = [{"kind": "fq_codel", "handle": "0:", "root": True}]
 TOPO = Topology(pairs=2, rate_mbit=100, rtt_ms=40, loss_mode="nth", loss_rate=0.01)
-# What the instruments declare they write on a node (Instrument.node_files), registry order.
-NODE_FILES = ["/var/tmp/ccbench-siftr.log", "/var/tmp/ccbench-bblog",
-              "/var/tmp/ccbench-tcp-probe.txt"]  # fmt: skip
+# What the instruments and probes declare they write on a node (test_leftovers has the list).
+NODE_FILES = remote.node_files()
 
 
 class Host:

@@ -6,6 +6,9 @@ files the instruments write on a node are removed by `down` and checked gone."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -15,8 +18,10 @@ import pytest
 from ccbench import instruments, leftovers
 
 
-def spawn(proc_dir: Path, *argv: str) -> subprocess.Popen[bytes]:
-    p = subprocess.Popen([*leftovers.wrapper(str(proc_dir)), *argv],
+def spawn(proc_dir: Path, *argv: str, session: bool = False) -> subprocess.Popen[bytes]:
+    """`argv` under the wrapper; `session`: as sshd starts a command, the leader of a
+    session and process group of its own."""
+    p = subprocess.Popen([*leftovers.wrapper(str(proc_dir)), *argv], start_new_session=session,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     # Until the start time is in the file: the shell creates it (empty) before ps writes.
     deadline = time.monotonic() + 10
@@ -87,6 +92,46 @@ def test_one_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
+def group(pgid: int) -> list[int]:
+    """The live (not zombie) processes of process group `pgid`."""
+    out = subprocess.run(["ps", "-A", "-o", "pid=,pgid=,stat="], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    return [int(p) for p, g, st in (ln.split() for ln in out.splitlines())
+            if int(g) == pgid and not st.startswith("Z")]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("script", "members", "killed"),
+    [
+        # flent under the flent probe's sh: both end at SIGTERM, the group with its leader
+        pytest.param("sleep 60 & sleep 61; wait", 3, False, id="children end with it"),
+        # the leader ends at SIGTERM, its child does not: the group still holds the
+        # leader's id, so the sweep waits for it and kills it
+        pytest.param("sh -c 'trap \"\" TERM; while :; do sleep 0.1; done' & wait", 2, True,
+                     id="a child ignoring SIGTERM is killed after its leader"),
+    ],
+)  # fmt: skip
+def test_a_session_leader_is_ended_with_its_group(
+    tmp_path: Path, script: str, members: int, killed: bool
+) -> None:
+    """A wrapper shell started as sshd starts it (its own session) with children that
+    would outlive it: the sweep ends the group."""
+    p = spawn(tmp_path, "sh", "-c", script, session=True)
+    try:
+        deadline = time.monotonic() + 5
+        while len(group(p.pid)) < members:
+            assert time.monotonic() < deadline, group(p.pid)
+            time.sleep(0.02)
+        got = sweep(tmp_path)
+        assert got.ended == (f"{p.pid} sh",) and got.alive == ()
+        assert got.killed == ((str(p.pid),) if killed else ())
+        assert group(p.pid) == [] and list(tmp_path.iterdir()) == []
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
 def test_files_of_ended_or_reused_pids_go_quietly(tmp_path: Path) -> None:
     done = spawn(tmp_path, "true")
     done.wait()
@@ -125,15 +170,16 @@ def test_plans_per_os() -> None:
         f"{leftovers.PROC_DIR}/t1", "one"]  # fmt: skip
 
 
-# What the instruments declare they write on a node (Instrument.node_files), registry order.
+# What the instruments, then the probes, declare they write on a node (node_files),
+# registry order.
 NODE_FILES = ["/var/tmp/ccbench-siftr.log", "/var/tmp/ccbench-bblog",
-              "/var/tmp/ccbench-tcp-probe.txt"]  # fmt: skip
+              "/var/tmp/ccbench-tcp-probe.txt", "/var/tmp/ccbench-flent"]  # fmt: skip
 
 
-def test_the_instruments_declare_their_node_files() -> None:
-    """`down` removes what every instrument writes on a node, whatever its OS; only
-    paths of ccbench's own may be declared (they reach `rm -rf`)."""
-    from ccbench.instruments import node_files
+def test_the_instruments_and_probes_declare_their_node_files() -> None:
+    """`down` removes what every instrument and probe writes on a node, whatever its
+    OS; only paths of ccbench's own may be declared (they reach `rm -rf`)."""
+    from ccbench.testbed.remote import node_files
 
     assert node_files() == NODE_FILES
     assert [leftovers.node_path(p) for p in NODE_FILES] == NODE_FILES

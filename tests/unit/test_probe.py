@@ -5,7 +5,9 @@ golden tests of the irtt and flent parsers on captures made on this machine
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from ccbench.errors import CcbenchError
 from ccbench.parse.flent import parse_flent_gz
 from ccbench.parse.irtt import parse_irtt
 from ccbench.probes.base import ProbeRun, ProbeSettings
-from ccbench.probes.flent import FLENT_SH, _coverage
+from ccbench.probes.flent import DATA_DIR, FLENT_SH, _coverage, remove_stale_dirs
 from ccbench.summarize.probe import read_probe
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "probe"
@@ -43,6 +45,34 @@ def test_flent_ping_plan_prints_its_data_file() -> None:
                          "-H", "198.18.4.2", "-l", "33", "-s", "0.2", "-t", "ccbench"]  # fmt: skip
     # released 1.5 s before the flows: flent samples from ~0.4 s before them
     assert pl.out == "probe.flent.gz" and pl.lead_s == 1.5
+
+
+def test_flents_wrapper_prints_the_data_file_and_leaves_nothing(tmp_path: Path) -> None:
+    """FLENT_SH for real, a stand-in for flent writing its data file where -D says: the
+    file comes out on stdout, the command's exit status is the script's, and its
+    directory (named by the script's pid, under DATA_DIR) is gone afterwards."""
+    fake = ["sh", "-c", 'printf data > "$2/x.flent.gz"; echo "$2" > "$0"; exit 3',
+            str(tmp_path / "dir")]  # fmt: skip
+    cp = subprocess.run(["sh", "-c", FLENT_SH, "ccbench-flent", *fake], capture_output=True)
+    assert cp.returncode == 3 and cp.stdout == b"data", cp
+    used = Path((tmp_path / "dir").read_text().strip())
+    assert used.parent == Path(DATA_DIR) and used.name.isdigit()
+    assert not used.exists()
+
+
+def test_a_killed_flents_directory_is_removed_locally(tmp_path: Path) -> None:
+    """`down` on this machine removes the data directories of flents that are gone
+    (a run killed while flent ran), not those of one still running."""
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for name in (str(dead.pid), str(os.getpid()), "not-a-pid"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "part.flent.gz").write_bytes(b"x")
+    assert remove_stale_dirs(tmp_path) == [tmp_path / str(dead.pid)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([str(os.getpid()), "not-a-pid"])
+    shutil.rmtree(tmp_path / str(os.getpid()))
+    shutil.rmtree(tmp_path / "not-a-pid")
+    assert remove_stale_dirs(tmp_path) == [] and not tmp_path.exists()  # empty: removed
 
 
 def test_flent_netperf_tests_start_netserver() -> None:

@@ -41,6 +41,17 @@ def raw_files() -> list[str]:
     return [t.raw_file for t in REGISTRY.values()]
 
 
+def node_files() -> list[str]:
+    """What every probe tool writes on a node (ProbeTool.node_files), each once."""
+    return list(dict.fromkeys(f for t in REGISTRY.values() for f in t.node_files))
+
+
+def remove_local_leftovers() -> None:
+    """What a probe killed on this machine left outside the namespaces."""
+    for t in REGISTRY.values():
+        t.remove_local_leftovers()
+
+
 def stored(raw: Path) -> tuple[ProbeTool, Path] | None:
     """The probe tool whose raw file the run has, and the file; None: no probe."""
     for t in REGISTRY.values():
@@ -62,4 +73,5 @@ def read(raw: Path, run: ProbeRun | None = None) -> ProbeResult | None:
 
 
 __all__ = ["NAMES", "REGISTRY", "ProbePlan", "ProbeResult", "ProbeRun", "ProbeSettings",
-           "ProbeTool", "plan", "raw_files", "read", "stored", "tool"]  # fmt: skip
+           "ProbeTool", "node_files", "plan", "raw_files", "read", "remove_local_leftovers",
+           "stored", "tool"]  # fmt: skip

@@ -65,6 +65,9 @@ class ProbeTool:
     # What the sender (client) and the receiver (its servers) need (ccbench.needs).
     client_needs: ClassVar[Needs] = NOTHING
     server_needs: ClassVar[Needs] = NOTHING
+    # What it writes on a node outside raw/, under /var/tmp/ccbench* (leftovers.node_path):
+    # a run killed before the tool cleaned up leaves it, and a remote `down` removes it.
+    node_files: ClassVar[tuple[str, ...]] = ()
 
     def needs(self, flent_test: str) -> tuple[Needs, Needs]:
         """(the client's, the servers') needs for a run asking `flent_test`."""
@@ -72,6 +75,10 @@ class ProbeTool:
 
     def plan(self, s: ProbeSettings, sender_os: str) -> ProbePlan:
         raise NotImplementedError
+
+    def remove_local_leftovers(self) -> None:
+        """Remove what a run of it killed on this machine left outside the namespaces
+        (`down`, locally); nothing by default."""
 
     def needs_netperf(self, flent_test: str) -> bool:
         return False

@@ -4,7 +4,9 @@ need netperf with demo mode (the linux-node image has it)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+import shutil
 from pathlib import Path
 
 from ccbench.errors import CcbenchError
@@ -16,12 +18,15 @@ from ccbench.probes.irtt import IRTT_PORT, irtt_server
 # flent tests ccbench knows, and whether they need netperf (netserver on r1).
 FLENT_TESTS = {"ping": False, "tcp_1up": True, "tcp_2up": True, "rrul_be": True}
 NETSERVER_PORT = 12865
-# flent writes its data file into a directory; this constant script gives it a temp
-# one and prints the file on stdout, so the same argv works locally, in a container
-# and over SSH. The flent command comes in as positional arguments.
+# flent writes its data file into a directory; this constant script gives it one named
+# by the script's pid under DATA_DIR and prints the file on stdout, so the same argv
+# works locally, in a container and over SSH. The flent command comes in as positional
+# arguments. A run killed while flent runs leaves its directory: over SSH, `down`
+# removes DATA_DIR (node_files); locally, remove_stale_dirs those whose process is gone.
+DATA_DIR = "/var/tmp/ccbench-flent"
 FLENT_SH = (
-    'd=$(mktemp -d) || exit 1; "$@" -D "$d" -q >&2; rc=$?; '
-    'cat "$d"/*.flent.gz; rm -rf "$d"; exit $rc'
+    f'd={DATA_DIR}/$$; mkdir -p "$d" || exit 1; "$@" -D "$d" -q >&2; rc=$?; '
+    f'cat "$d"/*.flent.gz; rm -rf "$d"; rmdir {DATA_DIR} 2>/dev/null; exit $rc'
 )
 # flent needs ~1.1 s from its start to its first sample (Python, then its runners): it
 # is released FLENT_LEAD_S before the first flow so its samples cover the whole traffic,
@@ -36,6 +41,7 @@ class Flent(ProbeTool):
     description = "a flent test (ping: fping ICMP + irtt UDP)"
     client_needs = Needs(("flent", "fping", "irtt"))
     server_needs = Needs(("irtt",))
+    node_files = (DATA_DIR,)
 
     def needs_netperf(self, flent_test: str) -> bool:
         return FLENT_TESTS.get(flent_test, False)
@@ -59,6 +65,9 @@ class Flent(ProbeTool):
                  "-s", f"{s.interval_s:g}", "-t", "ccbench"]  # fmt: skip
         return ProbePlan(self.name, ["sh", "-c", FLENT_SH, "ccbench-flent", *flent],
                          self.raw_file, servers, listen, lead_s=FLENT_LEAD_S)  # fmt: skip
+
+    def remove_local_leftovers(self) -> None:
+        remove_stale_dirs()
 
     def read(self, path: Path, run: ProbeRun) -> ProbeResult:
         f = parse_flent_gz(path.read_bytes())
@@ -97,6 +106,19 @@ class Flent(ProbeTool):
             ],  # fmt: skip
             coverage=coverage,
         )
+
+
+def remove_stale_dirs(root: Path = Path(DATA_DIR)) -> list[Path]:
+    """Remove this machine's flent data directories whose process has ended (a local run
+    killed while flent ran); those of a live flent (another testbed's run) stay. Returns
+    what it removed."""
+    gone = [d for d in sorted(root.glob("*"))
+            if d.name.isdigit() and not Path(f"/proc/{d.name}").exists()]  # fmt: skip
+    for d in gone:
+        shutil.rmtree(d, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        root.rmdir()  # only when empty
+    return gone
 
 
 def _primary(series: list[FlentSeries]) -> FlentSeries | None:

@@ -22,7 +22,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, instruments, interrupts, jsonio, layout, ledger, safe
+from ccbench import calibration, instruments, interrupts, jsonio, layout, ledger, probes, safe
 from ccbench import topology as tp
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
 from ccbench.exec import (
@@ -397,6 +397,7 @@ def down(tb_id: str) -> list[str]:
     for n in names:
         NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
     instruments.remove_local_leftovers(tb_id)  # what ran outside the namespaces
+    probes.remove_local_leftovers()
     for d in ETC_NETNS.glob(f"{prefix}*"):
         safe.remove_tree(d, ETC_NETNS)
     safe.remove_tree(base.STATE_ROOT / tb_id, base.STATE_ROOT)

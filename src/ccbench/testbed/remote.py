@@ -20,7 +20,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, delaynode, instruments, inventory, jsonio, ledger, leftovers
+from ccbench import (
+    calibration,
+    delaynode,
+    instruments,
+    inventory,
+    jsonio,
+    ledger,
+    leftovers,
+    probes,
+)
 from ccbench.container import DEFAULT_IMAGE, host_network_argv
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.exec import Result
@@ -228,15 +237,15 @@ class RemoteTestbed(TestbedBase):
         mine = leftovers.proc_dir(self.id)
         return self._sweep_nodes([leftovers.sweep_argv(mine, every_testbed=False)],
                                  must_reach=False,
-                                 then=[leftovers.remove_files_argv(instruments.node_files()),
+                                 then=[leftovers.remove_files_argv(node_files()),
                                        leftovers.rmdirs_argv(mine, leftovers.PROC_DIR,
                                                              leftovers.ROOT_DIR)])  # fmt: skip
 
     def run_files(self) -> list[str]:
         """Every file and directory this testbed's runs may leave on a node: what its
-        instruments write (Instrument.node_files) and its processes' records (what
+        instruments and probes write (node_files) and its processes' records (what
         `down` checks is gone)."""
-        return [*instruments.node_files(), leftovers.proc_dir(self.id)]
+        return [*node_files(), leftovers.proc_dir(self.id)]
 
     def _sweep_nodes(
         self, sweeps: list[list[str]], must_reach: bool, then: list[list[str]] | None = None
@@ -447,6 +456,13 @@ class RemoteTestbed(TestbedBase):
 
 
 __all__ = ["RemoteTestbed", "SshProc"]
+
+
+def node_files() -> list[str]:
+    """Every file and directory a run writes on a node outside raw/ (the instruments'
+    and the probes' declared node_files): a run killed before it removed them leaves
+    them, and `down` removes them."""
+    return [*instruments.node_files(), *probes.node_files()]
 
 
 def down_from_state(tb_id: str, st: dict[str, Any]) -> str:
