@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from bench.sshnode import sshd_argv
+from ccbench.container import DEFAULT_IMAGE
 from ccbench.parse.procstat import usage_between
 from tests.conftest import REPO, ccbench
 
@@ -21,6 +22,18 @@ from tests.conftest import REPO, ccbench
 # VM measures the neighbours; idle steal here is ~1 %, busy periods reach 10-26 %.
 MAX_STEAL_PCT = float(os.environ.get("CCB_TEST_MAX_STEAL", "2"))
 FIDELITY_TRIES = 3
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The Linux-node tooling image (containers/build.sh: built if absent or out of
+    date), once per session for every test that runs tools in it."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed: ./setup.sh installs it (containers/build.sh)")
+    result = subprocess.run(["bash", str(REPO / "containers" / "build.sh")],
+                            capture_output=True, text=True, timeout=1500, check=False)  # fmt: skip
+    assert result.returncode == 0, f"containers/build.sh failed:\n{result.stderr[-4000:]}"
+    return os.environ.get("CCBENCH_IMAGE", DEFAULT_IMAGE)
 
 
 def measure_fidelity(measure: Callable[[], None], tries: int = FIDELITY_TRIES) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -18,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from ccbench.container import DEFAULT_IMAGE, container_argv
+from ccbench.container import container_argv
 
 pytestmark = pytest.mark.netns
 
 REPO = Path(__file__).resolve().parents[2]
-BUILD_SCRIPT = REPO / "containers" / "build.sh"
 SERVER_ADDR = "198.18.252.1"
 CLIENT_ADDR = "198.18.252.2"
 PREFIX_LEN = 30
@@ -41,19 +39,6 @@ def _run(cmd: list[str], timeout: float = 30) -> subprocess.CompletedProcess[str
 def _quiet(cmd: list[str]) -> None:
     """Best-effort clean-up command: errors (already gone) are ignored."""
     subprocess.run(cmd, capture_output=True, timeout=60, check=False)
-
-
-@pytest.fixture(scope="module")
-def image() -> str:
-    if shutil.which("podman") is None:
-        pytest.skip(
-            "podman is not installed: containers/build.sh needs it (apt-get install podman)"
-        )
-    result = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, timeout=1500, check=False
-    )
-    assert result.returncode == 0, f"containers/build.sh failed:\n{result.stderr[-4000:]}"
-    return os.environ.get("CCBENCH_IMAGE", DEFAULT_IMAGE)
 
 
 @dataclass

@@ -274,13 +274,10 @@ def test_bad_config_is_one_clear_line(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.usefixtures("image")
 def test_tools_can_run_in_the_linux_node_container(tmp_path: Path) -> None:
     """`testbed.tools: container`: iperf3, ping and ss run in the tooling image joined
     to each namespace; the delay element and set-up stay on the host."""
-    if subprocess.run(["which", "podman"], capture_output=True).returncode != 0:
-        pytest.skip("podman is not installed (./setup.sh installs it)")
-    subprocess.run(["bash", str(REPO / "containers" / "build.sh")], check=True,
-                   capture_output=True, timeout=900)  # fmt: skip
     cfg = run_cfg(tmp_path / "r.yaml", "itctr", [{"cc": "cubic"}, {"cc": "bbr", "pair": 2}],
                   duration=3)  # fmt: skip
     data = yaml.safe_load(cfg.read_text())

@@ -83,7 +83,8 @@ def test_steady_flow_is_drawn_steady(testbeds: dict[str, Path], tmp_path: Path) 
     out = tmp_path / "out"
 
     def steady() -> None:
-        s = _run(testbeds["bdp"], out, [{"cc": "cubic"}], duration=12)
+        # 9 s: 12 half-second intervals after slow start for the CV
+        s = _run(testbeds["bdp"], out, [{"cc": "cubic"}], duration=9)
         assert s["valid"], s["reasons"]
         f = s["flows"][0]
         rows = _drawn(out, 1)
