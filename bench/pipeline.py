@@ -16,6 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from ccbench import runmeta
+from ccbench.layout import RawDir
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -51,13 +54,13 @@ def where_the_time_goes(work: Path) -> list[tuple[str, float]]:
     testbeds' set-up, and the analysis after the last run."""
     results = next(work.glob("results*"))
     traffic = prepare = start = end = 0.0
-    for meta in results.glob("runs/*/raw/meta.json"):
-        m = json.loads(meta.read_text())
-        traffic += float(m.get("traffic_wall_s") or 0)
-        ph = m.get("phases_s") or {}
-        prepare += float(ph.get("prepare") or 0)
-        start += float(ph.get("start") or 0)
-        end += float(ph.get("end") or 0)
+    for raw in results.glob("runs/*/raw"):
+        m = runmeta.load(RawDir(raw))
+        traffic += m.traffic_wall_s or 0
+        ph = m.phases_s or {}
+        prepare += ph.get("prepare", 0)
+        start += ph.get("start", 0)
+        end += ph.get("end", 0)
     run_jobs = sum(_bench_s(work, "run"))
     return [
         ("traffic (iperf3's own wall time)", traffic),

@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ccbench import runmeta
+from ccbench.layout import RawDir
+
 
 def delay_drops(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
     """Packets the delay node dropped between two counter reads, by place."""
@@ -45,10 +48,8 @@ def rt1_queue(raw: Path) -> dict[str, Any]:
 
 def traffic_window(raw: Path) -> tuple[float | None, float | None]:
     """When the run's traffic started and finished (raw/meta.json, ccbench run's clock)."""
-    with contextlib.suppress(OSError, ValueError, TypeError):
-        meta = json.loads((raw / "meta.json").read_text())
-        return meta.get("started_unix"), meta.get("finished_unix")
-    return None, None
+    meta = runmeta.load(RawDir(raw))  # never raises: a bad file reads as not recorded
+    return meta.started_unix, meta.finished_unix
 
 
 def dumbbells(results: Path) -> dict[str, int]:

@@ -110,8 +110,9 @@ def _phases(x: Any) -> dict[str, float] | None:
     return {str(k): float(v) for k, v in x.items()}
 
 
-def load(rd: RawDir, n_flows: int) -> RunMeta:
-    """meta.json (required: a run always writes it) as a RunMeta."""
+def load(rd: RawDir, n_flows: int | None = None) -> RunMeta:
+    """meta.json (required: a run always writes it) as a RunMeta; `n_flows`: how many
+    exit codes client_rc must hold (None: a reader that does not judge them)."""
     d = rd.json(layout.META, required=True) or {}
     # no `instruments` (or no file): a run from before the records, or one that says
     # nothing; either way an instrument may read what files it finds
@@ -121,11 +122,12 @@ def load(rd: RawDir, n_flows: int) -> RunMeta:
         rd.problem(layout.META, "not a JSON object")
         d = {}
     rcs = d.get("client_rc")
+    want = n_flows if n_flows is not None else len(rcs) if isinstance(rcs, list) else 0
     if rcs is None:
-        rcs = [None] * n_flows
-    elif not (isinstance(rcs, list) and len(rcs) == n_flows and all(map(_int_or_none, rcs))):
-        rd.problem(layout.META, f"client_rc is not a list of {n_flows} exit codes")
-        rcs = [None] * n_flows
+        rcs = [None] * want
+    elif not (isinstance(rcs, list) and len(rcs) == want and all(map(_int_or_none, rcs))):
+        rd.problem(layout.META, f"client_rc is not a list of {want} exit codes")
+        rcs = [None] * want
     t0 = d.get("started_unix")
     if t0 is not None and not (is_number(t0) and t0 > 0):
         rd.problem(layout.META, f"started_unix {t0!r} is not a time")

@@ -15,6 +15,11 @@ from ccbench.spec import RunSpec
 from ccbench.testbed.kinds import kind
 
 LATE_SHARE_MAX = 0.01  # share of packets the delay element released > 5 ms late
+# The reasons that say the machine, not the path, failed the run (a stalled vCPU): each
+# such reason's text carries one of these, so a reader can tell them apart.
+HOST_STALLED = "the host stalled"
+DELAY_LATE = "delay element late"
+HOST_STALL_MARKS = (HOST_STALLED, DELAY_LATE)
 PROBE_COVERAGE_MIN = 0.9  # share of the traffic a self-starting probe (flent) must span
 MIN_DURATION_SHARE = 0.9  # a flow must run at least 90 % of what was asked
 # A flow's mean RTT may exceed the configured RTT + a full bottleneck queue by this
@@ -172,7 +177,7 @@ def check_delay(delay: dict[str, Any] | None, method: str | None) -> list[str]:
         reasons.append("delay element: saw no packets during the run")
     elif late is not None and late > LATE_SHARE_MAX:
         reasons.append(
-            f"delay element late: {late * 100:.2f}% of packets > 5 ms late "
+            f"{DELAY_LATE}: {late * 100:.2f}% of packets > 5 ms late "
             f"(limit {LATE_SHARE_MAX * 100:g}%)"
         )
     if delay.get("lost", 0) > 0:
@@ -312,8 +317,13 @@ def check_rtt_excess(ex: dict[str, Any] | None) -> list[str]:
     return [
         f"{ex['share'] * 100:.1f}% of RTT samples above the {ex['bound_ms']:.1f} ms the path "
         f"can give (limit {RTT_EXCESS_SHARE_MAX * 100:g}%; worst +{ex['max_excess_ms']:.1f} ms, "
-        f"longest {ex['longest_above_s']:.2f} s): the host stalled"
+        f"longest {ex['longest_above_s']:.2f} s): {HOST_STALLED}"
     ]
+
+
+def host_stalled_only(reasons: list[str]) -> bool:
+    """Every one of a run's reasons (at least one) is a host stall's (HOST_STALL_MARKS)."""
+    return bool(reasons) and all(any(m in r for m in HOST_STALL_MARKS) for r in reasons)
 
 
 SHAPER_RATE_TOLERANCE = 0.01  # tc rounds rates; more than 1 % off is another rate

@@ -16,6 +16,7 @@ import yaml
 from bench.sshnode import sshd_argv
 from ccbench.container import DEFAULT_IMAGE
 from ccbench.parse.procstat import usage_between
+from ccbench.validity import host_stalled_only
 from tests.conftest import REPO, ccbench
 
 # Above this share of CPU time taken by the hypervisor, a fidelity measurement on this
@@ -175,13 +176,6 @@ def run_measured(
 # (validity.check_rtt_excess, the delay element's lateness check). Tests whose subject
 # is not fidelity (crash clean-up, resume, kernel waits) accept a run judged invalid for
 # these only: the check did its job; fidelity has its own tests (measure_fidelity).
-HOST_STALL_REASONS = ("the host stalled", "delay element late")
-
-
-def host_stalled_only(reasons: list[str]) -> bool:
-    return bool(reasons) and all(any(h in r for h in HOST_STALL_REASONS) for r in reasons)
-
-
 def assert_judged(summary: dict[str, Any]) -> None:
     """The run was measured and judged: valid, or invalid only because the host stalled."""
     assert not summary.get("skipped"), summary["reasons"]

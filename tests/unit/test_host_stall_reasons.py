@@ -1,0 +1,21 @@
+"""validity.host_stalled_only: the tests that accept a run the VM stalled (integration
+conftest.assert_judged) read the reasons' class from the marks validity builds them with,
+not from text copied into the tests."""
+
+from __future__ import annotations
+
+from ccbench import validity
+
+
+def test_the_stall_reasons_carry_their_marks_and_others_do_not() -> None:
+    excess = validity.check_rtt_excess({"share": 0.059, "bound_ms": 85.1, "max_excess_ms": 10.6,
+                                        "longest_above_s": 0.11})  # fmt: skip
+    late = validity.check_delay({"packets": 1000, "late_share": 0.03}, "ccdelay")
+    lost = validity.check_delay({"packets": 1000, "late_share": 0.0, "lost": 3}, "ccdelay")
+    assert len(excess) == len(late) == len(lost) == 1
+    assert validity.host_stalled_only(excess) and validity.host_stalled_only(late)
+    assert validity.host_stalled_only([*excess, *late])
+    # a reason of the path or the tool is not a stall, alone or beside one
+    assert not validity.host_stalled_only(lost)
+    assert not validity.host_stalled_only([*excess, *lost])
+    assert not validity.host_stalled_only([])  # a valid run has no reasons: not "stalled"
