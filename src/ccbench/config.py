@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import re
 from importlib import resources
@@ -52,10 +53,18 @@ def _fill(node: Any, lists: dict[str, Any]) -> Any:
     return node
 
 
+@functools.cache
+def _schema_file(name: str) -> Any:
+    """The schema file as parsed, once a process: parsing it (~45 ms) was most of a
+    validate(), which one `ccbench matrix` calls several times. Never handed out:
+    schema() builds new containers from it (_fill)."""
+    text = resources.files("ccbench").joinpath(f"schemas/{name}.yaml").read_text()
+    return yaml.safe_load(text)
+
+
 def schema(name: str) -> dict[str, Any]:
     """The config schema `name` (run, matrix) with its registry lists filled in."""
-    text = resources.files("ccbench").joinpath(f"schemas/{name}.yaml").read_text()
-    return dict(_fill(yaml.safe_load(text), _registry_lists()))
+    return dict(_fill(_schema_file(name), _registry_lists()))
 
 
 MAX_CONFIG_BYTES = 1_000_000

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -44,12 +45,17 @@ def test_remove_tree_only_inside(tmp_path: Path) -> None:
     assert not (root / "ok").exists()
 
 
-@pytest.mark.netns  # `testbed down` needs root (it lists and removes namespaces)
-@pytest.mark.parametrize("tb_id", ["..", "../../..", "../", "/", "-rf"])
-def test_testbed_down_with_hostile_id_deletes_nothing(tb_id: str, tmp_path: Path) -> None:
-    """The real CLI with CCBENCH_STATE in a sandbox: `--id ..` once removed the state
-    root's parent, `--id ../../..` resolved to /. The config is valid, so the id is
-    what is refused (and a valid id with the same config does reach `down`)."""
+class Sandbox(NamedTuple):
+    state: Path  # the testbeds' state root (CCBENCH_STATE)
+    sentinel: Path  # beside it: what `--id ..` once removed
+    cfg: Path  # a valid testbed config (id keep)
+
+    def intact(self) -> bool:
+        return self.sentinel.read_text() == "keep me" and (self.state / "keep").is_dir()
+
+
+@pytest.fixture
+def sandbox(tmp_path: Path) -> Sandbox:
     state = tmp_path / "run" / "ccbench" / "testbeds"
     state.mkdir(parents=True)
     sentinel = tmp_path / "run" / "sentinel"
@@ -57,22 +63,67 @@ def test_testbed_down_with_hostile_id_deletes_nothing(tb_id: str, tmp_path: Path
     (state / "keep").mkdir()
     cfg = tmp_path / "tb.yaml"
     cfg.write_text("testbed: {id: keep}\ntopology: {pairs: 1}\n")
-    env = {**os.environ, "CCBENCH_STATE": str(state)}
+    return Sandbox(state, sentinel, cfg)
 
-    def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "ccbench.cli", "testbed", *args],
-                              capture_output=True, text=True, cwd=REPO, env=env)  # fmt: skip
 
-    for args in (("down",), ("down", "--config", str(cfg)), ("up", "--config", str(cfg)),
-                 ("status", "--config", str(cfg))):  # fmt: skip
-        cp = cli(*args, f"--id={tb_id}")
-        err = cp.stderr.strip().splitlines()
-        assert cp.returncode == 2 and len(err) == 1, (args, cp.stderr)
-        assert "--id" in err[0] and "Traceback" not in cp.stderr, (args, err)
-    assert sentinel.read_text() == "keep me" and (state / "keep").is_dir()
-    # A valid id (none such here) gets through the same command and removes nothing else.
-    assert cli("down", "--config", str(cfg), "--id=abc1").returncode == 0
-    assert sentinel.read_text() == "keep me" and (state / "keep").is_dir()
+# Each `testbed` command that takes --id (with the sandbox's valid config where it
+# ends in --config: the id is what is refused).
+COMMANDS = {"down": ("down",), "down-config": ("down", "--config"), "up": ("up", "--config"),
+            "status": ("status", "--config")}  # fmt: skip
+
+
+def _argv(command: str, sandbox: Sandbox, tb_id: str) -> list[str]:
+    args = COMMANDS[command]
+    return ["testbed", *args, *([str(sandbox.cfg)] if args[-1] == "--config" else []),
+            f"--id={tb_id}"]  # fmt: skip
+
+
+def _cli_process(sandbox: Sandbox, argv: list[str]) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "CCBENCH_STATE": str(sandbox.state)}
+    return subprocess.run([sys.executable, "-m", "ccbench.cli", *argv], capture_output=True,
+                          text=True, cwd=REPO, env=env)  # fmt: skip
+
+
+@pytest.mark.netns  # `testbed down` needs root (it lists and removes namespaces)
+@pytest.mark.parametrize("command", COMMANDS)
+def test_testbed_command_with_hostile_id_exits_2_in_one_line(
+    command: str, sandbox: Sandbox
+) -> None:
+    """The real CLI process, CCBENCH_STATE in a sandbox: `--id ../../..` once resolved
+    to /. Each command in a process of its own (the exit code and stderr a user sees);
+    every hostile id through every command: the in-process test below."""
+    cp = _cli_process(sandbox, _argv(command, sandbox, "../../.."))
+    err = cp.stderr.strip().splitlines()
+    assert cp.returncode == 2 and len(err) == 1, cp.stderr
+    assert "--id" in err[0] and "Traceback" not in cp.stderr, err
+    assert sandbox.intact()
+    if command == "down-config":  # a valid id (none such here) gets through: removes nothing
+        assert _cli_process(sandbox, _argv(command, sandbox, "abc1")).returncode == 0
+        assert sandbox.intact()
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("tb_id", ["..", "../../..", "../", "/", "-rf"])
+def test_testbed_down_with_hostile_id_deletes_nothing(
+    tb_id: str, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """`--id ..` once removed the state root's parent: each hostile id through each
+    testbed command, by the CLI's main() (in this process: the state root patched to the
+    sandbox), is refused in one line and deletes nothing; a valid id with the same
+    config does reach `down`."""
+    from ccbench.cli import main
+
+    monkeypatch.setattr(base, "STATE_ROOT", sandbox.state)
+    monkeypatch.setenv("CCBENCH_STATE", str(sandbox.state))  # for what the CLI starts
+    for command in COMMANDS:
+        rc = main(_argv(command, sandbox, tb_id))
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1, (command, err)
+        assert "--id" in err[0] and err[0].startswith("ccbench: error: "), (command, err)
+        assert sandbox.intact()
+    assert main(_argv("down-config", sandbox, "abc1")) == 0
+    assert sandbox.intact()
 
 
 def test_all_ids_lists_only_what_ccbench_could_have_made(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]

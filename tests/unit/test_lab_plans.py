@@ -89,7 +89,11 @@ def test_ccdelay_stop_and_its_check_for_real(
     import subprocess
     import time
 
+    from ccbench import leftovers
+
     monkeypatch.setattr(plans, "STATE_DIR", str(tmp_path))
+    # the stop's rmdir of ccbench's directory: this test's, not the machine's /var/tmp
+    monkeypatch.setattr(leftovers, "ROOT_DIR", str(tmp_path))
     el = plans.CcdelayAtReceiver(str(tmp_path / "ccdelay"), "t9")
     shutil.copy("/bin/sleep", tmp_path / "ccdelay")
     orphaning = ["sh", "-c", '"$1" 60 & echo $!; exec sleep 60', "x", str(tmp_path / "ccdelay")]

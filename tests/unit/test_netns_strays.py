@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -17,8 +18,12 @@ from ccbench.testbed import local
 
 pytestmark = pytest.mark.netns
 
-NS = "ccb-utstray-s1"
-OTHER = "ccb-utother-s1"
+# Testbed ids of this test alone (another suite on this machine, or its other xdist
+# worker, may use ccb- namespaces meanwhile): a stray's, another testbed's, a third.
+_TAG = uuid.uuid4().hex[:5]
+STRAY, OTHER_ID, THIRD = f"us{_TAG}", f"uo{_TAG}", f"ut{_TAG}"
+NS = f"ccb-{STRAY}-s1"
+OTHER = f"ccb-{OTHER_ID}-s1"
 
 
 def _in_namespace(proc: ex.LocalProc, ns: str) -> None:
@@ -66,18 +71,18 @@ def test_a_process_in_a_deleted_namespace_is_found_by_its_tag_and_ended(namespac
         assert host.pid not in found
         # its own testbed's, and an orphan for any other testbed; a process in another
         # testbed's live namespace is that testbed's
-        assert local.strays("utstray", orphans=False) == [stray.pid]
-        assert {kept.pid, stray.pid} <= set(local.strays("utother"))
-        third = local.strays("utthird")
+        assert local.strays(STRAY, orphans=False) == [stray.pid]
+        assert {kept.pid, stray.pid} <= set(local.strays(OTHER_ID))
+        third = local.strays(THIRD)
         assert stray.pid in third and kept.pid not in third
-        assert local.strays("utthird", orphans=False) == []
-        assert "utstray" in local.all_ids()  # `down --all` finds it with no namespace
+        assert local.strays(THIRD, orphans=False) == []
+        assert STRAY in local.all_ids()  # `down --all` finds it with no namespace
 
-        local.down("utstray")
+        local.down(STRAY)
         assert stray.wait(5) is not None
         assert kept.poll() is None  # another testbed's process is left alone
         assert host.poll() is None
-        assert local.strays("utstray") == []
+        assert local.strays(STRAY) == []
     finally:
         for p in (stray, kept):
             p.stop(grace_s=1)

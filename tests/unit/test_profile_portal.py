@@ -121,7 +121,8 @@ def portal_request_pass(lib, bindings, tmp_path, name, **extra):
 
 
 def portal_passes(lib, values, tmp_path):
-    """(parameter form JSON, request RSpec bytes) of the two portal passes."""
+    """(parameter form JSON, request RSpec bytes, the parameter pass's default request
+    RSpec bytes) of the two portal passes."""
     work = tmp_path / lib
     work.mkdir()
     form = work / "paramdefs.json"
@@ -136,7 +137,24 @@ def portal_passes(lib, values, tmp_path):
     bindings = {k: {"value": v} for k, v in values.items()}
     second, request = portal_request_pass(lib, bindings, work, "params")
     assert second.returncode == 0, f"{lib} request pass: {second.stderr}"
-    return json.loads(form.read_text()), request.read_bytes()
+    default = (work / "default-request.xml").read_bytes()
+    return json.loads(form.read_text()), request.read_bytes(), default
+
+
+@pytest.fixture(scope="module")
+def passes(tmp_path_factory):
+    """portal_passes(lib, GRID[case]), each made once a module: profile.py's output is a
+    function of its library and parameters only (no clock, no randomness), and the tests
+    below check different things of the same two passes (36 pairs of profile runs were
+    14 distinct ones)."""
+    made = {}
+
+    def get(lib, case):
+        if (lib, case) not in made:
+            made[lib, case] = portal_passes(lib, GRID[case], tmp_path_factory.mktemp(case))
+        return made[lib, case]
+
+    return get
 
 
 def test_the_two_libraries_really_differ(tmp_path):
@@ -145,10 +163,9 @@ def test_the_two_libraries_really_differ(tmp_path):
 
 
 @pytest.mark.parametrize("case", sorted(GRID))
-def test_portal_passes_give_the_same_request_under_both_libraries(case, tmp_path):
+def test_portal_passes_give_the_same_request_under_both_libraries(case, passes, tmp_path):
     values = GRID[case]
-    got = {lib: portal_passes(lib, values, tmp_path) for lib in LIBS}
-    (form_a, req_a), (form_b, req_b) = got.values()
+    (form_a, req_a, _), (form_b, req_b, _) = (passes(lib, case) for lib in LIBS)
     assert form_a == form_b  # the parameter form the user fills in
     assert list(form_a)[:2] == ["pairs", "senderImage"]
     assert form_a["txRing"]["groupId"] == "advanced" and form_a["pairs"]["defaultValue"] == 2
@@ -172,9 +189,8 @@ def test_portal_passes_give_the_same_request_under_both_libraries(case, tmp_path
 
 
 @pytest.mark.parametrize("lib", LIBS)
-def test_parameter_pass_binds_the_defaults(lib, tmp_path):
-    form, request = portal_passes(lib, {}, tmp_path)
-    default = (tmp_path / lib / "default-request.xml").read_bytes()
+def test_parameter_pass_binds_the_defaults(lib, passes):
+    form, request, default = passes(lib, "defaults")
     assert canonical(default) == canonical(request)
     assert form["hostOffloads"]["legalValues"][0] == ["default", "OS defaults (as the seed)"]
 
@@ -196,10 +212,10 @@ def test_bad_values_from_the_portal_are_parameter_errors(lib, tmp_path):
 
 
 @pytest.mark.parametrize("lib", LIBS)
-def test_four_pairs_on_1g_d430s_is_a_parameter_error_in_the_portal(lib, tmp_path):
+def test_four_pairs_on_1g_d430s_is_a_parameter_error_in_the_portal(lib, passes, tmp_path):
     """The portal binds every parameter of the form (its defaults, then the user's
     values): 4 pairs need 5 router ports, and a d430 has four 1 GbE ports."""
-    form, _ = portal_passes(lib, {}, tmp_path)
+    form, _, _ = passes(lib, "defaults")
     bindings = {name: {"value": p["defaultValue"]} for name, p in form.items()}
     bindings["pairs"] = {"value": 4}
     params = tmp_path / "four.json"
@@ -223,11 +239,11 @@ DELAY = "{http://www.protogeni.net/resources/rspec/ext/delay/1}"
 
 
 @pytest.mark.parametrize("lib", LIBS)
-def test_link_shaping_asks_for_a_delay_node_emulab_inserts(lib, tmp_path):
+def test_link_shaping_asks_for_a_delay_node_emulab_inserts(lib, passes):
     """Link shaping is a delayed link rt1 - rt2 with "no bandwidth shaping": Emulab puts a
     delay node of its own into it. Never emulab:force_shaping, which is end-node shaping
     (netem on rt1 and rt2, libvtop virtlan_use_linkdelay) that setup-router.sh deletes."""
-    _, request = portal_passes(lib, GRID["linkshaping-60ms"], tmp_path)
+    _, request, _ = passes(lib, "linkshaping-60ms")
     root = etree.fromstring(request)
     assert list(root.iter(EMULAB + "force_shaping")) == []
     nodes = {n.get("client_id") for n in root.iter(GENI + "node")}
@@ -247,12 +263,12 @@ def test_link_shaping_asks_for_a_delay_node_emulab_inserts(lib, tmp_path):
 
 @pytest.mark.parametrize("lib", LIBS)
 @pytest.mark.parametrize("case", sorted(GRID))
-def test_no_loss_is_asked_of_emulab(case, lib, tmp_path):
+def test_no_loss_is_asked_of_emulab(case, lib, passes):
     """Loss belongs at the receivers (ccbench's topology.loss): the profile never asks
     Emulab for any. No link carries a packet_loss (what Emulab's GeniCM reads); geni-lib's
     Bridge writes every delay pipe's lossrate, always its default 0.0, which the profile
     never sets (Emulab reads a link's loss as packet_loss, not lossrate)."""
-    form, request = portal_passes(lib, GRID[case], tmp_path)
+    form, request, _ = passes(lib, case)
     assert not any("loss" in name.lower() for name in form)  # nothing to ask for it with
     root = etree.fromstring(request)
     assert [el.tag for el in root.iter() if "packet_loss" in el.attrib] == []
@@ -281,12 +297,12 @@ def reported(stderr):
 
 
 @pytest.mark.parametrize("lib", LIBS)
-def test_port_checks_in_the_portal(lib, tmp_path):
+def test_port_checks_in_the_portal(lib, passes, tmp_path):
     """The port checks as the portal runs them, under both geni-libs: a router needs
     pairs + 1 ports at the link speed (d430: four at 1 Gb/s on 96 machines, four at
     10 Gb/s on 64), and with the hardware type left empty nothing can be checked, so the
     user is warned (fatal on the portal's first submit) and the request is still made."""
-    form, _ = portal_passes(lib, {}, tmp_path)
+    form, _, _ = passes(lib, "defaults")
     every = {name: {"value": p["defaultValue"]} for name, p in form.items()}
 
     ten_g = dict(every, pairs={"value": 4}, linkSpeedMbps={"value": 10000})
