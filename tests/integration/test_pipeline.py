@@ -22,6 +22,7 @@ from ccbench import metrics
 from ccbench.report.fmt import fmt, fmt_ci
 from tests.conftest import REPO
 from tests.integration.conftest import (
+    FIDELITY_TRIES,
     TEST_CONFIG,
     finished_test_comparison,
     namespaces,
@@ -38,8 +39,19 @@ def pipeline(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(REPO / "profiles", work / "profiles", dirs_exist_ok=True)
     cfg = work / "test.yaml"
     shutil.copy(TEST_CONFIG, cfg)
-    cp = run_snakemake(work, cfg)  # an offered comparison: nothing left to do
-    assert cp.returncode == 0, cp.stderr[-3000:]
+    # An offered comparison has nothing left to do. One run here whose every run the VM
+    # stalled (each in both attempts) has nothing to check against the PDF: it is
+    # measured again, as measure_fidelity does, up to FIDELITY_TRIES times.
+    for k in range(1, FIDELITY_TRIES + 1):
+        cp = run_snakemake(work, cfg)
+        assert cp.returncode == 0, cp.stderr[-3000:]
+        if k == FIDELITY_TRIES or any(
+            json.loads(p.read_text())["valid"]
+            for p in (work / "results-test" / "runs").glob("*/summary.json")
+        ):
+            break
+        shutil.rmtree(work / "results-test")
+        shutil.rmtree(work / "reports")
     m = json.loads((work / "results-test" / "matrix.json").read_text())
     for tb in m["testbeds"]:  # taken down at the end
         assert namespaces(f"ccb-{tb}-") == []

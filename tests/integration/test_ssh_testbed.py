@@ -134,7 +134,9 @@ def test_run_over_ssh_matches_the_local_checks(ssh_dumbbell: Path) -> None:
     assert all(f["throughput_bps"] > 5e6 for f in s["flows"])
     cal = json.loads((d / "out" / "raw" / "calibration.json").read_text())
     assert cal["kind"] == "ssh"
-    assert abs(cal["idle_rtt"]["pair1"]["median_ms"] - 40) <= 1
+    # judged as calibration judges it (its p10: a stalled vCPU lifts the median, not it)
+    idle = cal["idle_rtt"]["pair1"]
+    assert abs(idle["judged_ms"] - 40) <= 1 and idle["median_ms"] >= idle["judged_ms"], idle
     # Flow 2 was released 1 s after flow 1 (gated start, not ssh start-up time).
     meta = json.loads((d / "out" / "raw" / "meta.json").read_text())
     starts = {f["flow"]: f["started_s"] for f in meta["flows"]}
