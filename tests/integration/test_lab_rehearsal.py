@@ -32,7 +32,12 @@ from ccbench.native import ccdelay_path
 from ccbench.probes import flent
 from ccbench.testbed import base
 from tests.conftest import REPO
-from tests.integration.conftest import kill_mid_traffic, plant_instrument_files, spawn_sshd
+from tests.integration.conftest import (
+    kill_mid_traffic,
+    measure_fidelity,
+    plant_instrument_files,
+    spawn_sshd,
+)
 from tests.lab_recording import reads_only
 
 pytestmark = pytest.mark.netns
@@ -179,6 +184,14 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         assert left == [], left
 
 
+@pytest.fixture(autouse=True)
+def lab_down_after(lab: Path) -> Iterator[None]:
+    """A test that failed with its testbed up leaves it to no other test: `down` here."""
+    yield
+    if (base.STATE_ROOT / TB).exists():
+        ctl_ccbench("testbed", "down", "--id", TB)
+
+
 def config(
     d: Path, name: str, duration_s: float, repetitions: int = 1, inventory: str = "lab.yaml",
     tb_id: str = TB, **run: Any,
@@ -220,11 +233,19 @@ def check_run(s: dict[str, Any], cal: dict[str, Any]) -> None:
 
 
 def run_and_check(d: Path, cfg: Path, out: Path) -> None:
-    cp = ctl_ccbench("run", "--config", str(cfg), "--out", str(out))
-    assert cp.returncode == 0, cp.stderr
-    s = json.loads((out / "summary.json").read_text())
-    cal = json.loads((out / "raw" / "calibration.json").read_text())
-    check_run(s, cal)
+    """One run, checked; a run the VM stalled (its delay element late, its RTT samples
+    over the path's bound) is measured again, as the fidelity tests do."""
+    tries = iter(range(1, 100))
+
+    def measure() -> None:
+        o = out / f"try{next(tries)}"
+        cp = ctl_ccbench("run", "--config", str(cfg), "--out", str(o))
+        assert cp.returncode == 0, cp.stderr
+        s = json.loads((o / "summary.json").read_text())
+        cal = json.loads((o / "raw" / "calibration.json").read_text())
+        check_run(s, cal)
+
+    measure_fidelity(measure)
 
 
 def up(cfg: Path) -> None:
