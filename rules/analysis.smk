@@ -57,13 +57,16 @@ rule figures:
         f"{RESULTS}/benchmarks/figures.tsv"
     conda:
         "../envs/ccbench.yaml"
+    # one figure per worker process; Snakemake caps it at --cores
+    threads: os.cpu_count() or 1
     params:
         tables=lambda wc, input: os.path.dirname(input.tables[0]),
         runs=lambda wc, input: os.path.join(results_of(input.matrix), "runs"),
         out=lambda wc, output: os.path.dirname(output[0]),
     shell:
         "ccbench figures --matrix {input.matrix:q} --tables {params.tables:q}"
-        " --runs {params.runs:q} --out {params.out:q} > {log:q} 2>&1"
+        " --runs {params.runs:q} --out {params.out:q} --workers {threads}"
+        " > {log:q} 2>&1"
 
 
 rule verdicts:

@@ -117,7 +117,8 @@ def cmd_gate(a: argparse.Namespace) -> int:
 def cmd_figures(a: argparse.Namespace) -> int:
     from ccbench.report import figures
 
-    figures.make_all(Path(a.tables), Path(a.runs), Matrix.load(a.matrix), Path(a.out))
+    figures.make_all(Path(a.tables), Path(a.runs), Matrix.load(a.matrix), Path(a.out),
+                     a.workers)  # fmt: skip
     return 0
 
 
@@ -143,6 +144,16 @@ def _minutes(text: str) -> float:
     if not 0 <= v < 10_000:
         raise argparse.ArgumentTypeError(f"not a number of minutes: {text!r}")
     return v
+
+
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 256:
+        raise argparse.ArgumentTypeError(f"not a number of processes (1-256): {text!r}")
+    return n
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -187,6 +198,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     f.add_argument("--tables", required=True)
     f.add_argument("--runs", required=True, help="directory holding the run directories")
     f.add_argument("--out", required=True)
+    f.add_argument("--workers", type=_workers, help="processes drawing figures side by side "
+                   "(default: one per CPU; the files are the same for any number)")  # fmt: skip
     f.set_defaults(func=cmd_figures)
 
     r = sub.add_parser("report", help="tables + figures -> PDF and HTML report")

@@ -21,7 +21,7 @@ from matplotlib.ticker import NullLocator  # noqa: E402
 
 from ccbench import metrics  # noqa: E402
 from ccbench.report import style  # noqa: E402
-from ccbench.report.data import Conditions  # noqa: E402
+from ccbench.report.data import Conditions, Tables, group  # noqa: E402
 from ccbench.report.fmt import fmt  # noqa: E402
 from ccbench.report.plots import legend_ncol  # noqa: E402
 
@@ -223,6 +223,39 @@ class LossSeries:
     colour: str
     baseline: bool
     points: list[LossPoint] = field(default_factory=list)
+
+
+def loss_series(
+    tables: Tables,
+    variants: Sequence[str],
+    baseline: str,
+    scenarios: Sequence[Conditions],
+    colours: dict[str, str],
+) -> list[LossSeries]:
+    """Each variant's points across the scenarios of one loss group: the summary table's
+    mean and CI of the throughput sum and its valid runs' values."""
+    series = []
+    for v in variants:
+        pts = []
+        for c in scenarios:
+            g = group(tables.runs, c.scenario, v)
+            if g.empty:
+                continue
+            s = group(tables.summary, c.scenario, v)
+            valid = g[g["valid"]]
+            pts.append(
+                LossPoint(
+                    c.scenario,
+                    c.topology.loss_rate if c.has_loss else 0.0,
+                    c.topology.loss_mode if c.has_loss else "none",
+                    float(s["throughput_sum_mbps_mean"].iloc[0]) if len(s) else math.nan,
+                    float(s["throughput_sum_mbps_ci95"].iloc[0]) if len(s) else math.nan,
+                    valid["throughput_sum_mbps"].dropna().tolist(),
+                )
+            )
+        if pts:
+            series.append(LossSeries(v, colours.get(v, style.PALETTE[-1]), v == baseline, pts))
+    return series
 
 
 MODE_MARKERS = {"none": "D", "random": "o", "nth": "s"}

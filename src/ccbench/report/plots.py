@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from numpy.typing import ArrayLike  # noqa: E402
 
 from ccbench.report import style  # noqa: E402
-from ccbench.report.data import Conditions  # noqa: E402
+from ccbench.report.data import Conditions, Tables, group  # noqa: E402
 from ccbench.report.fmt import fmt  # noqa: E402
 
 
@@ -46,6 +46,53 @@ class VariantStats:
     @property
     def empty_text(self) -> str:
         return "not run" if self.skipped else "no valid runs"
+
+
+# Runs-table columns shown as small multiples (the bars and scatter show the rest).
+OTHER_METRICS = [
+    "srtt_mean_ms",
+    "srtt_p95_ms",
+    "probe_rtt_p95_ms",
+    "retransmits",
+    "drops_pkts",
+    "jain",
+]
+
+
+def variant_stats(
+    tables: Tables, scen: str, variants: Sequence[str], baseline: str, colours: dict[str, str]
+) -> list[VariantStats]:
+    """Each variant's numbers in one scenario as the summary figures draw them: its valid
+    runs' values and the summary table's means and CIs."""
+    out = []
+    for v in variants:
+        runs = group(tables.runs, scen, v)
+        valid = runs[runs["valid"]]
+        s = group(tables.summary, scen, v)
+        row = s.iloc[0] if not s.empty else None
+        st = VariantStats(
+            label=v,
+            colour=colours.get(v, style.PALETTE[-1]),
+            baseline=v == baseline,
+            n_valid=len(valid),
+            n_total=int((~runs["skipped"]).sum()),
+            tputs=valid["throughput_sum_mbps"].dropna().tolist(),
+            srtts=valid["srtt_mean_ms"].dropna().tolist(),
+            skipped=bool(len(runs)) and bool(runs["skipped"].all()),
+        )
+        for key in OTHER_METRICS:
+            vals = valid[key].dropna().tolist()
+            if row is not None:
+                st.metrics[key] = (float(row[f"{key}_mean"]), float(row[f"{key}_ci95"]), vals)
+            else:
+                st.metrics[key] = (math.nan, math.nan, vals)
+        if row is not None:
+            st.tput_mean = float(row["throughput_sum_mbps_mean"])
+            st.tput_ci = float(row["throughput_sum_mbps_ci95"])
+            st.srtt_mean = float(row["srtt_mean_ms_mean"])
+            st.srtt_ci = float(row["srtt_mean_ms_ci95"])
+        out.append(st)
+    return out
 
 
 @dataclass(frozen=True)
@@ -303,3 +350,20 @@ def metrics_figure(
         f"{scenario}: other metrics per variant (dots: valid runs, markers: mean ± 95 % CI{note})"
     )
     return fig
+
+
+def metric_panels(cond: Conditions, probe: bool) -> list[Panel]:
+    """The metrics figure's panels; `probe`: the runs measured RTT under load."""
+    base = f"base RTT {fmt(cond.topology.rtt_ms)} ms"
+    panels = [
+        Panel("srtt_mean_ms", "srtt avg (ms)", cond.topology.rtt_ms, base),
+        Panel("srtt_p95_ms", "srtt p95 (ms)", cond.topology.rtt_ms, base),
+        Panel("retransmits", "retransmits (segments)"),
+        Panel("drops_pkts", "bottleneck drops (packets)"),
+    ]
+    if cond.n_flows > 1:  # Jain of one flow is 1 by definition
+        panels.append(Panel("jain", "Jain fairness index", floor=1 / cond.n_flows))
+    if probe:
+        panels.insert(2, Panel("probe_rtt_p95_ms", "RTT under load p95 (probe, ms)",
+                               cond.topology.rtt_ms, base))  # fmt: skip
+    return panels

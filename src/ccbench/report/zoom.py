@@ -8,7 +8,6 @@ raw files every curve comes from, their resolution and each episode's time.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -47,21 +46,6 @@ def rtt_s(cond: data.Conditions) -> float:
     flow sees when the queue drops), else the base RTT."""
     ms = cond.rtt_bound_ms if math.isfinite(cond.rtt_bound_ms) else cond.topology.rtt_ms
     return ms / 1e3
-
-
-def figures(
-    tables: data.Tables,
-    runs_dir: Path,
-    cond: data.Conditions,
-    looks: list[tuple[str, str, str]],
-    width: float,
-) -> Iterator[tuple[int, str, Figure, str]]:
-    """(number, variant, figure, caption) of each variant (looks: label, colour, tag) that
-    has a valid run, in the order given."""
-    for i, (v, colour, tag) in enumerate(looks, 1):
-        z = variant_figure(tables, runs_dir, cond, v, colour, tag, width)
-        if z is not None:
-            yield i, v, *z
 
 
 def variant_figure(
