@@ -2,9 +2,10 @@
 CPU, as a child `ccbench parse` sees them (same interpreter, same environment).
 
 A parse's speed per byte depends on these and nothing else ccbench chooses: it reads
-siftr logs with pyarrow's CSV reader and compute kernels (ccbench.parse.siftr_stream),
-builds the time series with pandas and writes it with pyarrow's Parquet writer, and
-inflates .gz raw files with the interpreter's zlib. bench/seed_scale.py prints this line
+siftr logs with pyarrow's CSV reader and compute kernels (ccbench.parse.siftr_stream)
+and keeps their rows as Arrow tables, builds the smaller sources' rows (ss, iperf3, the
+queue) with pandas, writes the series with pyarrow's Parquet writer, and inflates .gz raw
+files with the interpreter's zlib. bench/seed_scale.py prints this line
 beside its timings, so two machines' numbers can be told apart by what they ran on.
 """
 

@@ -10,9 +10,11 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -231,17 +233,19 @@ def test_not_root_is_one_clear_line(tmp_path: Path) -> None:
     if not os.access(py, os.X_OK):
         pytest.skip("no /usr/bin/python3 to run as an unprivileged user")
     as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", py]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     # A clone inside a private folder (e.g. mktemp -d, mode 700) cannot be read by nobody:
-    # then there is nothing to test, not a failure of ccbench.
-    can = subprocess.run([*as_nobody, "-c", "import ccbench.cli"], capture_output=True,
-                         text=True, cwd="/", env=env)  # fmt: skip
-    if can.returncode != 0:
-        pytest.skip(f"nobody cannot import ccbench from {REPO}: {can.stderr.strip()[-200:]}")
-    cp = subprocess.run(
-        [*as_nobody, "-m", "ccbench.cli", "testbed", "up", "--config", str(cfg)],
-        capture_output=True, text=True, cwd=REPO, env=env,
-    )  # fmt: skip
+    # the package is copied to a folder nobody can read.
+    readable = Path(tempfile.mkdtemp(prefix="ccb-nobody-"))
+    try:
+        readable.chmod(0o755)
+        shutil.copytree(REPO / "src" / "ccbench", readable / "ccbench")
+        env = {**os.environ, "PYTHONPATH": str(readable)}
+        cp = subprocess.run(
+            [*as_nobody, "-m", "ccbench.cli", "testbed", "up", "--config", str(cfg)],
+            capture_output=True, text=True, cwd=readable, env=env,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(readable)
     assert cp.returncode == 2
     assert cp.stderr.strip().splitlines() == [
         "ccbench: error: the local testbed needs root (network namespaces): run with sudo"
