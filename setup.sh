@@ -17,7 +17,7 @@ pkgs=(
   poppler-utils libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz0b libharfbuzz-subset0
   fonts-dejavu-core shellcheck
   openssh-server openssh-client
-  podman runc debootstrap uidmap
+  podman runc debootstrap uidmap catatonit
 )
 missing=()
 for p in "${pkgs[@]}"; do

@@ -5,7 +5,8 @@
 #   CCBENCH_REBUILD=1 containers/build.sh   # rebuild the tooling image regardless
 #
 # Steps (each skipped when already done, so a second run takes about a second):
-#   1. apt-get install podman, runc, debootstrap, uidmap, fuse-overlayfs if absent;
+#   1. apt-get install podman, runc, debootstrap, uidmap, fuse-overlayfs and catatonit
+#      (podman run --init: the tools' PID 1, which passes signals on) if absent;
 #   2. podman settings as a drop-in, /etc/containers/containers.conf.d/ccbench.conf:
 #      the runc runtime (crun fails on this hybrid-cgroup host) and
 #      default_ulimits = [] (podman would otherwise raise RLIMIT_NOFILE/NPROC above
@@ -49,7 +50,7 @@ apt_get() {
 
 ensure_packages() {
     local pkg missing=()
-    for pkg in podman runc debootstrap uidmap fuse-overlayfs; do
+    for pkg in podman runc debootstrap uidmap fuse-overlayfs catatonit; do
         if ! dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null | grep -q 'install ok installed'; then
             missing+=("${pkg}")
         fi

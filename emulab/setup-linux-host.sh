@@ -14,7 +14,7 @@
 # - the experiment interface (and the device under a VLAN) recorded in
 #   /var/tmp/ccbench/nic-<interface>.json: driver, speed, offloads, TX ring;
 # - a route to the other side of the dumbbell via its router;
-# - iperf3 and ethtool installed; with container=yes also podman and the ccbench
+# - iperf3 and ethtool installed; with container=yes also podman, catatonit and the ccbench
 #   tooling image built from /local/repository/containers/linux-node; the optional
 #   probe tools (irtt, fping, flent, netperf) after an apt-get update, always.
 # Idempotent: safe to rerun. Log: /local/logs/ccbench-setup-linux-host.log; on
@@ -65,6 +65,8 @@ need=''
 command -v iperf3 >/dev/null 2>&1 || need="$need iperf3"
 command -v ethtool >/dev/null 2>&1 || need="$need ethtool"
 if [ "$container" = yes ] && ! command -v podman >/dev/null 2>&1; then need="$need podman"; fi
+# podman run --init's PID 1 (ccbench's tool containers pass signals through it)
+if [ "$container" = yes ] && [ ! -x /usr/libexec/podman/catatonit ]; then need="$need catatonit"; fi
 updated=no # package lists refreshed by this run (an image's lists are stale: installs fail)
 if [ -n "$need" ]; then
     packages_allowed || die "missing:$need (CCBENCH_SETUP_NO_PACKAGES=1: nothing is installed)"

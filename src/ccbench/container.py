@@ -13,10 +13,17 @@ import re
 import shutil
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 DEFAULT_IMAGE = "localhost/ccbench-linux-node:latest"
 PODMAN = "podman"
 NETNS_DIR = "/run/netns"
+# The init `podman run --init` mounts as the container's PID 1 (containers/common,
+# pkg/config/default.go: DefaultInitPath). It passes on the signals podman proxies and
+# reaps: a tool that is PID 1 itself keeps the default action of no signal, so ping,
+# fping or flent ignored SIGTERM, and every stop waited out its grace and left the
+# container running. Debian's and Ubuntu's package: catatonit.
+INIT_PATH = "/usr/libexec/podman/catatonit"
 
 # What `ip netns add` accepts as a name and is safe to put in a path.
 _NETNS_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -66,7 +73,7 @@ def _podman_run(
     # node's real resolver may sit behind a default route into the dumbbell (as in a
     # testbed namespace) and make a lookup wait 5 s for its timeout, and flent looks a
     # name up before its first sample.
-    cmd = [PODMAN, "run", "--rm", "--pull=never", *network, "--privileged",
+    cmd = [PODMAN, "run", "--rm", "--pull=never", "--init", *network, "--privileged",
            "--dns", "127.0.0.1"]  # fmt: skip
     if interactive:  # keep stdin open: the start gate reads its "go" line from it
         cmd.append("-i")
@@ -75,6 +82,13 @@ def _podman_run(
     cmd.append(image)
     cmd.extend(argv)
     return cmd
+
+
+def missing_init() -> str | None:
+    """One line naming what `--init` needs and this machine lacks, or None."""
+    if Path(INIT_PATH).is_file():
+        return None
+    return f"podman's init {INIT_PATH} is missing (apt-get install catatonit)"
 
 
 def image_present(image: str = DEFAULT_IMAGE) -> bool:

@@ -33,7 +33,9 @@ IPERF3 = Needs(("iperf3",))  # on every sender and receiver
 
 @dataclass
 class RunProcs:
-    servers: list[Proc] = field(default_factory=list)
+    servers: list[Proc] = field(default_factory=list)  # iperf3 -s -1: end with their flow
+    # irtt's and netperf's servers never end by themselves: stopped with the rest
+    probe_servers: list[Proc] = field(default_factory=list)
     clients: list[Proc] = field(default_factory=list)
     samplers: list[Proc] = field(default_factory=list)  # a probe stopped after the flows (ping)
     probes: list[Proc] = field(default_factory=list)  # end by themselves (irtt, flent)
@@ -43,7 +45,8 @@ class RunProcs:
 
     def all(self) -> list[Proc]:
         own = [p for i in self.instruments for p in i.procs]
-        return [*self.servers, *self.clients, *self.samplers, *self.probes, *own]
+        return [*self.servers, *self.probe_servers, *self.clients, *self.samplers,
+                *self.probes, *own]  # fmt: skip
 
     def stop_all(self) -> None:
         for p in self.all():
@@ -220,7 +223,7 @@ def _probe_start(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list
     pl = probes.plan(spec.probe_tool, settings, tb.driver(snd).os)
     for k, argv in enumerate(pl.servers, start=1):
         out = layout.probe_server(k)
-        procs.servers.append(
+        procs.probe_servers.append(
             tb.ex(rcv).spawn(argv, stdout=raw / out, stderr=raw / layout.stderr_of(out))
         )
     for port, proto in pl.listen:

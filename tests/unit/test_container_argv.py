@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
+from ccbench import container
 from ccbench.container import DEFAULT_IMAGE, container_argv, image_present
 
 
@@ -16,6 +18,7 @@ def test_argv_without_name() -> None:
         "run",
         "--rm",
         "--pull=never",
+        "--init",
         "--network",
         "ns:/run/netns/ccct-a",
         "--privileged",
@@ -35,6 +38,7 @@ def test_argv_with_name() -> None:
         "run",
         "--rm",
         "--pull=never",
+        "--init",
         "--network",
         "ns:/run/netns/snd1",
         "--privileged",
@@ -108,3 +112,12 @@ def test_image_present_uses_podman_image_exists(monkeypatch: pytest.MonkeyPatch)
         ["/usr/bin/podman", "image", "exists", "have:1"],
         ["/usr/bin/podman", "image", "exists", "lack:1"],
     ]
+
+
+def test_missing_init_names_the_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(container, "INIT_PATH", str(tmp_path / "catatonit"))
+    assert container.missing_init() == (
+        f"podman's init {tmp_path / 'catatonit'} is missing (apt-get install catatonit)"
+    )
+    (tmp_path / "catatonit").write_text("")
+    assert container.missing_init() is None

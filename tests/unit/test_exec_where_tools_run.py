@@ -20,7 +20,7 @@ from ccbench.testbed.local import ContainerNetnsExecutor
 from ccbench.testbed.remote import ContainerSsh, SudoSsh
 
 IMAGE = "localhost/ccbench-linux-node:latest"
-PODMAN_RUN = ["podman", "run", "--rm", "--pull=never"]
+PODMAN_RUN = ["podman", "run", "--rm", "--pull=never", "--init"]
 
 
 class Captured:
@@ -112,7 +112,6 @@ def test_the_tool_check_asks_the_image(monkeypatch: pytest.MonkeyPatch) -> None:
     ex = ContainerNetnsExecutor("ccb-t1-s1", IMAGE)
     assert needs.lacking(ex, Needs(("iperf3", "irtt"))) == ["irtt"]
     (full, kw), = cap.seen  # fmt: skip
-    assert full[:4] == PODMAN_RUN and full[full.index(IMAGE) + 1 :] == needs.check_argv(
-        Needs(("iperf3", "irtt"))
-    )
+    assert full[: len(PODMAN_RUN)] == PODMAN_RUN
+    assert full[full.index(IMAGE) + 1 :] == needs.check_argv(Needs(("iperf3", "irtt")))
     assert kw["timeout"] == 120.0

@@ -135,7 +135,7 @@ def test_container_tools_over_ssh_command_plan(tmp_path: Path, monkeypatch) -> N
     assert remote[7:11] == ["sh", "-c", 'read _go; exec "$@"', "ccbench-gate"]
     name = remote[remote.index("--name") + 1]
     assert name.startswith("ccb-t1-s1-4242-")
-    assert remote[11:] == ["podman", "run", "--rm", "--pull=never", "--network", "host",
+    assert remote[11:] == ["podman", "run", "--rm", "--pull=never", "--init", "--network", "host",
                            "--privileged", "--dns", "127.0.0.1", "--name", name,
                            "localhost/ccbench-linux-node:latest",
                            "iperf3", "-c", "10.1.3.11", "-C", "bbr"]  # fmt: skip

@@ -33,6 +33,12 @@ FLENT_SH = (
 # runs FLENT_EXTRA_S past it, and only samples taken while the flows ran count (read).
 FLENT_LEAD_S = 1.5
 FLENT_EXTRA_S = 1
+# flent starts a netperf test's loaders DELAY s after its pings and runs the pings
+# LENGTH + 2 DELAY s (flent/settings.py `--delay`, default 5; tests/netperf_definitions.inc
+# TOTAL_LENGTH): its own upload would start 3.5 s into ccbench's flows (never, in a run
+# shorter than that) and every run would last 10 s longer. ccbench measures the idle RTT
+# itself (calibration): the loaders start with the pings, beside the flows.
+FLENT_DELAY_S = 0
 
 
 class Flent(ProbeTool):
@@ -61,7 +67,7 @@ class Flent(ProbeTool):
             servers.append(["netserver", "-D", "-p", str(NETSERVER_PORT)])
             listen.append((NETSERVER_PORT, "tcp"))
         flent_s = math.ceil(s.length_s + FLENT_LEAD_S + FLENT_EXTRA_S)
-        flent = ["flent", s.flent_test, "-H", s.dst, "-l", str(flent_s),
+        flent = ["flent", s.flent_test, "-H", s.dst, "-l", str(flent_s), "-d", str(FLENT_DELAY_S),
                  "-s", f"{s.interval_s:g}", "-t", "ccbench"]  # fmt: skip
         return ProbePlan(self.name, ["sh", "-c", FLENT_SH, "ccbench-flent", *flent],
                          self.raw_file, servers, listen, lead_s=FLENT_LEAD_S)  # fmt: skip

@@ -200,13 +200,15 @@ class LocalTestbed(TestbedBase):
         require_root()
         require_tools()
         if self.cfg.tools == "container":
-            from ccbench.container import DEFAULT_IMAGE, image_present
+            from ccbench.container import DEFAULT_IMAGE, image_present, missing_init
 
             if not image_present(DEFAULT_IMAGE):
                 raise CcbenchError(
                     f"testbed.tools: container: image {DEFAULT_IMAGE} is not built "
                     "(run: sudo containers/build.sh)"
                 )
+            if lacks := missing_init():
+                raise CcbenchError(f"testbed.tools: container: {lacks}")
         if list_namespaces(ns_prefix(self.id)):
             raise CcbenchError(
                 f"testbed '{self.id}' already exists: `ccbench testbed down --id {self.id}` first"

@@ -30,7 +30,7 @@ from ccbench import (
     leftovers,
     probes,
 )
-from ccbench.container import DEFAULT_IMAGE, host_network_argv
+from ccbench.container import DEFAULT_IMAGE, INIT_PATH, host_network_argv
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.exec import Result
 from ccbench.exec_ssh import SshExecutor, SshProc, batch_argv, remove_stale_stderr
@@ -143,6 +143,14 @@ class RemoteTestbed(TestbedBase):
                 f"testbed.tools: container: image {DEFAULT_IMAGE} is missing on "
                 f"{', '.join(missing)} (profile parameter 'Linux tooling container' = yes, "
                 "or rerun emulab/setup-linux-host.sh with container=yes there)"
+            )
+        no_init = [n for n in self._linux_nodes()
+                   if not self.ex(n).run(["test", "-x", INIT_PATH], check=False).ok]  # fmt: skip
+        if no_init:
+            raise CcbenchError(
+                f"testbed.tools: container: podman's init {INIT_PATH} is missing on "
+                f"{', '.join(no_init)} (apt-get install catatonit there, or rerun "
+                "emulab/setup-linux-host.sh with container=yes)"
             )
 
     def _remove_containers(self) -> None:
