@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:  # imported where a batch is made: `ccbench run` and `matrix` need none
+    import pyarrow as pa
 
 BATCH_ROWS = 65536
 
@@ -14,6 +15,8 @@ def batched_records(
     records: Iterable[dict[str, Any]], schema: pa.Schema, rows: int = BATCH_ROWS
 ) -> Iterator[pa.RecordBatch]:
     """RecordBatches of `schema` with at most `rows` rows each (memory: one batch)."""
+    import pyarrow as pa
+
     if rows < 1:
         raise ValueError("a batch needs at least one row")
     buf: list[dict[str, Any]] = []

@@ -15,9 +15,10 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
-import pyarrow as pa
+if TYPE_CHECKING:  # imported where a batch is made: `ccbench run` reads iperf3 without it
+    import pyarrow as pa
 
 from ccbench.parse.batches import BATCH_ROWS, batched_records
 
@@ -273,18 +274,22 @@ def udp_received_bps(doc: dict[str, Any]) -> float | None:
     return sent * (packets - lost) / packets * 8 / seconds
 
 
-INTERVAL_SCHEMA = pa.schema(
-    [("stream", pa.int64()), ("t_start_s", pa.float64()), ("t_end_s", pa.float64()),
-     ("bytes", pa.int64()), ("throughput_bps", pa.float64())]
-    + [(k, pa.int64()) for k in ("retransmits", "cwnd_bytes", "snd_wnd_bytes", "rtt_us",
-                                 "rttvar_us", "pmtu_bytes", "reorder")]
-    + [("omitted", pa.bool_())]
-)  # fmt: skip
+def interval_schema() -> pa.Schema:
+    """The Arrow schema of Iperf3Result.intervals' rows."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [("stream", pa.int64()), ("t_start_s", pa.float64()), ("t_end_s", pa.float64()),
+         ("bytes", pa.int64()), ("throughput_bps", pa.float64())]
+        + [(k, pa.int64()) for k in ("retransmits", "cwnd_bytes", "snd_wnd_bytes", "rtt_us",
+                                     "rttvar_us", "pmtu_bytes", "reorder")]
+        + [("omitted", pa.bool_())]
+    )  # fmt: skip
 
 
 def interval_batches(rows: list[IntervalRow], size: int = BATCH_ROWS) -> list[pa.RecordBatch]:
-    """Iperf3Result.intervals as RecordBatches (INTERVAL_SCHEMA) of at most `size` rows."""
-    return list(batched_records(rows, INTERVAL_SCHEMA, size))
+    """Iperf3Result.intervals as RecordBatches (interval_schema) of at most `size` rows."""
+    return list(batched_records(rows, interval_schema(), size))
 
 
 def _intervals(raw: Any) -> list[IntervalRow]:
