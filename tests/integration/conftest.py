@@ -206,7 +206,8 @@ _FINISHED: list[Path] = []
 
 
 def offer_test_comparison(work: Path) -> None:
-    """`work` holds the .test comparison done (every run valid, the report made)."""
+    """`work` holds the .test comparison done (every run judged, a valid one of each
+    variant, the report made)."""
     _FINISHED.append(work)
 
 
