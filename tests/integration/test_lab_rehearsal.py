@@ -15,6 +15,7 @@ router of the inventories an `up` must refuse having changed nothing.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import shutil
 import subprocess
@@ -235,7 +236,7 @@ def check_run(s: dict[str, Any], cal: dict[str, Any]) -> None:
 def run_and_check(d: Path, cfg: Path, out: Path) -> None:
     """One run, checked; a run the VM stalled (its delay element late, its RTT samples
     over the path's bound) is measured again, as the fidelity tests do."""
-    tries = iter(range(1, 100))
+    tries = itertools.count(1)
 
     def measure() -> None:
         o = out / f"try{next(tries)}"

@@ -332,9 +332,9 @@ def test_several_receivers_ccdelay_statistics_add_up() -> None:
     assert m["kernel_queue"]["queue_full_drops"] == 3
     assert m["cpu"] == {"user_s": 1.5, "system_s": 3.0}
     assert m["receivers"] == {"r1": one, "r2": two}
-    from ccbench.summarize.delay import _delay_between
+    from ccbench.summarize.delay import delay_between
 
-    d = _delay_between({}, m)
+    d = delay_between({}, m)
     assert d["packets"] == la["count"] and d["queue_full_drops"] == 3 and d["cpu_s"] == 4.5
 
 

@@ -17,13 +17,14 @@ def delay_element(rd: RawDir, needed: bool) -> dict[str, Any] | None:
     if after is None or (before is None and rd.exists(layout.delay(BEFORE))):
         return None
     try:
-        return _delay_between(before or {}, after)
+        return delay_between(before or {}, after)
     except (TypeError, ValueError, AttributeError) as e:
         rd.problem(layout.delay(AFTER), f"not ccdelay statistics ({type(e).__name__}: {e})")
         return None
 
 
-def _delay_between(b: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+def delay_between(b: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The element's statistics between two of its stats files (as dicts)."""
     la, lb = after.get("lateness", {}), b.get("lateness", {})
     n = la.get("count", 0) - lb.get("count", 0)
     late = la.get("over_threshold", 0) - lb.get("over_threshold", 0)
