@@ -120,11 +120,14 @@ def ss_rows(
             continue
         reader = SsReader(fh)
         rows = sink.file_rows()
+        since = RetransSince()
 
-        def read(fh: IO[str] = fh, reader: SsReader = reader, rows: FileRows = rows) -> None:
+        def read(fh: IO[str] = fh, reader: SsReader = reader, rows: FileRows = rows,
+                 since: RetransSince = since) -> None:  # fmt: skip
             with fh:
                 for b in reader.batches(SS_BATCH_ROWS):
-                    add_sender_rows(rows, b, local_to_flow, t0, 0.0, "ss", ss_columns(b))
+                    cols = {**ss_columns(b), "retransmits": since(b)}
+                    add_sender_rows(rows, b, local_to_flow, t0, 0.0, "ss", cols)
 
         if not read_whole(rd, name, rows, "ss samples", read):
             continue
@@ -160,6 +163,26 @@ def ss_columns(b: pa.RecordBatch) -> dict[str, np.ndarray]:
         "bbr_pacing_gain": as_float(b.column("bbr_pacing_gain")),
         "bbr_cwnd_gain": as_float(b.column("bbr_cwnd_gain")),
     }
+
+
+class RetransSince:
+    """Segments each socket retransmitted since its previous ss sample, from ss's
+    cumulative count (tcpi_total_retrans; ss omits `retrans:` while both counts are 0:
+    iproute2 misc/ss.c, tcp_stats_print). A socket's first sample counts from its start.
+    NaN where the row is not a parsed socket's (no MSS)."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, float] = {}
+
+    def __call__(self, b: pa.RecordBatch) -> np.ndarray:
+        total = as_float(b.column("retrans_total"))
+        total = np.where(np.isnan(total) & ~np.isnan(as_float(b.column("mss_bytes"))), 0.0, total)
+        out = np.full(len(total), np.nan)
+        for i, (local, v) in enumerate(zip(b.column("local").to_pylist(), total, strict=True)):
+            if not np.isnan(v):
+                out[i] = v - self.last.get(local, 0.0)
+                self.last[local] = v
+        return out
 
 
 def siftr_rows(rd: RawDir, t0: float | None, local_to_flow: dict[str, int], sink: Sink) -> None:

@@ -24,6 +24,7 @@ from ccbench.spec import RunSpec
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures" / "zoom"
 CUBIC = CAPTURES / "cubic-traced"  # rows up to 2.5 s
+HYSTART = CAPTURES / "cubic-hystart"  # rows up to 3.0 s: HyStart at 0.512 s, Recovery 2.407 s
 BBR = CAPTURES / "bbr-traced"  # rows up to 1.2 s
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 # ss stamps a sample when its loop starts it; on this 2-vCPU machine the socket was read
@@ -124,6 +125,27 @@ def test_without_a_trace_episodes_come_from_ss_within_one_sample(tmp_path: Path)
     rows[rows["source"] == "ss"].drop(columns=["ssthresh_bytes"]).to_parquet(path)
     cuts = episodes.find(None, path)
     assert cuts is not None and "cwnd is 20 %" in cuts.how and cuts.events
+
+
+def test_hystarts_end_of_slow_start_is_not_a_cut(tmp_path: Path) -> None:
+    """A real run whose HyStart set ssthresh with no loss: the trace shows it set while
+    the flow stays Open; found from ss alone, the first episode is the first Recovery
+    (within one sample), not the end of slow start."""
+    rows = _rows(HYSTART)
+    tp = rows[rows["source"] == "tcp_probe"].sort_values("t_s")
+    recovery = rows.loc[(rows["source"] == "ca_state") & (rows["ca_state"] >= 2), "t_s"].min()
+    hystart = tp.loc[tp["ssthresh_bytes"].notna(), "t_s"].min()
+    assert hystart < recovery - 1.5 and recovery == pytest.approx(2.407, abs=0.001)
+    path = tmp_path / "timeseries.parquet"
+    rows[~rows["source"].isin(["tcp_probe", "ca_state"])].to_parquet(path)
+    found = episodes.find(None, path)
+    assert found is not None and found.source == "ss" and "HyStart" in found.how
+    assert found.events and found.events[0].after_s < recovery <= found.events[0].t_s + SS_LAG_S
+    # without ss's retransmission counts (a series from before them), the old rule's
+    # first set is that end of slow start
+    rows[rows["source"] == "ss"].drop(columns=["retransmits"]).to_parquet(path)
+    old = episodes.find(None, path)
+    assert old is not None and old.events[0].t_s < hystart + 0.2
 
 
 def _found(*evs: tuple[str, float]) -> Found:

@@ -71,6 +71,17 @@ def test_ss_rows_carry_bbrs_model_and_the_kernels_state(tmp_path: Path) -> None:
     assert df["ca_state"].isna().all() and df["backlog_pkts"].isna().all()
 
 
+def test_ss_rows_count_what_was_retransmitted_since_the_sample_before(tmp_path: Path) -> None:
+    """ss prints a socket's cumulative retransmissions (and nothing while there are
+    none): each row gets the increase since the flow's previous sample, so they add up
+    to the last total and none is negative or missing."""
+    df = _ss_frame(tmp_path, BBR_VS_CUBIC, BBR_DATA)
+    recs = [r for r in parse_ss_samples(BBR_VS_CUBIC.read_text()) if r["local"] == BBR_DATA]
+    totals = [r["retrans_total"] or 0 for r in recs]
+    assert totals[-1] > 0 and any(r["retrans_total"] is None for r in recs)
+    assert df["retransmits"].tolist() == np.diff([0, *totals]).tolist()
+
+
 def test_bbrs_phases_on_a_real_flow(tmp_path: Path) -> None:
     """12 s of BBR against CUBIC through 48 packets: STARTUP, DRAIN, the PROBE_BW
     cycle, and PROBE_RTT once its 10 s min-RTT filter expired (cwnd down to 4)."""

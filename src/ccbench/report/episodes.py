@@ -9,7 +9,9 @@ where the flow's congestion state is Open again (time-series rows of source
 senders' own samples (ss, siftr): where a flow's ssthresh is first set, or set below
 its cwnd of the sample before (a multiplicative decrease), or, where no ssthresh was
 recorded, where its cwnd fell by CWND_FALL or more between two samples; their time is
-then known to one sampling interval.
+then known to one sampling interval. A first ssthresh with no retransmission since the
+sample before (ss counts them) is slow start ended by HyStart, not a cut: CUBIC's
+hystart_update (net/ipv4/tcp_cubic.c) sets snd_ssthresh to the cwnd and reduces nothing.
 """
 
 from __future__ import annotations
@@ -123,7 +125,11 @@ def _from_samples(path: Path) -> Found | None:
     """Cuts seen in the finest sender source the file has, read a row group at a time."""
     pf = pq.ParquetFile(path)
     have = set(pf.schema_arrow.names)
-    cols = [c for c in ("flow", "source", "t_s", "cwnd_bytes", "ssthresh_bytes") if c in have]
+    cols = [
+        c
+        for c in ("flow", "source", "t_s", "cwnd_bytes", "ssthresh_bytes", "retransmits")
+        if c in have
+    ]
     state: dict[tuple[str, int], _Cuts] = {}
     for tab in _groups(pf, cols, -math.inf, math.inf, SENDER_SOURCES):
         df = tab.to_pandas()
@@ -142,7 +148,9 @@ def _from_samples(path: Path) -> Found | None:
     steps = [s for c in mine.values() if math.isfinite(s := c.step())]
     step = float(np.median(steps)) if steps else math.nan
     rule = (
-        "ssthresh is first set, or set below its cwnd of the sample before"
+        "ssthresh is first set (with a retransmission since the sample before, where the "
+        "samples count them: else HyStart ended slow start), or set below its cwnd of the "
+        "sample before"
         if by_ssthresh
         else f"cwnd is {round(CWND_FALL * 100)} % or more below the sample before (no "
         "ssthresh recorded; a BBR ProbeRTT shows so too)"
@@ -180,11 +188,15 @@ class _Cuts:
         pt = np.concatenate([[self.last_t], t[:-1]])
         pc_ = np.concatenate([[self.last_cwnd], cwnd[:-1]])
         ps = np.concatenate([[self.last_ssthresh], ss[:-1]])
+        # retransmitted since the sample before: ss rows count them, other sources NaN
+        rx = g["retransmits"].to_numpy(float) if "retransmits" in g else np.full(len(t), np.nan)
         self.saw_ssthresh |= bool(np.isfinite(ss).any())
-        # ssthresh set: first set after samples without one, or changed to below the cwnd
-        # before (a cut; an undo restores a larger one; a flow's first sample may carry
-        # one cached from an earlier connection, tcp_metrics)
-        set_ = np.isfinite(ss) & (ss != ps) & np.isfinite(pt) & (np.isnan(ps) | (ss < pc_))
+        # ssthresh set: first set after samples without one (unless nothing was
+        # retransmitted: HyStart's end of slow start), or changed to below the cwnd before
+        # (a cut; an undo restores a larger one; a flow's first sample may carry one
+        # cached from an earlier connection, tcp_metrics)
+        first = np.isnan(ps) & (rx != 0)
+        set_ = np.isfinite(ss) & (ss != ps) & np.isfinite(pt) & (first | (ss < pc_))
         fell = cwnd <= (1 - CWND_FALL) * pc_
         for m, out in ((set_, self.by_ssthresh), (fell, self.by_cwnd)):
             for i in np.flatnonzero(m)[: max(0, EVENTS_PER_FLOW - len(out))]:
