@@ -84,11 +84,14 @@ def _podman_run(
     return cmd
 
 
+def init_missing(where: str = "", fix: str = "apt-get install catatonit") -> str:
+    """The line naming the init `--init` needs as missing (`where`: on which hosts)."""
+    return f"podman's init {INIT_PATH} is missing{where} ({fix})"
+
+
 def missing_init() -> str | None:
     """One line naming what `--init` needs and this machine lacks, or None."""
-    if Path(INIT_PATH).is_file():
-        return None
-    return f"podman's init {INIT_PATH} is missing (apt-get install catatonit)"
+    return None if Path(INIT_PATH).is_file() else init_missing()
 
 
 def image_present(image: str = DEFAULT_IMAGE) -> bool:

@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ccbench import instruments, leftovers
 from ccbench.exec import Result
 from ccbench.spec import Topology
 from tests.lab_recording import commands
+from tests.ssh_plans import ssh_testbed
 
 NODES = ["r1", "rt1", "rt2", "s1"]
 
@@ -33,19 +33,10 @@ class Rec:
 
 @pytest.fixture
 def beds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from ccbench.testbed import base, kinds, remote
-
-    monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
-    nodes = {n: {"host": f"{n}.example.org"} for n in ("s1", "rt1", "rt2", "r1")}
-    inv = tmp_path / "hosts.yaml"
-    inv.write_text(yaml.safe_dump({"dumbbells": {1: nodes}}))
     log: list[tuple[str, list[str]]] = []
 
-    def make(tb_id: str, topo: Topology) -> remote.RemoteTestbed:
-        tb = remote.RemoteTestbed(
-            kinds.TestbedConfig(kind="ssh", id=tb_id, inventory=str(inv)), topo
-        )
-        monkeypatch.setattr(tb, "ex", lambda node: Rec(node, log))
+    def make(tb_id: str, topo: Topology) -> Any:
+        tb = ssh_testbed(tmp_path, monkeypatch, tb_id, topo, lambda node: Rec(node, log))
         monkeypatch.setattr(tb, "_find_dev", lambda node: "eth5")
         return tb
 

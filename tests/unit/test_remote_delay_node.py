@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ccbench import delaynode
 from ccbench.errors import CalibrationFailed
 from ccbench.exec import Result
 from ccbench.spec import Topology
+from tests.ssh_plans import DUMBBELL, ssh_testbed
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "freebsd"
 RIGHT = CAP / "ipfw-pipe-show-dl-right-unlimited-written-from-dummynet-c.txt"
@@ -44,17 +44,9 @@ class Dl:
 
 
 def make_testbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dl: Dl | None) -> Any:
-    from ccbench.testbed import base, kinds, remote
-
-    monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
-    names = ("s1", "rt1", "rt2", "r1") + (("dl",) if dl else ())
-    nodes = {n: {"host": f"{n}.example.org"} for n in names}
-    inv = tmp_path / "hosts.yaml"
-    inv.write_text(yaml.safe_dump({"dumbbells": {1: nodes}}))
-    tb = remote.RemoteTestbed(kinds.TestbedConfig(kind="ssh", id="dl1", inventory=str(inv)),
-                              Topology(pairs=1, rate_mbit=1000, rtt_ms=40))  # fmt: skip
-    monkeypatch.setattr(tb, "ex", lambda node: dl or Dl(None, ""))
-    return tb
+    topo = Topology(pairs=1, rate_mbit=1000, rtt_ms=40)
+    nodes = DUMBBELL + (("dl",) if dl else ())
+    return ssh_testbed(tmp_path, monkeypatch, "dl1", topo, lambda node: dl or Dl(None, ""), nodes)
 
 
 def test_a_right_dl_is_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

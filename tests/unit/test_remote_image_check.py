@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ccbench.container import DEFAULT_IMAGE, INIT_PATH
 from ccbench.errors import CcbenchError
 from ccbench.exec import Result
 from ccbench.spec import Topology
+from tests.ssh_plans import ssh_testbed
 
 
 class Node:
@@ -30,20 +30,12 @@ class Node:
 
 
 def bed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lacking: dict[str, str]) -> Any:
-    from ccbench.testbed import base, kinds, remote
-
-    monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
-    nodes = {n: {"host": f"{n}.example.org"} for n in ("s1", "rt1", "rt2", "r1")}
-    inv = tmp_path / "hosts.yaml"
-    inv.write_text(yaml.safe_dump({"dumbbells": {1: nodes}}))
-    tb = remote.RemoteTestbed(
-        kinds.TestbedConfig(kind="ssh", id="ctr", inventory=str(inv), tools="container"),
-        Topology(pairs=1),
-    )
     asked: list[tuple[str, list[str]]] = []
-    monkeypatch.setattr(
-        tb, "ex", lambda n: Node(n, {"image", "init"} - {lacking.get(n, "")}, asked)
-    )
+
+    def ex(n: str) -> Node:
+        return Node(n, {"image", "init"} - {lacking.get(n, "")}, asked)
+
+    tb = ssh_testbed(tmp_path, monkeypatch, "ctr", Topology(pairs=1), ex, tools="container")
     return tb, asked
 
 

@@ -30,7 +30,7 @@ from ccbench import (
     leftovers,
     probes,
 )
-from ccbench.container import DEFAULT_IMAGE, INIT_PATH, host_network_argv
+from ccbench.container import DEFAULT_IMAGE, INIT_PATH, host_network_argv, init_missing
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.exec import Result
 from ccbench.exec_ssh import SshExecutor, SshProc, batch_argv, remove_stale_stderr
@@ -147,11 +147,10 @@ class RemoteTestbed(TestbedBase):
         no_init = [n for n in self._linux_nodes()
                    if not self.ex(n).run(["test", "-x", INIT_PATH], check=False).ok]  # fmt: skip
         if no_init:
-            raise CcbenchError(
-                f"testbed.tools: container: podman's init {INIT_PATH} is missing on "
-                f"{', '.join(no_init)} (apt-get install catatonit there, or rerun "
-                "emulab/setup-linux-host.sh with container=yes)"
-            )
+            raise CcbenchError("testbed.tools: container: " + init_missing(
+                f" on {', '.join(no_init)}",
+                "apt-get install catatonit there, or rerun emulab/setup-linux-host.sh with "
+                "container=yes"))  # fmt: skip
 
     def _remove_containers(self) -> None:
         """Tool containers of this testbed that outlived their run (a killed ccbench)."""
