@@ -39,6 +39,22 @@ def test_workers_draw_the_same_bytes_in_the_same_order(drawn: Path) -> None:
         assert (drawn / "one" / n).read_bytes() == (drawn / "two" / n).read_bytes(), n
 
 
+def test_shared_axes_are_the_union_of_each_variants_extent() -> None:
+    """Each time-series worker reads its own variant's series; the axes they share,
+    from the union of the variants' extents, are those of all the series read at once."""
+    from ccbench.report import data, tsplot
+
+    matrix = Matrix.load(FIX / "matrix.json")
+    figures._start(figures._Inputs(data.load_tables(FIX / "tables"), FIX / "runs", matrix, FIX))
+    jobs = [j for j in figures._jobs(figures._inputs().tables, matrix) if j.what == "timeseries"]
+    assert len({j.scen for j in jobs}) < len(jobs)  # a scenario with several variants
+    given = figures._with_limits(jobs, jobs, [figures._extent(j) for j in jobs])
+    for j in given:
+        sc = figures._scene(j)
+        every = [s for v in sc.variants for s in sc.valid_series(v)]
+        assert j.limits == tsplot.limits_for(every, sc.cond), j
+
+
 def test_a_bad_number_of_workers_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["figures", f"--matrix={FIX}/matrix.json", f"--tables={FIX}/tables",
             f"--runs={FIX}/runs", "--out=/nonexistent/figures"]  # fmt: skip

@@ -10,11 +10,14 @@ disappears silently. A scenario whose runs were all skipped has no figures.
 
 Every figure is drawn alone from the tables and the runs' files, so worker processes
 draw them side by side (matplotlib draws on one core): each writes the same bytes and
-the manifest lists them in the same order as drawn one after another.
+the manifest lists them in the same order as drawn one after another. The time-series
+figures of a scenario share their axes: each variant's series are first measured
+(tsplot.Extent, side by side too), then each figure is drawn on the union.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import re
@@ -91,6 +94,7 @@ class _Scene:
     variants: list[str]
     colours: dict[str, str]
     baseline: str
+    limits: tsplot.Limits | None = None  # the time series' shared axes (_Job.limits)
 
     def runs(self, variant: str | None = None) -> pd.DataFrame:
         return data.group(self.tables.runs, self.scen, variant)
@@ -176,15 +180,15 @@ def _queue_cdf(w: _Writer, sc: _Scene) -> None:
 
 def _timeseries(w: _Writer, sc: _Scene, i: int) -> None:
     """The time series of the scenario's i-th variant (0-based), on the axes all its
-    variants share (their series are read for the limits)."""
+    variants share (`sc.limits`)."""
     scen, cond, variants = sc.scen, sc.cond, sc.variants
-    per_variant = {v: sc.valid_series(v) for v in variants}
-    lim = tsplot.limits_for([s for ss in per_variant.values() for s in ss], cond)
+    assert sc.limits is not None  # make_all measured the scenario first
+    lim = sc.limits
     size = ts_size(len(variants))
     wrapped = plots.wrap_titles([f"{scen} · {v}{sc.tag(v)}" for v in variants], size[0])
     v = variants[i]
     runs = sc.runs(v)
-    series = per_variant[v]
+    series = sc.valid_series(v)
     name = f"{_slug(scen)}-ts-{i + 1:02d}-{_slug(v)}.png"
     tag = sc.tag(v)
     rep = data.representative(runs[runs["valid"] & runs["run_id"].isin([s.run_id for s in series])])
@@ -366,17 +370,39 @@ _COST = {"zoom": 4, "timeseries": 3, "metrics": 2, "loss": 2}
 
 
 @dataclass(frozen=True)
-class _Job:
-    """One figure to draw: `what` (a key of _DRAW, or "loss") of scenario `scen`, `i` the
-    variant's index (per-variant figures) or the loss group's number; with what it reads."""
+class _Inputs:
+    """What every job reads: given to each worker once, as it starts (forked: inherited,
+    not pickled per job)."""
 
     tables: data.Tables
     runs_dir: Path
     matrix: Matrix
     out_dir: Path
+
+
+_INPUTS: _Inputs | None = None  # this process's (_start)
+
+
+def _start(inputs: _Inputs) -> None:
+    global _INPUTS
+    _INPUTS = inputs
+
+
+def _inputs() -> _Inputs:
+    assert _INPUTS is not None, "figures: a job ran before _start"
+    return _INPUTS
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One figure to draw: `what` (a key of _DRAW, or "loss") of scenario `scen`, `i` the
+    variant's index (per-variant figures) or the loss group's number; `limits`: the
+    time series' shared axes."""
+
     what: str
     scen: str = ""
     i: int = 0
+    limits: tsplot.Limits | None = None
 
 
 def _variants(matrix: Matrix, runs: pd.DataFrame) -> list[str]:
@@ -384,7 +410,7 @@ def _variants(matrix: Matrix, runs: pd.DataFrame) -> list[str]:
     return [v for v in matrix.variant_labels if v in set(runs["variant"])]
 
 
-def _jobs(tables: data.Tables, runs_dir: Path, matrix: Matrix, out_dir: Path) -> list[_Job]:
+def _jobs(tables: data.Tables, matrix: Matrix) -> list[_Job]:
     out = []
     for scen in data.scenario_names(matrix, tables.runs):
         runs = data.group(tables.runs, scen)
@@ -399,28 +425,49 @@ def _jobs(tables: data.Tables, runs_dir: Path, matrix: Matrix, out_dir: Path) ->
         whats = [(k, i) for k in ("timeseries", "zoom") for i in range(n)]
         whats += [(k, 0) for k in _DRAW if k not in ("timeseries", "zoom")
                   and (k != "jain_time" or cond.n_flows > 1)]  # fmt: skip
-        out += [_Job(tables, runs_dir, matrix, out_dir, k, scen, i) for k, i in whats]
+        out += [_Job(k, scen, i) for k, i in whats]
     groups = data.loss_groups(matrix, tables.runs)
-    return out + [_Job(tables, runs_dir, matrix, out_dir, "loss", "", i)
-                  for i in range(1, len(groups) + 1)]  # fmt: skip
+    return out + [_Job("loss", "", i) for i in range(1, len(groups) + 1)]
+
+
+def _scene(job: _Job) -> _Scene:
+    d = _inputs()
+    cond = data.conditions(d.matrix, job.scen)
+    assert cond is not None  # _jobs checked
+    variants = _variants(d.matrix, data.group(d.tables.runs, job.scen))
+    return _Scene(d.tables, d.runs_dir, d.matrix, job.scen, cond, variants,
+                  style.variant_colours(d.matrix), d.matrix.baseline, job.limits)  # fmt: skip
+
+
+def _extent(job: _Job) -> tsplot.Extent:
+    """How far the series of the job's variant reach."""
+    sc = _scene(job)
+    return tsplot.extent(sc.valid_series(sc.variants[job.i]))
 
 
 def _draw(job: _Job) -> list[dict[str, Any]]:
     """Draw one job's figure; its manifest entries (none: nothing to draw)."""
-    w = _Writer(job.out_dir)
-    m, colours = job.matrix, style.variant_colours(job.matrix)
+    d = _inputs()
+    w = _Writer(d.out_dir)
     with plt.rc_context(cast(Any, style.RC)):  # RC keys are checked by matplotlib
         if job.what == "loss":
-            group = data.loss_groups(m, job.tables.runs)[job.i - 1]
-            _loss(w, job.tables, m, group, colours, job.i)
+            group = data.loss_groups(d.matrix, d.tables.runs)[job.i - 1]
+            _loss(w, d.tables, d.matrix, group, style.variant_colours(d.matrix), job.i)
         else:
-            cond = data.conditions(m, job.scen)
-            assert cond is not None  # _jobs checked
-            variants = _variants(m, data.group(job.tables.runs, job.scen))
-            sc = _Scene(job.tables, job.runs_dir, m, job.scen, cond, variants, colours,
-                        m.baseline)  # fmt: skip
-            _DRAW[job.what](w, sc, job.i)
+            _DRAW[job.what](w, _scene(job), job.i)
     return w.entries
+
+
+def _with_limits(
+    jobs: list[_Job], measured: list[_Job], extents: list[tsplot.Extent]
+) -> list[_Job]:
+    """The jobs, each time-series one with its scenario's shared axes: the union of the
+    extents of its variants (`extents[k]`: `measured[k]`'s)."""
+    union: dict[str, tsplot.Extent] = {}
+    for j, e in zip(measured, extents, strict=True):
+        union[j.scen] = union.get(j.scen, tsplot.Extent()).union(e)
+    return [dataclasses.replace(j, limits=tsplot.limits(union[j.scen], _scene(j).cond))
+            if j.what == "timeseries" else j for j in jobs]  # fmt: skip
 
 
 def make_all(
@@ -430,13 +477,23 @@ def make_all(
     a list of {file, scenario, kind, variant, caption, width_in, height_in}. `workers`
     processes draw them (default: one per CPU; 1: this one, one figure after another)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    jobs = _jobs(data.load_tables(tables_dir), runs_dir, matrix, out_dir)
+    inputs = _Inputs(data.load_tables(tables_dir), runs_dir, matrix, out_dir)
+    _start(inputs)
+    jobs = _jobs(inputs.tables, matrix)
     n = min(workers or len(os.sched_getaffinity(0)), len(jobs))
+    measure = [j for j in jobs if j.what == "timeseries"]
     if n <= 1:
+        extents = [_extent(j) for j in measure]
+        jobs = _with_limits(jobs, measure, extents)
         drawn = [_draw(j) for j in jobs]
     else:
-        # Forked: a worker starts with what this process imported (~2 s to import anew).
-        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
+        # Forked: a worker starts with what this process imported (~2 s to import anew)
+        # and its inputs (_start).
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(n, mp_context=ctx, initializer=_start,
+                                 initargs=(inputs,)) as pool:  # fmt: skip
+            extents = list(pool.map(_extent, measure))
+            jobs = _with_limits(jobs, measure, extents)
             longest = sorted(range(len(jobs)), key=lambda k: -_COST.get(jobs[k].what, 1))
             futures = {k: pool.submit(_draw, jobs[k]) for k in longest}
             drawn = [futures[k].result() for k in range(len(jobs))]

@@ -90,34 +90,72 @@ def _steps(t: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([[t0], t]), np.concatenate([[y[0]], y])
 
 
-def limits_for(series: Sequence[RunSeries], cond: Conditions) -> Limits:
-    t_max = tput = cwnd = rtt = 0.0
+@dataclass(frozen=True)
+class Extent:
+    """How far some runs' series reach (the maxima the shared axes need): one variant's
+    are found where its figure is drawn, and a scenario's axes hold the union."""
+
+    t_max: float = 0.0
+    tput_mbps: float = 0.0  # of the throughput each run draws (delivered, or written)
+    cwnd_bytes: float = 0.0
+    rtt_ms: float = 0.0
+    queue_pkts: float = math.nan  # the largest backlog sampled; NaN: none
+    has_queue: bool = False  # a run sampled the queue
+
+    def union(self, other: Extent) -> Extent:
+        return Extent(
+            max(self.t_max, other.t_max),
+            max(self.tput_mbps, other.tput_mbps),
+            max(self.cwnd_bytes, other.cwnd_bytes),
+            max(self.rtt_ms, other.rtt_ms),
+            float(np.fmax(self.queue_pkts, other.queue_pkts)),
+            self.has_queue or other.has_queue,
+        )
+
+
+def extent(series: Sequence[RunSeries]) -> Extent:
+    out = Extent()
     for s in series:
         ts = s.ts
         if ts.empty:
             continue
-        t_max = max(t_max, float(ts["t_s"].max()))
         tp = ts.loc[ts["source"] == timeseries.throughput_source(ts), "throughput_bps"]
-        tput = max(tput, float(tp.max()) / 1e6)
-        cwnd = max(cwnd, float(ts["cwnd_bytes"].max()))
-        rtt = max(rtt, float(ts["rtt_us"].max()) / 1e3)
+        q = queue_series(ts)
+        # max(a, NaN) keeps a: a run without a column leaves the extent as it was
+        out = out.union(Extent(
+            max(0.0, float(ts["t_s"].max())),
+            max(0.0, float(tp.max()) / 1e6),
+            max(0.0, float(ts["cwnd_bytes"].max())),
+            max(0.0, float(ts["rtt_us"].max()) / 1e3),
+            float(q["backlog_pkts"].max()) if not q.empty else math.nan,
+            not q.empty,
+        ))  # fmt: skip
+    return out
+
+
+def limits(ext: Extent, cond: Conditions) -> Limits:
+    """The axes that hold `ext` and the path's own references (BDP + queue, the line
+    rate, the RTT bound)."""
     cwnd_ref = cond.bdp_bytes + (0 if math.isnan(cond.queue_bytes) else cond.queue_bytes)
-    qmax = max((float(queue_series(s.ts)["backlog_pkts"].max()) for s in series
-                if not queue_series(s.ts).empty), default=math.nan)  # fmt: skip
-    if math.isfinite(qmax) or any(not queue_series(s.ts).empty for s in series):
+    qmax = ext.queue_pkts
+    if ext.has_queue:
         qmax = max(np.nan_to_num(qmax), float(cond.topology.queue_limit_pkts or 0)) * 1.2
-    cwnd = max(np.nan_to_num(cwnd), cwnd_ref)
+    cwnd = max(ext.cwnd_bytes, cwnd_ref)
     scale, unit = (1e6, "MB") if cwnd >= 2e6 else (1e3, "kB")
     full_rtt = np.nan_to_num(cond.rtt_bound_ms, nan=cond.topology.rtt_ms)
     return Limits(
-        t_max=max(t_max, cond.traffic_s if math.isfinite(cond.traffic_s) else 0.0),
-        tput_max=max(np.nan_to_num(tput), cond.topology.rate_mbit) * 1.08,
+        t_max=max(ext.t_max, cond.traffic_s if math.isfinite(cond.traffic_s) else 0.0),
+        tput_max=max(ext.tput_mbps, cond.topology.rate_mbit) * 1.08,
         cwnd_max=cwnd / scale * 1.08,
-        rtt_max=max(np.nan_to_num(rtt), full_rtt) * 1.08,
+        rtt_max=max(ext.rtt_ms, full_rtt) * 1.08,
         cwnd_scale=scale,
         cwnd_unit=unit,
         queue_max=qmax if qmax > 0 else math.nan,
     )
+
+
+def limits_for(series: Sequence[RunSeries], cond: Conditions) -> Limits:
+    return limits(extent(series), cond)
 
 
 def _refs(ax: plt.Axes, refs: Sequence[tuple[float, str]], ymax: float) -> None:
