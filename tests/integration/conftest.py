@@ -182,6 +182,16 @@ def assert_judged(summary: dict[str, Any]) -> None:
     assert summary["valid"] or host_stalled_only(summary["reasons"]), summary["reasons"]
 
 
+def run_judged(cfg: Path, out: Path) -> dict[str, Any]:
+    """`ccbench run --config cfg` once, for a test whose subject is not fidelity (which
+    tool ran, what it recorded): its summary, valid or invalid only because the host
+    stalled (assert_judged); not measured again for a stall, as run_measured does."""
+    ccbench("run", "--config", str(cfg), "--out", str(out))
+    s: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    assert_judged(s)
+    return s
+
+
 def run_snakemake(
     workdir: Path,
     config: Path,

@@ -27,6 +27,7 @@ from tests.integration.conftest import (
     in_namespaces,
     measure_fidelity,
     namespaces,
+    run_judged,
     run_measured,
     still_running,
     write_config,
@@ -100,7 +101,7 @@ def test_single_cubic_flow_fills_a_bdp_queue(bdp_testbed: tuple[str, Path], tmp_
 def test_cc_used_is_cc_asked(bdp_testbed: tuple[str, Path], tmp_path: Path, cc: str) -> None:
     tb_id, _ = bdp_testbed
     cfg = run_cfg(tmp_path / "r.yaml", tb_id, [{"cc": cc}], duration=3, queue={"limit_bdp": 1})
-    s = run_measured(cfg, tmp_path / "out")
+    s = run_judged(cfg, tmp_path / "out")
     assert s["flows"][0]["cc_requested"] == cc
     assert s["flows"][0]["cc_used"] == cc
 
@@ -289,7 +290,7 @@ def test_tools_can_run_in_the_linux_node_container(tmp_path: Path) -> None:
     # flent's tcp_1up (netperf with demo mode, only in the image) as the latency probe
     data["run"].update(probe_tool="flent", probe_flent_test="tcp_1up")
     cfg.write_text(yaml.safe_dump(data))
-    s = run_measured(cfg, tmp_path / "out")
+    s = run_judged(cfg, tmp_path / "out")
     assert [f["cc_used"] for f in s["flows"]] == ["cubic", "bbr"]
     assert s["probe"]["tool"] == "flent tcp_1up" and s["probe"]["samples"] > 0
     assert [(x["name"], x["runner"]) for x in s["probe"]["series"]] == [

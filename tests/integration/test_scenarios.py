@@ -11,7 +11,7 @@ import yaml
 
 from ccbench import metrics
 from tests.conftest import ccbench
-from tests.integration.conftest import namespaces, run_measured
+from tests.integration.conftest import namespaces, run_judged, run_measured
 
 pytestmark = pytest.mark.netns
 
@@ -66,7 +66,7 @@ def test_parallel_streams_run_as_one_flow(tmp_path: Path) -> None:
         },
     }
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))
-    s = run_measured(tmp_path / "p.yaml", tmp_path / "out")
+    s = run_judged(tmp_path / "p.yaml", tmp_path / "out")
     doc = json.loads((tmp_path / "out" / "raw" / "iperf3-1.json").read_text())
     assert doc["start"]["test_start"]["num_streams"] == 2
     assert len(doc["end"]["streams"]) == 2

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-import re
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -34,98 +33,22 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
 
 from ccbench import jsonio, timeseries  # noqa: E402
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
 from ccbench.model import Matrix  # noqa: E402
 from ccbench.report import behaviour, data, plots, style, tsplot, zoom  # noqa: E402
+from ccbench.report.figscene import (  # noqa: E402
+    LOSS_SIZE,
+    PAGE_W,
+    PAIR_SIZE,
+    Scene,
+    Writer,
+    invalid_note,
+    slug,
+    ts_size,
+)
 from ccbench.report.fmt import fmt  # noqa: E402
-
-# Printed sizes (inches) on an A4 landscape page with 14 mm margins (10.5 in wide).
-PAGE_W = 10.4
-TS_H = 5.6
-TS_PER_ROW = 3
-PAIR_SIZE = (5.1, 3.45)
-LOSS_SIZE = (7.4, 4.2)
-
-
-def ts_size(n_variants: int) -> tuple[float, float]:
-    per_row = max(1, min(TS_PER_ROW, n_variants))
-    return (round(min(PAGE_W / per_row - 0.1, 5.6), 2), TS_H)
-
-
-def _slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_") or "x"
-
-
-def _invalid_note(runs: pd.DataFrame) -> str:
-    bad = runs[data.is_invalid(runs)]
-    n_skip = int(runs["skipped"].sum())
-    skip = f" {n_skip} run(s) not run." if n_skip else ""
-    if bad.empty:
-        return "No invalid runs." + skip
-    per = ", ".join(f"{v} {n}" for v, n in bad.groupby("variant", sort=False).size().items())
-    return f"Not plotted: {len(bad)} invalid run(s) ({per}); see the invalid-runs table." + skip
-
-
-class _Writer:
-    def __init__(self, out_dir: Path) -> None:
-        self.out_dir = out_dir
-        self.entries: list[dict[str, Any]] = []
-
-    def save(self, fig: Figure, name: str, **entry: Any) -> None:
-        fig.savefig(self.out_dir / name, dpi=style.DPI)
-        w, h = fig.get_size_inches()
-        plt.close(fig)
-        self.entries.append({"file": name, **entry, "width_in": float(w), "height_in": float(h)})
-
-
-@dataclass(frozen=True)
-class _Scene:
-    """What every figure of one scenario reads: its runs' tables and time series, its
-    conditions, the variants that ran (in the matrix's order), colours and baseline."""
-
-    tables: data.Tables
-    runs_dir: Path
-    matrix: Matrix
-    scen: str
-    cond: data.Conditions
-    variants: list[str]
-    colours: dict[str, str]
-    baseline: str
-    limits: tsplot.Limits | None = None  # the time series' shared axes (_Job.limits)
-
-    def runs(self, variant: str | None = None) -> pd.DataFrame:
-        return data.group(self.tables.runs, self.scen, variant)
-
-    def valid_series(self, variant: str) -> list[tsplot.RunSeries]:
-        """The time series of the variant's valid runs (runs without one left out); with
-        `tracing: separate`, of its traced runs."""
-        traced = data.group(self.tables.traced, self.scen, variant)
-        valid = traced if not traced.empty else self.runs(variant)
-        out = []
-        for _, r in valid[valid["valid"]].iterrows():
-            ts = data.load_timeseries(self.runs_dir, str(r["run_id"]))
-            if ts is not None:
-                out.append(tsplot.RunSeries(str(r["run_id"]), int(r["repetition"]), ts,
-                                            self.events(str(r["run_id"]))))  # fmt: skip
-        return out
-
-    def events(self, run_id: str) -> dict[int, dict[str, list[float]]]:
-        """The run's congestion events (a per-ACK trace's: summary.json tcp_events),
-        flow -> times; {}: none."""
-        rec = data.run_summary(self.runs_dir, run_id)
-        if rec is None or rec.tcp_events is None:
-            return {}
-        return {f.flow: {"rto_s": f.rto_s, "recovery_s": f.recovery_s}
-                for f in rec.tcp_events.flows}  # fmt: skip
-
-    def tag(self, variant: str) -> str:
-        return " (baseline)" if variant == self.baseline else ""
-
-    def colour(self, variant: str) -> str:
-        return self.colours.get(variant, style.PALETTE[-1])
 
 
 def _qinterval(series: list[tsplot.RunSeries]) -> str:
@@ -134,7 +57,7 @@ def _qinterval(series: list[tsplot.RunSeries]) -> str:
     return f"{fmt(float(np.median(steps)) * 1e3, 0)} ms" if steps else "?"
 
 
-def _queue_cdf(w: _Writer, sc: _Scene) -> None:
+def _queue_cdf(w: Writer, sc: Scene) -> None:
     """Per variant, the CDF of the queue's backlog over every sample taken while the
     flows ran, pooled over the variant's valid runs."""
     scen, cond = sc.scen, sc.cond
@@ -167,18 +90,18 @@ def _queue_cdf(w: _Writer, sc: _Scene) -> None:
     fig.legend(loc="outside lower center", frameon=False, ncol=1)
     w.save(
         fig,
-        f"{_slug(scen)}-queue-cdf.png",
+        f"{slug(scen)}-queue-cdf.png",
         scenario=scen,
         kind="queue_cdf",
         variant=None,
         caption=f"{scen}: CDF of the bottleneck queue's backlog (rt1, packets) over every "
         f"sample taken while the flows ran, pooled over each variant's valid runs; the "
         f"table's queue columns give the mean and the share of time the queue was full "
-        f"(backlog ≥ limit − 1). {_invalid_note(sc.runs())}",
+        f"(backlog ≥ limit − 1). {invalid_note(sc.runs())}",
     )
 
 
-def _timeseries(w: _Writer, sc: _Scene, i: int) -> None:
+def _timeseries(w: Writer, sc: Scene, i: int) -> None:
     """The time series of the scenario's i-th variant (0-based), on the axes all its
     variants share (`sc.limits`)."""
     scen, cond, variants = sc.scen, sc.cond, sc.variants
@@ -189,7 +112,7 @@ def _timeseries(w: _Writer, sc: _Scene, i: int) -> None:
     v = variants[i]
     runs = sc.runs(v)
     series = sc.valid_series(v)
-    name = f"{_slug(scen)}-ts-{i + 1:02d}-{_slug(v)}.png"
+    name = f"{slug(scen)}-ts-{i + 1:02d}-{slug(v)}.png"
     tag = sc.tag(v)
     rep = data.representative(runs[runs["valid"] & runs["run_id"].isin([s.run_id for s in series])])
     if rep is None:
@@ -201,7 +124,7 @@ def _timeseries(w: _Writer, sc: _Scene, i: int) -> None:
                 f"{int(data.is_invalid(runs).sum())} invalid)"
             )
         fig = plots.placeholder_figure(f"{scen} · {v}{tag}\n\n{why}", size)
-        cap = f"{v}{tag} in {scen}: nothing to plot. {_invalid_note(runs)}"
+        cap = f"{v}{tag} in {scen}: nothing to plot. {invalid_note(runs)}"
         w.save(fig, name, scenario=scen, kind="timeseries", variant=v, caption=cap)
         return
     r = runs[runs["run_id"] == rep].iloc[0]
@@ -225,21 +148,21 @@ def _timeseries(w: _Writer, sc: _Scene, i: int) -> None:
             if len(series) > 1
             else "no other valid repetition. "
         )
-        + _invalid_note(runs)
+        + invalid_note(runs)
     )
     w.save(fig, name, scenario=scen, kind="timeseries", variant=v, caption=cap)
 
 
-def _zoom(w: _Writer, sc: _Scene, i: int) -> None:
+def _zoom(w: Writer, sc: Scene, i: int) -> None:
     """The event zoom of the scenario's i-th variant (0-based); none without a valid run."""
     v = sc.variants[i]
     z = zoom.variant_figure(sc.tables, sc.runs_dir, sc.cond, v, sc.colour(v), sc.tag(v), PAGE_W)
     if z is not None:
-        w.save(z[0], f"{_slug(sc.scen)}-zoom-{i + 1:02d}-{_slug(v)}.png", scenario=sc.scen,
+        w.save(z[0], f"{slug(sc.scen)}-zoom-{i + 1:02d}-{slug(v)}.png", scenario=sc.scen,
                kind="zoom", variant=v, caption=z[1])  # fmt: skip
 
 
-def _probe(w: _Writer, sc: _Scene) -> None:
+def _probe(w: Writer, sc: Scene) -> None:
     scen, cond = sc.scen, sc.cond
     runs = sc.runs()
     if not runs["probe_rtt_p50_ms"].notna().any():
@@ -258,18 +181,18 @@ def _probe(w: _Writer, sc: _Scene) -> None:
     title = f"{scen}: RTT under load ({short}), all samples\nCDF per variant over its valid runs"
     w.save(
         behaviour.probe_cdf_figure(samples, cond, title, PAIR_SIZE),
-        f"{_slug(scen)}-probe.png",
+        f"{slug(scen)}-probe.png",
         scenario=scen,
         kind="probe",
         variant=None,
         caption=f"{scen}: RTT under load: {data.probe_what(sources, cond)}; the CDF of every "
         f"sample of each variant's valid runs pooled; dashed: the base "
         f"RTT and the RTT with a full queue. srtt in the other figures is the TCP sender's "
-        f"own estimate ({data.SRTT_TOOLS}). {_invalid_note(runs)}",
+        f"own estimate ({data.SRTT_TOOLS}). {invalid_note(runs)}",
     )
 
 
-def _jain_time(w: _Writer, sc: _Scene) -> None:
+def _jain_time(w: Writer, sc: Scene) -> None:
     scen, cond = sc.scen, sc.cond
     runs = sc.runs()
     series = []
@@ -294,7 +217,7 @@ def _jain_time(w: _Writer, sc: _Scene) -> None:
         behaviour.jain_time_figure(
             series, cond.n_flows, JAIN_CONVERGED, JAIN_WINDOW_S, title, PAIR_SIZE
         ),
-        f"{_slug(scen)}-jain-time.png",
+        f"{slug(scen)}-jain-time.png",
         scenario=scen,
         kind="jain_time",
         variant=None,
@@ -304,15 +227,15 @@ def _jain_time(w: _Writer, sc: _Scene) -> None:
         f"until the first flow ends, of each variant's representative run (the valid run "
         f"closest to the median throughput sum). Dot: convergence, the first interval from "
         f"which the index stays ≥ {fmt(JAIN_CONVERGED, None)} for {fmt(JAIN_WINDOW_S, None)} s "
-        f"(as the convergence column of the tables is computed). {_invalid_note(runs)}",
+        f"(as the convergence column of the tables is computed). {invalid_note(runs)}",
     )
 
 
-def _bars(w: _Writer, sc: _Scene) -> None:
+def _bars(w: Writer, sc: Scene) -> None:
     cond, scen = sc.cond, sc.scen
     w.save(
         plots.bars_figure(_stats(sc), cond, scen, PAIR_SIZE),
-        f"{_slug(scen)}-bars.png",
+        f"{slug(scen)}-bars.png",
         scenario=scen,
         kind="bars",
         variant=None,
@@ -320,42 +243,42 @@ def _bars(w: _Writer, sc: _Scene) -> None:
         f"whiskers: 95 % CI (Student t); dots: the valid runs; right axis: the same as % of "
         f"the {fmt(cond.topology.rate_mbit)} Mbit/s bottleneck (dashed line: 100 %); hatched: "
         f"baseline. "
-        f"{_invalid_note(sc.runs())}",
+        f"{invalid_note(sc.runs())}",
     )
 
 
-def _scatter(w: _Writer, sc: _Scene) -> None:
+def _scatter(w: Writer, sc: Scene) -> None:
     w.save(
         plots.scatter_figure(_stats(sc), sc.cond, sc.scen, PAIR_SIZE),
-        f"{_slug(sc.scen)}-scatter.png",
+        f"{slug(sc.scen)}-scatter.png",
         scenario=sc.scen,
         kind="scatter",
         variant=None,
         caption=f"{sc.scen}: throughput sum vs mean srtt, one dot per valid run; markers: "
-        f"variant means with 95 % CI whiskers on both axes. {_invalid_note(sc.runs())}",
+        f"variant means with 95 % CI whiskers on both axes. {invalid_note(sc.runs())}",
     )
 
 
-def _metrics(w: _Writer, sc: _Scene) -> None:
+def _metrics(w: Writer, sc: Scene) -> None:
     runs = sc.runs()
     panels = plots.metric_panels(sc.cond, bool(runs["probe_rtt_p95_ms"].notna().any()))
     w.save(
         plots.metrics_figure(_stats(sc), panels, sc.scen, PAGE_W),
-        f"{_slug(sc.scen)}-metrics.png",
+        f"{slug(sc.scen)}-metrics.png",
         scenario=sc.scen,
         kind="metrics",
         variant=None,
         caption=f"{sc.scen}: " + ", ".join(p.ylabel for p in panels) + " of each variant: "
-        f"dots: the valid runs; markers: mean with 95 % CI (Student t). {_invalid_note(runs)}",
+        f"dots: the valid runs; markers: mean with 95 % CI (Student t). {invalid_note(runs)}",
     )
 
 
-def _stats(sc: _Scene) -> list[plots.VariantStats]:
+def _stats(sc: Scene) -> list[plots.VariantStats]:
     return plots.variant_stats(sc.tables, sc.scen, sc.variants, sc.baseline, sc.colours)
 
 
 # A scenario's figures in the manifest's order; i: the variant's index where per variant.
-_DRAW: dict[str, Callable[[_Writer, _Scene, int], None]] = {
+_DRAW: dict[str, Callable[[Writer, Scene, int], None]] = {
     "timeseries": _timeseries,
     "zoom": _zoom,
     "probe": lambda w, sc, i: _probe(w, sc),
@@ -430,12 +353,12 @@ def _jobs(tables: data.Tables, matrix: Matrix) -> list[_Job]:
     return out + [_Job("loss", "", i) for i in range(1, len(groups) + 1)]
 
 
-def _scene(job: _Job) -> _Scene:
+def _scene(job: _Job) -> Scene:
     d = _inputs()
     cond = data.conditions(d.matrix, job.scen)
     assert cond is not None  # _jobs checked
     variants = _variants(d.matrix, data.group(d.tables.runs, job.scen))
-    return _Scene(d.tables, d.runs_dir, d.matrix, job.scen, cond, variants,
+    return Scene(d.tables, d.runs_dir, d.matrix, job.scen, cond, variants,
                   style.variant_colours(d.matrix), d.matrix.baseline, job.limits)  # fmt: skip
 
 
@@ -448,7 +371,7 @@ def _extent(job: _Job) -> tsplot.Extent:
 def _draw(job: _Job) -> list[dict[str, Any]]:
     """Draw one job's figure; its manifest entries (none: nothing to draw)."""
     d = _inputs()
-    w = _Writer(d.out_dir)
+    w = Writer(d.out_dir)
     with plt.rc_context(cast(Any, style.RC)):  # RC keys are checked by matplotlib
         if job.what == "loss":
             group = data.loss_groups(d.matrix, d.tables.runs)[job.i - 1]
@@ -501,7 +424,7 @@ def make_all(
 
 
 def _loss(
-    w: _Writer,
+    w: Writer,
     tables: data.Tables,
     matrix: Matrix,
     group: list[data.Conditions],
@@ -528,5 +451,5 @@ def _loss(
         f"Mathis et al. prediction {f'{n} × ' if n > 1 else ''}MSS/RTT·√(3/2)/√p with MSS = "
         f"MTU − 52 = {cond.topology.mss_bytes} B and the configured RTT "
         f"{fmt(cond.topology.rtt_ms)} ms. "
-        f"{_invalid_note(runs)}",
+        f"{invalid_note(runs)}",
     )
