@@ -25,11 +25,12 @@ fi
 # on one worker (--dist loadfile: a module's fixtures, such as test_report's built
 # reports, are built once); then the integration tests alone, one at a time: they time
 # real traffic in namespaces, so nothing else may share the CPU with them. Both parts
-# run; the suite fails if either does.
+# run; the suite fails if either does. -rs: each skipped test's reason is printed
+# (measure_fidelity skips only for hypervisor steal, and says so).
 workers=$(nproc)
 echo "== pytest tests/unit ($workers workers)"
 rc=0
-python -m pytest -q --durations=15 -n "$workers" --dist loadfile tests/unit || rc=$?
+python -m pytest -q -rs --durations=15 -n "$workers" --dist loadfile tests/unit || rc=$?
 echo "== pytest tests/integration (serial)"
-python -m pytest -q --durations=15 tests/integration || rc=$?
+python -m pytest -q -rs --durations=15 tests/integration || rc=$?
 exit "$rc"
