@@ -142,14 +142,20 @@ def ss_rows(
         sink.commit(rows)
 
 
+def omitted_is_zero(b: pa.RecordBatch, col: str) -> np.ndarray:
+    """An ss batch's column where ss omits the field at zero (`unacked:`, `retrans:`):
+    0 on a parsed socket's row (it has an MSS), NaN on a row that is not one."""
+    x = as_float(b.column(col))
+    return np.where(np.isnan(x) & ~np.isnan(as_float(b.column("mss_bytes"))), 0.0, x)
+
+
 def ss_columns(b: pa.RecordBatch) -> dict[str, np.ndarray]:
     """An ss batch's columns of the series (docs/series.md). ss prints counts in
     segments: ssthresh and unacked become bytes at the socket's MSS (unacked, which ss
     omits at zero, counts whole segments: SACKed and lost ones too, tcpi_unacked =
     packets_out). BBR's model only on a BBR flow's rows."""
     mss = as_float(b.column("mss_bytes"))
-    unacked = as_float(b.column("unacked"))
-    unacked = np.where(np.isnan(unacked) & ~np.isnan(mss), 0.0, unacked)
+    unacked = omitted_is_zero(b, "unacked")
     return {
         "throughput_bps": as_float(b.column("delivery_rate_bps")),
         "cwnd_bytes": as_float(b.column("cwnd_bytes")),
@@ -175,8 +181,7 @@ class RetransSince:
         self.last: dict[str, float] = {}
 
     def __call__(self, b: pa.RecordBatch) -> np.ndarray:
-        total = as_float(b.column("retrans_total"))
-        total = np.where(np.isnan(total) & ~np.isnan(as_float(b.column("mss_bytes"))), 0.0, total)
+        total = omitted_is_zero(b, "retrans_total")
         out = np.full(len(total), np.nan)
         for i, (local, v) in enumerate(zip(b.column("local").to_pylist(), total, strict=True)):
             if not np.isnan(v):

@@ -52,7 +52,7 @@ def test_shared_axes_are_the_union_of_each_variants_extent() -> None:
     for j in given:
         sc = figures._scene(j)
         every = [s for v in sc.variants for s in sc.valid_series(v)]
-        assert j.limits == tsplot.limits_for(every, sc.cond), j
+        assert j.limits == tsplot.limits(tsplot.extent(every), sc.cond), j
 
 
 def test_a_bad_number_of_workers_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

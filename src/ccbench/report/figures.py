@@ -353,10 +353,15 @@ def _jobs(tables: data.Tables, matrix: Matrix) -> list[_Job]:
     return out + [_Job("loss", "", i) for i in range(1, len(groups) + 1)]
 
 
+def _conditions(matrix: Matrix, scen: str) -> data.Conditions:
+    cond = data.conditions(matrix, scen)
+    assert cond is not None  # _jobs checked
+    return cond
+
+
 def _scene(job: _Job) -> Scene:
     d = _inputs()
-    cond = data.conditions(d.matrix, job.scen)
-    assert cond is not None  # _jobs checked
+    cond = _conditions(d.matrix, job.scen)
     variants = _variants(d.matrix, data.group(d.tables.runs, job.scen))
     return Scene(d.tables, d.runs_dir, d.matrix, job.scen, cond, variants,
                   style.variant_colours(d.matrix), d.matrix.baseline, job.limits)  # fmt: skip
@@ -389,7 +394,8 @@ def _with_limits(
     union: dict[str, tsplot.Extent] = {}
     for j, e in zip(measured, extents, strict=True):
         union[j.scen] = union.get(j.scen, tsplot.Extent()).union(e)
-    return [dataclasses.replace(j, limits=tsplot.limits(union[j.scen], _scene(j).cond))
+    matrix = _inputs().matrix
+    return [dataclasses.replace(j, limits=tsplot.limits(union[j.scen], _conditions(matrix, j.scen)))
             if j.what == "timeseries" else j for j in jobs]  # fmt: skip
 
 

@@ -154,10 +154,6 @@ def limits(ext: Extent, cond: Conditions) -> Limits:
     )
 
 
-def limits_for(series: Sequence[RunSeries], cond: Conditions) -> Limits:
-    return limits(extent(series), cond)
-
-
 def _refs(ax: plt.Axes, refs: Sequence[tuple[float, str]], ymax: float) -> None:
     """Reference lines labelled on the right-hand axis, outside the data area, so no
     label or legend covers a curve. Labels of lines closer than 7 % merge."""
