@@ -18,6 +18,7 @@ from ccbench.container import DEFAULT_IMAGE
 from ccbench.parse.procstat import usage_between
 from ccbench.validity import host_stalled_only
 from tests.conftest import REPO, ccbench
+from tests.integration import shared_runs
 
 # Above this share of CPU time taken by the hypervisor, a fidelity measurement on this
 # VM measures the neighbours; idle steal here is ~1 %, busy periods reach 10-26 %.
@@ -126,6 +127,9 @@ def spawn_sshd(netns: str, listen: str, d: Path, name: str) -> subprocess.Popen[
     return subprocess.Popen(argv, stderr=subprocess.DEVNULL)
 
 
+BDP_TOPOLOGY = {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_bdp": 1}}
+
+
 def write_config(path: Path, tb_id: str, **topo: object) -> Path:
     cfg = {
         "testbed": {"id": tb_id},
@@ -138,11 +142,9 @@ def write_config(path: Path, tb_id: str, **topo: object) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def bdp_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A real 100 Mbit x 40 ms dumbbell with a 1-BDP pfifo, shared by a module's tests."""
-    tb_id = "itbdp"
-    cfg = write_config(tmp_path_factory.mktemp("tb") / "tb.yaml", tb_id, queue={"limit_bdp": 1})
+@contextlib.contextmanager
+def testbed_up(cfg: Path, tb_id: str) -> Iterator[tuple[str, Path]]:
+    """Testbed `tb_id` of `cfg` up for the block, then down, leaving no namespace."""
     ccbench("testbed", "down", "--id", tb_id)
     ccbench("testbed", "up", "--config", str(cfg))
     try:
@@ -150,6 +152,48 @@ def bdp_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     finally:
         ccbench("testbed", "down", "--id", tb_id)
         assert namespaces(f"ccb-{tb_id}-") == []
+
+
+@pytest.fixture(scope="session")
+def bdp_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """A real 100 Mbit x 40 ms dumbbell with a 1-BDP pfifo, shared by the tests (in any
+    module) that check this dumbbell."""
+    cfg = write_config(tmp_path_factory.mktemp("tb") / "tb.yaml", "itbdp", queue={"limit_bdp": 1})
+    with testbed_up(cfg, "itbdp") as tb:
+        yield tb
+
+
+@pytest.fixture(scope="session")
+def q48_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """The same with 48 packets of pfifo (a standing queue, losses), shared likewise."""
+    cfg = write_config(tmp_path_factory.mktemp("tb") / "tb.yaml", "itq48", queue={"limit_pkts": 48})
+    with testbed_up(cfg, "itq48") as tb:
+        yield tb
+
+
+@pytest.fixture(scope="session")
+def cubic_bdp_run(bdp_testbed: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory
+                  ) -> shared_runs.SharedRun:  # fmt: skip
+    """One CUBIC flow through the 1-BDP queue (shared_runs.CUBIC_BDP), measured once."""
+    d = tmp_path_factory.mktemp("cubic-bdp")
+    cfg = shared_runs.run_config(d / "run.yaml", bdp_testbed[0], BDP_TOPOLOGY,
+                                 shared_runs.CUBIC_BDP)  # fmt: skip
+    out = d / "out"
+    measure_fidelity(lambda: shared_runs.measure_parsed(cfg, out, shared_runs.cubic_bdp_check))
+    return shared_runs.SharedRun(out, json.loads((out / "summary.json").read_text()))
+
+
+@pytest.fixture(scope="session")
+def traced_q48_run(q48_testbed: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory
+                   ) -> shared_runs.SharedRun:  # fmt: skip
+    """CUBIC and BBR through 48 packets, every ACK traced (shared_runs.TRACED_Q48),
+    measured once."""
+    d = tmp_path_factory.mktemp("traced-q48")
+    cfg = shared_runs.run_config(d / "run.yaml", q48_testbed[0], shared_runs.Q48,
+                                 shared_runs.TRACED_Q48)  # fmt: skip
+    out = d / "out"
+    measure_fidelity(lambda: shared_runs.measure_parsed(cfg, out, shared_runs.traced_q48_check))
+    return shared_runs.SharedRun(out, json.loads((out / "summary.json").read_text()))
 
 
 def run_measured(

@@ -32,6 +32,7 @@ from tests.integration.conftest import (
     still_running,
     write_config,
 )
+from tests.integration.shared_runs import SharedRun
 
 pytestmark = pytest.mark.netns
 
@@ -78,32 +79,27 @@ def test_up_calibrates_and_down_leaves_nothing(tmp_path: Path) -> None:
     measure_fidelity(up_check_down)
 
 
-def test_single_cubic_flow_fills_a_bdp_queue(bdp_testbed: tuple[str, Path], tmp_path: Path) -> None:
-    tb_id, _ = bdp_testbed
-    # 15 s: slow start (about 1 s at 100 Mbit/s x 40 ms) must not dominate the mean.
-    cfg = run_cfg(
-        tmp_path / "r.yaml", tb_id, [{"cc": "cubic"}], duration=15, queue={"limit_bdp": 1}
-    )
-
-    def fills(s: dict) -> None:
-        assert s["utilization_pct"] >= 90, s["utilization_pct"]
-
-    s = run_measured(cfg, tmp_path / "out", fills)
+def test_single_cubic_flow_fills_a_bdp_queue(cubic_bdp_run: SharedRun) -> None:
+    """One CUBIC flow fills a 1-BDP queue: utilization >= 90 % (the shared run's check,
+    shared_runs.cubic_bdp_check), with the delay really there and the CC asked."""
+    s, out = cubic_bdp_run.summary, cubic_bdp_run.out
+    assert s["utilization_pct"] >= 90, s["utilization_pct"]
     f = s["flows"][0]
-    assert f["cc_used"] == "cubic"
+    assert f["cc_requested"] == f["cc_used"] == "cubic"
     assert f["min_rtt_us"] >= 39_000  # the delay was really there
     # The summary's number is the receiver-side rate in the raw iperf3 JSON.
-    doc = json.loads((tmp_path / "out" / "raw" / "iperf3-1.json").read_text())
+    doc = json.loads((out / "raw" / "iperf3-1.json").read_text())
     assert f["throughput_bps"] == doc["end"]["sum_received"]["bits_per_second"]
 
 
-@pytest.mark.parametrize("cc", ["reno", "cubic", "bbr"])
-def test_cc_used_is_cc_asked(bdp_testbed: tuple[str, Path], tmp_path: Path, cc: str) -> None:
+def test_cc_used_is_cc_asked(bdp_testbed: tuple[str, Path], tmp_path: Path) -> None:
+    """reno and bbr side by side, each flow on its own sender (cubic: the test above)."""
     tb_id, _ = bdp_testbed
-    cfg = run_cfg(tmp_path / "r.yaml", tb_id, [{"cc": cc}], duration=3, queue={"limit_bdp": 1})
+    flows = [{"cc": "reno", "pair": 1}, {"cc": "bbr", "pair": 2}]
+    cfg = run_cfg(tmp_path / "r.yaml", tb_id, flows, duration=3, queue={"limit_bdp": 1})
     s = run_judged(cfg, tmp_path / "out")
-    assert s["flows"][0]["cc_requested"] == cc
-    assert s["flows"][0]["cc_used"] == cc
+    assert [(f["cc_requested"], f["cc_used"]) for f in s["flows"]] == [("reno", "reno"),
+                                                                       ("bbr", "bbr")]  # fmt: skip
 
 
 def test_two_flows_share_fairly(bdp_testbed: tuple[str, Path], tmp_path: Path) -> None:

@@ -16,55 +16,49 @@ import pytest
 import yaml
 
 from tests.conftest import ccbench
-from tests.integration.conftest import namespaces, write_config
 
 pytestmark = pytest.mark.netns
 
 
-def test_queue_series_and_summary(tmp_path: Path) -> None:
-    tb_id = "itqdisc"
-    cfg = write_config(tmp_path / "tb.yaml", tb_id, queue={"limit_pkts": 48})
-    doc = yaml.safe_load(cfg.read_text())
+def test_queue_series_and_summary(q48_testbed: tuple[str, Path], tmp_path: Path) -> None:
+    tb_id, tb_cfg = q48_testbed
+    cfg = tmp_path / "run.yaml"
+    doc = yaml.safe_load(tb_cfg.read_text())
     doc["run"].update(duration_s=5, qdisc_interval_s=0.05,
                       flows=[{"cc": "cubic", "pair": 1}, {"cc": "cubic", "pair": 2}])  # fmt: skip
     cfg.write_text(yaml.safe_dump(doc))
-    ccbench("testbed", "down", "--id", tb_id)
-    try:
-        ccbench("testbed", "up", "--config", str(cfg))
-        out = tmp_path / "run"
-        ccbench("run", "--config", str(cfg), "--out", str(out))
-        ccbench("parse", str(out))  # summary.json and timeseries.parquet from raw/
-        s = json.loads((out / "summary.json").read_text())
-        q = s["queue"]
-        assert q["sampled"] and q["samples_in_traffic"] >= 0.8 * 5 / 0.05, q
-        assert q["interval_achieved_s"] == pytest.approx(0.05, rel=0.3), q
-        assert q["limit_pkts"] == 48 and 0 <= q["backlog_mean_pkts"] <= 48
-        chk = q["drops_check"]
-        assert chk["consistent"], chk
-        assert chk["counters"] == s["bottleneck"]["drops"]
-        assert chk["equal"] or chk["note"], chk  # equal, or the run says why not
-        ts = pd.read_parquet(out / "timeseries.parquet")
-        qrows = ts[ts["source"] == "qdisc"]
-        assert len(qrows) == q["samples"] and (qrows["flow"] == 0).all()
-        # The statistics cover the samples taken while the flows ran (0 .. 5 s); the
-        # series also keeps the drain after them.
-        inw = qrows[(qrows["t_s"] >= 0) & (qrows["t_s"] <= 5)]
-        assert len(inw) == q["samples_in_traffic"]
-        assert inw["backlog_pkts"].max() == q["backlog_max_pkts"]
-        assert set(ts["source"]) >= {"iperf3", "ss", "qdisc"}
-        # ccbench parse rebuilds the same series and statistics from raw/ every time.
-        before = ts.copy()
-        ccbench("parse", str(out))
-        again = json.loads((out / "summary.json").read_text())
-        assert again["queue"] == q
-        pd.testing.assert_frame_equal(pd.read_parquet(out / "timeseries.parquet"), before)
+    out = tmp_path / "run"
+    ccbench("run", "--config", str(cfg), "--out", str(out))
+    ccbench("parse", str(out))  # summary.json and timeseries.parquet from raw/
+    s = json.loads((out / "summary.json").read_text())
+    q = s["queue"]
+    assert q["sampled"] and q["samples_in_traffic"] >= 0.8 * 5 / 0.05, q
+    assert q["interval_achieved_s"] == pytest.approx(0.05, rel=0.3), q
+    assert q["limit_pkts"] == 48 and 0 <= q["backlog_mean_pkts"] <= 48
+    chk = q["drops_check"]
+    assert chk["consistent"], chk
+    assert chk["counters"] == s["bottleneck"]["drops"]
+    assert chk["equal"] or chk["note"], chk  # equal, or the run says why not
+    ts = pd.read_parquet(out / "timeseries.parquet")
+    qrows = ts[ts["source"] == "qdisc"]
+    assert len(qrows) == q["samples"] and (qrows["flow"] == 0).all()
+    # The statistics cover the samples taken while the flows ran (0 .. 5 s); the
+    # series also keeps the drain after them.
+    inw = qrows[(qrows["t_s"] >= 0) & (qrows["t_s"] <= 5)]
+    assert len(inw) == q["samples_in_traffic"]
+    assert inw["backlog_pkts"].max() == q["backlog_max_pkts"]
+    assert set(ts["source"]) >= {"iperf3", "ss", "qdisc"}
+    # ccbench parse rebuilds the same series and statistics from raw/ every time.
+    before = ts.copy()
+    ccbench("parse", str(out))
+    again = json.loads((out / "summary.json").read_text())
+    assert again["queue"] == q
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "timeseries.parquet"), before)
 
-        doc["run"]["qdisc_interval_s"] = 0
-        cfg.write_text(yaml.safe_dump(doc))
-        off = tmp_path / "off"
-        ccbench("run", "--config", str(cfg), "--out", str(off))
-        assert not list((off / "raw").glob("qdisc-rt1*"))
-        assert json.loads((off / "summary.json").read_text())["queue"] is None
-    finally:
-        ccbench("testbed", "down", "--id", tb_id)
-        assert namespaces(f"ccb-{tb_id}-") == []
+    # not sampled at all: a second of traffic shows it
+    doc["run"].update(qdisc_interval_s=0, duration_s=1)
+    cfg.write_text(yaml.safe_dump(doc))
+    off = tmp_path / "off"
+    ccbench("run", "--config", str(cfg), "--out", str(off))
+    assert not list((off / "raw").glob("qdisc-rt1*"))
+    assert json.loads((off / "summary.json").read_text())["queue"] is None

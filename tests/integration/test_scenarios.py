@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import yaml
 from ccbench import metrics
 from tests.conftest import ccbench
 from tests.integration.conftest import namespaces, run_judged, run_measured
+from tests.integration.shared_runs import Q48, run_config
 
 pytestmark = pytest.mark.netns
 
@@ -53,20 +53,11 @@ def test_nth_loss_drops_every_nth_data_packet(tmp_path: Path) -> None:
     assert 0.01 <= f["retransmits"] / segs <= 0.04
 
 
-def test_parallel_streams_run_as_one_flow(tmp_path: Path) -> None:
+def test_parallel_streams_run_as_one_flow(q48_testbed: tuple[str, Path], tmp_path: Path) -> None:
     """Seed 003's `-P k`: one iperf3 flow with 2 parallel streams."""
-    cfg = {
-        "testbed": {"id": "itpar"},
-        "topology": {"pairs": 1, "rate_mbit": 50, "rtt_ms": 20, "queue": {"limit_pkts": 48}},
-        "run": {
-            "duration_s": 3,
-            "interval_s": 0.5,
-            "attempts": 2,
-            "flows": [{"cc": "cubic", "streams": 2}],
-        },
-    }
-    (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))
-    s = run_judged(tmp_path / "p.yaml", tmp_path / "out")
+    cfg = run_config(tmp_path / "p.yaml", q48_testbed[0], Q48,
+                     {"duration_s": 3, "flows": [{"cc": "cubic", "streams": 2}]})  # fmt: skip
+    s = run_judged(cfg, tmp_path / "out")
     doc = json.loads((tmp_path / "out" / "raw" / "iperf3-1.json").read_text())
     assert doc["start"]["test_start"]["num_streams"] == 2
     assert len(doc["end"]["streams"]) == 2
@@ -101,48 +92,26 @@ def test_missing_aqm_becomes_a_skipped_run_in_the_workflow(tmp_path: Path) -> No
     assert not (out / "raw" / "iperf3-1.json").exists()  # nothing pretends it ran
 
 
-PROBE_TOPOLOGY = {"pairs": 2, "rate_mbit": 50, "rtt_ms": 40, "queue": {"limit_pkts": 48}}
-
-
-@pytest.fixture(scope="module")
-def probe_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One real dumbbell the three probe tools' runs share (a run leaves it up)."""
-    tb_id = "itprobe"
-    cfg = tmp_path_factory.mktemp("probe") / "tb.yaml"
-    cfg.write_text(yaml.safe_dump({"testbed": {"id": tb_id}, "topology": PROBE_TOPOLOGY}))
-    ccbench("testbed", "down", "--id", tb_id)
-    ccbench("testbed", "up", "--config", str(cfg))
-    try:
-        yield tb_id
-    finally:
-        ccbench("testbed", "down", "--id", tb_id)
-        assert namespaces(f"ccb-{tb_id}-") == []
-
-
 @pytest.mark.parametrize(
     ("tool", "raw_file"),
     [("fping", "probe-fping.txt"), ("irtt", "probe-irtt.json"), ("flent", "probe.flent.gz")],
 )
 def test_latency_under_load_with_irtt_and_flent(
-    probe_testbed: str, tmp_path: Path, tool: str, raw_file: str
+    q48_testbed: tuple[str, Path], tmp_path: Path, tool: str, raw_file: str
 ) -> None:
     """probe_tool fping / irtt / flent (flent's ping test: fping + irtt) beside 2 cubic flows
     through a 48-packet queue: samples taken while the flows ran, from the raw file kept."""
-    cfg = {
-        "testbed": {"id": probe_testbed},
-        "topology": PROBE_TOPOLOGY,
-        "run": {"duration_s": 5, "interval_s": 1, "attempts": 2, "probe_tool": tool,
-                "flows": [{"cc": "cubic"}, {"cc": "cubic", "pair": 2}]},
-    }  # fmt: skip
-    (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))
-    s = run_measured(tmp_path / "p.yaml", tmp_path / "out")
+    cfg = run_config(tmp_path / "p.yaml", q48_testbed[0], Q48,
+                     {"duration_s": 5, "interval_s": 1, "probe_tool": tool,
+                      "flows": [{"cc": "cubic"}, {"cc": "cubic", "pair": 2}]})  # fmt: skip
+    s = run_measured(cfg, tmp_path / "out")
     p = s["probe"]
     assert p["raw"] == raw_file and (tmp_path / "out" / "raw" / raw_file).exists()
     # 10 samples/s for 5 s (flent starts 1.5 s early so its runners sample from the start)
     assert p["samples"] >= 45, p
-    # the path's 40 ms plus up to 48 packets of queue at 50 Mbit/s (11.6 ms). The p95, not
+    # the path's 40 ms plus up to 48 packets of queue at 100 Mbit/s (5.8 ms). The p95, not
     # the max: one sample may meet a host stall (CI saw 57.1 ms once on this VM), which the
     # run's rtt_excess share records; 5 % of samples beyond the path would be a real fault.
-    assert 39_500 <= p["rtt_p50_us"] <= p["rtt_p95_us"] <= 40_000 + 11_600 + 5_000, p
+    assert 39_500 <= p["rtt_p50_us"] <= p["rtt_p95_us"] <= 40_000 + 5_800 + 5_000, p
     assert p["rtt_max_us"] >= p["rtt_p95_us"], p
     assert tool in p["what"]

@@ -7,35 +7,21 @@ recovery or, where HyStart ended slow start, set to the cwnd then."""
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from ccbench import bbr_phase
-from tests.conftest import ccbench
-from tests.integration.conftest import run_measured
+from tests.integration.shared_runs import SharedRun
 
 pytestmark = pytest.mark.netns
 
 MSS = 1448
 CAPTURES = Path(__file__).resolve().parents[1] / "captures" / "zoom"
 OPEN, RECOVERY, LOSS = 0.0, 3.0, 4.0  # enum tcp_ca_state
-
-
-def _config(path: Path, tb_id: str) -> Path:
-    cfg = {
-        "testbed": {"id": tb_id},
-        "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_pkts": 48}},
-        "run": {"duration_s": 8, "interval_s": 0.5, "attempts": 2, "record": ["tcp_probe"],
-                "flows": [{"cc": "cubic", "pair": 1}, {"cc": "bbr", "pair": 2}]},
-    }  # fmt: skip
-    path.write_text(yaml.safe_dump(cfg))
-    return path
 
 
 def _state_at(rows: pd.DataFrame, ca: pd.DataFrame) -> np.ndarray:
@@ -85,15 +71,8 @@ def test_a_hystart_capture_sets_ssthresh_before_any_reduction() -> None:
         assert hystart_set(tp, first) == pytest.approx(want)
 
 
-def test_the_per_ack_series_of_a_traced_run(tmp_path: Path) -> None:
-    tb_id = "itser"
-    out = tmp_path / "out"
-    try:
-        run_measured(_config(tmp_path / "run.yaml", tb_id), out)
-    finally:
-        ccbench("testbed", "down", "--id", tb_id)
-    ccbench("parse", str(out))
-    s = json.loads((out / "summary.json").read_text())
+def test_the_per_ack_series_of_a_traced_run(traced_q48_run: SharedRun) -> None:
+    s, out = traced_q48_run.summary, traced_q48_run.out
     ts = pd.read_parquet(out / "timeseries.parquet")
     events = {f["flow"]: f for f in s["tcp_events"]["flows"]}
     assert s["tcp_events"]["lost_events"] == 0 and s["tcp_events"]["acks_thinned"] is None

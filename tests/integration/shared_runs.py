@@ -1,0 +1,105 @@
+"""Real runs that tests in several modules assert on, each measured once per session
+(the fixtures `cubic_bdp_run` and `traced_q48_run` in conftest.py).
+
+A shared run's fidelity check is that of every test reading it: a try that fails any of
+them is measured again (measure_fidelity), and each test then asserts what it is about
+on the try that passed. 100 Mbit/s x 40 ms, 0.5 s intervals, as the default comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from ccbench import timeseries
+from tests.conftest import ccbench
+
+INTERVAL_S = 0.5
+STEADY_AFTER_S = 3.0  # slow start and its overshoot are over by then at 100 Mbit/s x 40 ms
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """A measured run: its directory (raw/, summary.json, timeseries.parquet) and summary."""
+
+    out: Path
+    summary: dict[str, Any]
+
+
+def drawn(out: Path, flow: int) -> pd.DataFrame:
+    """The throughput rows the report draws for `flow` (tsplot: throughput_source)."""
+    ts = pd.read_parquet(out / "timeseries.parquet")
+    src = timeseries.throughput_source(ts)
+    assert src == timeseries.DELIVERED, "the receiver's intervals are missing"
+    return ts[(ts["source"] == src) & (ts["flow"] == flow)].sort_values("t_s")
+
+
+def time_weighted_mean(rows: pd.DataFrame, start_s: float) -> float:
+    t = rows["t_s"].to_numpy(float)
+    dt = np.diff(np.concatenate([[start_s], t]))
+    return float((rows["throughput_bps"].to_numpy(float) * dt).sum() / dt.sum())
+
+
+def run_config(path: Path, tb_id: str, topology: dict[str, Any], run: dict[str, Any]) -> Path:
+    cfg = {"testbed": {"id": tb_id}, "topology": topology,
+           "run": {"interval_s": INTERVAL_S, "attempts": 2, **run}}  # fmt: skip
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def measure_parsed(cfg: Path, out: Path, check: Callable[[Path, dict[str, Any]], None]) -> None:
+    """One try: the run and its parse, as the workflow does them (`run --raw-only`, then
+    `parse`: summary.json and the time series the report reads); valid, and `check`."""
+    shutil.rmtree(out, ignore_errors=True)
+    ccbench("run", "--config", str(cfg), "--out", str(out), "--raw-only")
+    ccbench("parse", str(out))
+    s = json.loads((out / "summary.json").read_text())
+    assert s["valid"], s["reasons"]
+    check(out, s)
+
+
+# --- One CUBIC flow through a 1-BDP drop-tail queue, 15 s ---------------------------
+# test_local_testbed (it fills the queue), test_series_wire (it is drawn steady).
+# 15 s: slow start (about 1 s here) must not dominate the mean, and 24 half-second
+# intervals after it give the spread.
+CUBIC_BDP = {"duration_s": 15, "flows": [{"cc": "cubic"}]}
+
+
+def cubic_bdp_check(out: Path, s: dict[str, Any]) -> None:
+    assert s["utilization_pct"] >= 90, s["utilization_pct"]
+    # Steady on the wire: the drawn series varies by <= 3 % after slow start and its
+    # mean is the receiver's goodput within 2 % (the sender's writes showed 75-100
+    # Mbit/s intervals, CV 0.06-0.12).
+    rows = drawn(out, 1)
+    late = rows[rows["t_s"] > STEADY_AFTER_S]["throughput_bps"]
+    cv = float(late.std() / late.mean())
+    assert cv <= 0.03, f"drawn throughput CV {cv:.3f}"
+    f = s["flows"][0]
+    mean = time_weighted_mean(rows, f["start_s"])
+    assert abs(mean / f["throughput_bps"] - 1) <= 0.02, (mean, f["throughput_bps"])
+
+
+# --- CUBIC and BBR through 48 packets, every ACK traced, 10 s -------------------------
+# test_series_per_ack (the per-ACK series), test_instruments_local (tcp_probe and the
+# counters), test_series_wire (each flow's drawn mean is its goodput).
+Q48 = {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_pkts": 48}}
+TRACED_Q48 = {"duration_s": 10, "record": ["tcp_probe"],
+              "flows": [{"cc": "cubic", "pair": 1}, {"cc": "bbr", "pair": 2}]}  # fmt: skip
+
+
+def traced_q48_check(out: Path, s: dict[str, Any]) -> None:
+    # A standing queue, a valid run (the base-RTT check reads the kernel's minimum),
+    # each flow's drawn mean its goodput within 3 %.
+    for f in s["flows"]:
+        mean = time_weighted_mean(drawn(out, f["flow"]), f["start_s"])
+        assert abs(mean / f["throughput_bps"] - 1) <= 0.03, (f["flow"], mean, f)
+        assert abs(f["min_rtt_us"] / 1000 - 40) <= 1.0, f
+        assert f["rwnd_limited_share"] <= 0.05, f
