@@ -101,6 +101,7 @@ exec {real} "$@"
 """
 
 
+@pytest.mark.shares_cpu
 def test_a_testbed_that_cannot_be_calibrated_does_not_stop_the_others(tmp_path: Path) -> None:
     work = tmp_path / "wf"
     work.mkdir()

@@ -19,7 +19,7 @@ import pytest
 
 from ccbench.container import container_argv
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.shares_cpu]
 
 REPO = Path(__file__).resolve().parents[2]
 SERVER_ADDR = "198.18.252.1"

@@ -105,6 +105,7 @@ def _all_judged(runs: Path) -> bool:
     return variants == {s["variant"] for s in summaries if s["valid"]}
 
 
+@pytest.mark.shares_cpu
 def test_a_killed_comparison_resumes_without_measuring_again(tmp_path: Path) -> None:
     work = tmp_path / "w"
     work.mkdir()

@@ -79,6 +79,7 @@ def test_tcp_probe_gives_every_ack_and_counters_name_the_retransmissions(
     assert _cat_readers(tcp_probe.instance(tb_id)) == []
 
 
+@pytest.mark.shares_cpu
 def test_random_loss_forces_rtos_named_by_counters_and_trace(tmp_path: Path) -> None:
     """20 % random loss at the receivers for 8 s: the senders time out; the counters name
     the RTOs and the trace marks them. At 5 % fast recovery repairs nearly every loss here;
@@ -105,6 +106,7 @@ def test_random_loss_forces_rtos_named_by_counters_and_trace(tmp_path: Path) -> 
     assert marks and all(0 <= t <= duration_s + 10 for t in marks), marks
 
 
+@pytest.mark.shares_cpu
 def test_a_crashed_runs_trace_is_removed(tmp_path: Path) -> None:
     """A trace instance with its events on and a reader holding it open, as a killed run
     leaves them: the local clean-up (testbed down, the next run's start) ends the

@@ -26,7 +26,7 @@ from markupsafe import escape as html_escape
 from tests.conftest import REPO, ccbench
 from tests.integration.conftest import assert_judged, job_counts, namespaces, run_snakemake
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.shares_cpu]
 
 NOT_BOOTED = "^this-kernel-is-not-booted$"
 

@@ -114,6 +114,7 @@ def test_two_flows_share_fairly(bdp_testbed: tuple[str, Path], tmp_path: Path) -
     assert len(list((tmp_path / "out" / "raw").glob("ss-s*.txt"))) == 2
 
 
+@pytest.mark.shares_cpu
 def test_sigint_mid_run_leaves_nothing(tmp_path: Path) -> None:
     before = host_sysctls()
     cfg = run_cfg(tmp_path / "r.yaml", "itint", [{"cc": "cubic"}], duration=20)
@@ -145,6 +146,7 @@ def test_sigint_mid_run_leaves_nothing(tmp_path: Path) -> None:
     assert leftovers.stdout.strip() == ""
 
 
+@pytest.mark.shares_cpu
 def test_sigkill_mid_run_then_down_leaves_no_process(tmp_path: Path) -> None:
     """A run SIGKILLed mid-traffic (an OOM kill) leaves its iperf3 servers and clients,
     samplers and the delay element running; `down` alone ends every one, also those
@@ -186,6 +188,7 @@ def test_sigkill_mid_run_then_down_leaves_no_process(tmp_path: Path) -> None:
     assert took < 10, took
 
 
+@pytest.mark.shares_cpu
 def test_sigterm_during_up_leaves_nothing(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "tb.yaml", "itterm")
     proc = subprocess.Popen(
@@ -208,6 +211,7 @@ def test_sigterm_during_up_leaves_nothing(tmp_path: Path) -> None:
         ccbench("testbed", "down", "--id", "itterm")  # a failed case leaves no testbed
 
 
+@pytest.mark.shares_cpu
 def test_down_removes_a_stale_testbed(tmp_path: Path) -> None:
     # A testbed whose owner was killed with SIGKILL: namespaces and a process remain.
     subprocess.run(["ip", "netns", "add", "ccb-itstale-rt1"], check=True)
@@ -221,6 +225,7 @@ def test_down_removes_a_stale_testbed(tmp_path: Path) -> None:
         subprocess.run(["ip", "netns", "delete", "ccb-itstale-rt1"], capture_output=True)
 
 
+@pytest.mark.shares_cpu
 def test_not_root_is_one_clear_line(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "tb.yaml", "itnr")
     os.chmod(tmp_path, 0o755)
@@ -249,6 +254,7 @@ def test_not_root_is_one_clear_line(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.shares_cpu
 def test_missing_aqm_is_a_clear_error(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "tb.yaml", "itaqm", queue={"kind": "fq_codel", "limit_pkts": 100})
     cp = ccbench("testbed", "up", "--config", str(cfg), check=False)
@@ -265,6 +271,7 @@ def test_missing_aqm_is_a_clear_error(tmp_path: Path) -> None:
         ccbench("testbed", "down", "--id", "itaqm")
 
 
+@pytest.mark.shares_cpu
 def test_bad_config_is_one_clear_line(tmp_path: Path) -> None:
     p = tmp_path / "bad.yaml"
     p.write_text("topology: {rate_mbit: fast}\n")
@@ -275,6 +282,7 @@ def test_bad_config_is_one_clear_line(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.shares_cpu
 @pytest.mark.usefixtures("image")
 def test_tools_can_run_in_the_linux_node_container(tmp_path: Path) -> None:
     """`testbed.tools: container`: iperf3, ping and ss run in the tooling image joined

@@ -29,7 +29,7 @@ from tests.integration.conftest import (
     run_snakemake,
 )
 
-pytestmark = pytest.mark.netns
+pytestmark = [pytest.mark.netns, pytest.mark.shares_cpu]
 
 
 @pytest.fixture(scope="module")

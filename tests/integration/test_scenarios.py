@@ -64,6 +64,7 @@ def test_parallel_streams_run_as_one_flow(q48_testbed: tuple[str, Path], tmp_pat
     assert s["flows"][0]["throughput_bps"] == doc["end"]["sum_received"]["bits_per_second"]
 
 
+@pytest.mark.shares_cpu
 def test_missing_aqm_becomes_a_skipped_run_in_the_workflow(tmp_path: Path) -> None:
     """What the workflow does for an AQM this kernel lacks: a recorded skip, not a crash."""
     cfg = {

@@ -158,6 +158,7 @@ def _tools_on_hosts() -> list[str]:
     return sorted(out)
 
 
+@pytest.mark.shares_cpu
 def test_a_run_whose_control_machine_died_is_cleaned_up_by_the_next(ssh_dumbbell: Path) -> None:
     """The control machine dies mid-run (its ccbench's process group SIGKILLed: the ssh
     clients die, the remote iperf3s and samplers run on, its instruments' files stay);
@@ -195,6 +196,7 @@ def test_a_run_whose_control_machine_died_is_cleaned_up_by_the_next(ssh_dumbbell
     assert [f for f in left if f.exists()] == []
 
 
+@pytest.mark.shares_cpu
 def test_unreachable_host_is_one_clear_line(ssh_dumbbell: Path) -> None:
     d = ssh_dumbbell
     inv = yaml.safe_load((d / "hosts.yaml").read_text())
@@ -212,6 +214,7 @@ def test_unreachable_host_is_one_clear_line(ssh_dumbbell: Path) -> None:
     assert "timed out" in lines[0], lines
 
 
+@pytest.mark.shares_cpu
 @pytest.mark.usefixtures("image")
 def test_tools_in_the_container_over_ssh(ssh_dumbbell: Path) -> None:
     """`testbed.tools: container` on the SSH path (as on Emulab with the profile's
