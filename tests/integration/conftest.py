@@ -229,7 +229,11 @@ def assert_judged(summary: dict[str, Any]) -> None:
 def run_judged(cfg: Path, out: Path) -> dict[str, Any]:
     """`ccbench run --config cfg` once, for a test whose subject is not fidelity (which
     tool ran, what it recorded): its summary, valid or invalid only because the host
-    stalled (assert_judged); not measured again for a stall, as run_measured does."""
+    stalled (assert_judged); not measured again for a stall, as run_measured does, nor
+    by the run's own attempts (set to 1 in `cfg`)."""
+    doc = yaml.safe_load(cfg.read_text())
+    doc["run"]["attempts"] = 1
+    cfg.write_text(yaml.safe_dump(doc))
     ccbench("run", "--config", str(cfg), "--out", str(out))
     s: dict[str, Any] = json.loads((out / "summary.json").read_text())
     assert_judged(s)

@@ -24,12 +24,15 @@ pytestmark = pytest.mark.netns
 INSTANCES = Path(tcp_probe.TRACEFS) / "instances"
 
 
-def _config(path: Path, tb_id: str, duration_s: float = 6, **topo: Any) -> Path:
+def _config(path: Path, tb_id: str, duration_s: float, **topo: Any) -> Path:
+    # One attempt: what is checked is what the counters and the trace name, valid or not
+    # (at 20 % loss the run's RTT samples exceed the path's bound: judged invalid, and a
+    # second attempt would only measure it again).
     cfg = {
         "testbed": {"id": tb_id},
         "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_pkts": 48},
                      **topo},
-        "run": {"duration_s": duration_s, "interval_s": 0.5, "attempts": 2, "record": ["tcp_probe"],
+        "run": {"duration_s": duration_s, "interval_s": 0.5, "attempts": 1, "record": ["tcp_probe"],
                 "flows": [{"cc": "cubic", "pair": 1}, {"cc": "cubic", "pair": 2}]},
     }  # fmt: skip
     path.write_text(yaml.safe_dump(cfg))
