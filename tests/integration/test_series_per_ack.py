@@ -7,20 +7,16 @@ recovery or, where HyStart ended slow start, set to the cwnd then."""
 
 from __future__ import annotations
 
-import math
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from ccbench import bbr_phase
+from tests.hystart import MSS, hystart_set
 from tests.integration.shared_runs import SharedRun
 
 pytestmark = pytest.mark.netns
 
-MSS = 1448
-CAPTURES = Path(__file__).resolve().parents[1] / "captures" / "zoom"
 OPEN, RECOVERY, LOSS = 0.0, 3.0, 4.0  # enum tcp_ca_state
 
 
@@ -38,37 +34,6 @@ def _cwnd_lately(rows: pd.DataFrame) -> np.ndarray:
     window = pd.Timedelta(microseconds=float(rows["rtt_us"].max()))
     s = pd.Series(rows["cwnd_bytes"].to_numpy(), index=pd.to_timedelta(rows["t_s"], unit="s"))
     return s.rolling(window).max().to_numpy()
-
-
-def hystart_set(tp: pd.DataFrame, first: float) -> float:
-    """When the trace first shows a CUBIC flow's ssthresh before its first reduction
-    (`first`), checking what it shows: only HyStart sets one then (tcp_cubic.c
-    hystart_update: snd_ssthresh = the cwnd, the flow stays Open), and from then on
-    tcp_probe prints tcp_current_ssthresh (include/net/tcp.h), in Open max(snd_ssthresh,
-    3/4 cwnd). inf: never set before `first` (slow start ended by the loss)."""
-    pre = tp[tp["t_s"] < first].sort_values("t_s")
-    set_ = pre["ssthresh_bytes"].notna().to_numpy()
-    if not set_.any():
-        return math.inf
-    i = int(set_.argmax())
-    assert i > 0 and set_[i:].all()
-    hystart = pre["ssthresh_bytes"].iloc[i]
-    assert hystart == pre["cwnd_bytes"].iloc[i - 1]  # the cwnd as the ACK before arrived
-    cwnd = (pre["cwnd_bytes"].to_numpy()[i:] // MSS).astype(int)
-    want = np.maximum(hystart, ((cwnd >> 1) + (cwnd >> 2)) * MSS)
-    assert (pre["ssthresh_bytes"].to_numpy()[i:] == want).all()
-    return float(pre["t_s"].iloc[i])
-
-
-def test_a_hystart_capture_sets_ssthresh_before_any_reduction() -> None:
-    """hystart_set on a real run where HyStart ended slow start 1.9 s before the first
-    Recovery (tests/captures/zoom/cubic-hystart), and on one where the loss did."""
-    for name, want in (("cubic-hystart", 0.511583), ("cubic-traced", math.inf)):
-        ts = pd.read_parquet(CAPTURES / name / "timeseries.parquet")
-        ca = ts[(ts["source"] == "ca_state") & (ts["flow"] == 1)]
-        first = ca.loc[ca["ca_state"] >= 2, "t_s"].min()
-        tp = ts[(ts["source"] == "tcp_probe") & (ts["flow"] == 1)]
-        assert hystart_set(tp, first) == pytest.approx(want)
 
 
 def test_the_per_ack_series_of_a_traced_run(traced_q48_run: SharedRun) -> None:

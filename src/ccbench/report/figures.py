@@ -21,10 +21,10 @@ import dataclasses
 import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import matplotlib
 
@@ -410,23 +410,41 @@ def make_all(
     _start(inputs)
     jobs = _jobs(inputs.tables, matrix)
     n = min(workers or len(os.sched_getaffinity(0)), len(jobs))
-    measure = [j for j in jobs if j.what == "timeseries"]
     if n <= 1:
-        extents = [_extent(j) for j in measure]
-        jobs = _with_limits(jobs, measure, extents)
-        drawn = [_draw(j) for j in jobs]
+        drawn = _measure_and_draw(jobs, _Here())
     else:
         # Forked: a worker starts with what this process imported (~2 s to import anew)
         # and its inputs (_start).
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(n, mp_context=ctx, initializer=_start,
                                  initargs=(inputs,)) as pool:  # fmt: skip
-            extents = list(pool.map(_extent, measure))
-            jobs = _with_limits(jobs, measure, extents)
-            longest = sorted(range(len(jobs)), key=lambda k: -_COST.get(jobs[k].what, 1))
-            futures = {k: pool.submit(_draw, jobs[k]) for k in longest}
-            drawn = [futures[k].result() for k in range(len(jobs))]
+            drawn = _measure_and_draw(jobs, pool)
     jsonio.write_json(out_dir / "figures.json", [e for d in drawn for e in d])
+
+
+_T = TypeVar("_T")
+
+
+class _Here:
+    """One worker: what is submitted runs at once, in this process."""
+
+    def submit(self, fn: Callable[[_Job], _T], job: _Job) -> Future[_T]:
+        done: Future[_T] = Future()
+        done.set_result(fn(job))
+        return done
+
+
+def _measure_and_draw(
+    jobs: list[_Job], workers: _Here | ProcessPoolExecutor
+) -> list[list[dict[str, Any]]]:
+    """Each variant's time-series extent first (the scenario's shared axes are their
+    union), then every figure, the longest first; the manifest entries in job order."""
+    measure = [j for j in jobs if j.what == "timeseries"]
+    extents = [f.result() for f in [workers.submit(_extent, j) for j in measure]]
+    jobs = _with_limits(jobs, measure, extents)
+    longest = sorted(range(len(jobs)), key=lambda k: -_COST.get(jobs[k].what, 1))
+    futures = {k: workers.submit(_draw, jobs[k]) for k in longest}
+    return [futures[k].result() for k in range(len(jobs))]
 
 
 def _loss(
