@@ -25,11 +25,11 @@ fi
 # one worker: --dist loadfile builds a module's fixtures, such as test_report's built
 # reports, once) at idle priority (SCHED_IDLE: any other task on a core takes it at
 # once), beside the integration tests marked shares_cpu, whose subject is not fidelity
-# (a run the host stalls is accepted as judged). Then, the unit tests done, the other
-# integration tests alone, one at a time: they time real traffic in namespaces, so
-# nothing else may share the CPU with them. Every part runs; the suite fails if any
-# does. -rs: each skipped test's reason is printed (measure_fidelity skips only for
-# hypervisor steal, and says so).
+# (a run the host stalls is accepted as judged), two modules at a time (--dist
+# loadfile again). Then, the unit tests done, the other integration tests alone, one at
+# a time: they time real traffic in namespaces, so nothing else may share the CPU with
+# them. Every part runs; the suite fails if any does. -rs: each skipped test's reason
+# is printed (measure_fidelity skips only for hypervisor steal, and says so).
 workers=$(nproc)
 rc=0
 unit_log=$(mktemp)
@@ -39,8 +39,9 @@ echo "== pytest tests/unit ($workers workers, idle priority), beside the next pa
 chrt --idle 0 python -m pytest -q -rs --durations=15 -n "$workers" --dist loadfile \
   -p no:cacheprovider tests/unit >"$unit_log" 2>&1 &
 unit=$!
-echo "== pytest tests/integration -m shares_cpu (serial)"
-python -m pytest -q -rs --durations=15 -m "shares_cpu and not slow" tests/integration || rc=$?
+echo "== pytest tests/integration -m shares_cpu (2 workers)"
+python -m pytest -q -rs --durations=15 -n 2 --dist loadfile -m "shares_cpu and not slow" \
+  tests/integration || rc=$?
 wait "$unit" || rc=$?
 unit=
 echo "== pytest tests/unit: its output"

@@ -256,8 +256,8 @@ def run_snakemake(
 
 
 # The .test comparison (2 variants x 2 repetitions x 3 s on a real local dumbbell), run
-# to its end: test_pipeline asserts on one. A test that had to run it to the end anyway
-# (test_crash_resume: killed after its first run, resumed, finished) offers its work
+# to its end: test_pipeline's checks assert on one. A test that had to run it to the end
+# anyway (its crash test: killed after its first run, resumed, finished) offers its work
 # directory, so the comparison is not run a second time in one session.
 TEST_CONFIG = REPO / ".test" / "config" / "config.yaml"
 _FINISHED: list[Path] = []
