@@ -127,9 +127,6 @@ def spawn_sshd(netns: str, listen: str, d: Path, name: str) -> subprocess.Popen[
     return subprocess.Popen(argv, stderr=subprocess.DEVNULL)
 
 
-BDP_TOPOLOGY = {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_bdp": 1}}
-
-
 def write_config(path: Path, tb_id: str, **topo: object) -> Path:
     cfg = {
         "testbed": {"id": tb_id},
@@ -156,44 +153,49 @@ def testbed_up(cfg: Path, tb_id: str) -> Iterator[tuple[str, Path]]:
 
 @pytest.fixture(scope="session")
 def bdp_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """A real 100 Mbit x 40 ms dumbbell with a 1-BDP pfifo, shared by the tests (in any
-    module) that check this dumbbell."""
-    cfg = write_config(tmp_path_factory.mktemp("tb") / "tb.yaml", "itbdp", queue={"limit_bdp": 1})
+    """A real 100 Mbit x 40 ms dumbbell with a 1-BDP pfifo (shared_runs.BDP), shared by
+    the tests (in any module) that check this dumbbell."""
+    cfg = write_config(tmp_path_factory.mktemp("tb") / "tb.yaml", "itbdp", **shared_runs.BDP)
     with testbed_up(cfg, "itbdp") as tb:
         yield tb
 
 
 @pytest.fixture(scope="session")
 def q48_testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
-    """The same with 48 packets of pfifo (a standing queue, losses), shared likewise."""
-    cfg = write_config(tmp_path_factory.mktemp("tb") / "tb.yaml", "itq48", queue={"limit_pkts": 48})
+    """The same with 48 packets of pfifo (shared_runs.Q48: a standing queue, losses)."""
+    cfg = write_config(tmp_path_factory.mktemp("tb") / "tb.yaml", "itq48", **shared_runs.Q48)
     with testbed_up(cfg, "itq48") as tb:
         yield tb
+
+
+def _shared_run(
+    tmp_path_factory: pytest.TempPathFactory, name: str, testbed: tuple[str, Path],
+    topology: dict[str, Any], run: dict[str, Any],
+    check: Callable[[Path, dict[str, Any]], None],
+) -> shared_runs.SharedRun:  # fmt: skip
+    """`run` on `testbed`, measured once for every test that reads it (its fidelity
+    `check` is theirs together: a try that fails it is measured again)."""
+    d = tmp_path_factory.mktemp(name)
+    cfg = shared_runs.run_config(d / "run.yaml", testbed[0], topology, run)
+    out = d / "out"
+    measure_fidelity(lambda: shared_runs.measure_parsed(cfg, out, check))
+    return shared_runs.SharedRun(out, json.loads((out / "summary.json").read_text()))
 
 
 @pytest.fixture(scope="session")
 def cubic_bdp_run(bdp_testbed: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory
                   ) -> shared_runs.SharedRun:  # fmt: skip
-    """One CUBIC flow through the 1-BDP queue (shared_runs.CUBIC_BDP), measured once."""
-    d = tmp_path_factory.mktemp("cubic-bdp")
-    cfg = shared_runs.run_config(d / "run.yaml", bdp_testbed[0], BDP_TOPOLOGY,
-                                 shared_runs.CUBIC_BDP)  # fmt: skip
-    out = d / "out"
-    measure_fidelity(lambda: shared_runs.measure_parsed(cfg, out, shared_runs.cubic_bdp_check))
-    return shared_runs.SharedRun(out, json.loads((out / "summary.json").read_text()))
+    """One CUBIC flow through the 1-BDP queue (shared_runs.CUBIC_BDP)."""
+    return _shared_run(tmp_path_factory, "cubic-bdp", bdp_testbed, shared_runs.BDP,
+                       shared_runs.CUBIC_BDP, shared_runs.cubic_bdp_check)  # fmt: skip
 
 
 @pytest.fixture(scope="session")
 def traced_q48_run(q48_testbed: tuple[str, Path], tmp_path_factory: pytest.TempPathFactory
                    ) -> shared_runs.SharedRun:  # fmt: skip
-    """CUBIC and BBR through 48 packets, every ACK traced (shared_runs.TRACED_Q48),
-    measured once."""
-    d = tmp_path_factory.mktemp("traced-q48")
-    cfg = shared_runs.run_config(d / "run.yaml", q48_testbed[0], shared_runs.Q48,
-                                 shared_runs.TRACED_Q48)  # fmt: skip
-    out = d / "out"
-    measure_fidelity(lambda: shared_runs.measure_parsed(cfg, out, shared_runs.traced_q48_check))
-    return shared_runs.SharedRun(out, json.loads((out / "summary.json").read_text()))
+    """CUBIC and BBR through 48 packets, every ACK traced (shared_runs.TRACED_Q48)."""
+    return _shared_run(tmp_path_factory, "traced-q48", q48_testbed, shared_runs.Q48,
+                       shared_runs.TRACED_Q48, shared_runs.traced_q48_check)  # fmt: skip
 
 
 def run_measured(

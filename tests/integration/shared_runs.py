@@ -66,6 +66,11 @@ def measure_parsed(cfg: Path, out: Path, check: Callable[[Path, dict[str, Any]],
     check(out, s)
 
 
+# The shared testbeds' topologies (conftest: bdp_testbed, q48_testbed).
+BDP = {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_bdp": 1}}
+Q48 = {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_pkts": 48}}
+
+
 # --- One CUBIC flow through a 1-BDP drop-tail queue, 15 s ---------------------------
 # test_local_testbed (it fills the queue), test_series_wire (it is drawn steady).
 # 15 s: slow start (about 1 s here) must not dominate the mean, and 24 half-second
@@ -90,7 +95,6 @@ def cubic_bdp_check(out: Path, s: dict[str, Any]) -> None:
 # --- CUBIC and BBR through 48 packets, every ACK traced, 10 s -------------------------
 # test_series_per_ack (the per-ACK series), test_instruments_local (tcp_probe and the
 # counters), test_series_wire (each flow's drawn mean is its goodput).
-Q48 = {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_pkts": 48}}
 TRACED_Q48 = {"duration_s": 10, "record": ["tcp_probe"],
               "flows": [{"cc": "cubic", "pair": 1}, {"cc": "bbr", "pair": 2}]}  # fmt: skip
 
