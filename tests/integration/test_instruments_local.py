@@ -132,9 +132,27 @@ def test_a_crashed_runs_trace_is_removed(tmp_path: Path) -> None:
     finally:
         reader.kill()
         subprocess.run(["rmdir", inst], check=False, capture_output=True)
-    # the SSH nodes' sweep (ccbench.leftovers), run here on a reader-less instance
-    subprocess.run(["mkdir", "-p", inst], check=True)
+    # the SSH nodes' sweep (ccbench.leftovers), run here: an instance a live reader holds
+    # is a run in progress (this machine's one-kernel testbed's, beside an SSH lab whose
+    # nodes share the kernel): left as it is, its events on; a reader-less one, removed
     [trace_off] = instruments.leftovers_argv("linux")
-    got = subprocess.run(trace_off, capture_output=True, text=True)
-    assert "logger tcp_probe" in got.stdout and not Path(inst).exists()
-    assert leftovers.parse_sweep(got.stdout).loggers == ("tcp_probe",)
+    live = tcp_probe.instance("itlive")
+    subprocess.run(["mkdir", "-p", inst, live], check=True)
+    for d in (inst, live):
+        Path(d, "events/tcp/tcp_probe/enable").write_text("1\n")
+    reader = subprocess.Popen(["cat", f"{live}/trace_pipe"], stdout=subprocess.DEVNULL,
+                              start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 10
+        while _cat_readers(live) != [reader.pid] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        got = subprocess.run(trace_off, capture_output=True, text=True)
+        assert got.returncode == 0 and not Path(inst).exists()
+        assert leftovers.parse_sweep(got.stdout).loggers == ("tcp_probe",)
+        assert Path(live, "events/tcp/tcp_probe/enable").read_text().strip() == "1"
+        assert reader.poll() is None
+    finally:
+        reader.kill()
+        reader.wait(timeout=5)
+        subprocess.run(["rmdir", inst, live], check=False, capture_output=True)
+    assert not Path(live).exists()
