@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, ccbench
+from tests.integration import shared_runs
 from tests.integration.conftest import (
     host_sysctls,
     in_namespaces,
@@ -40,11 +41,8 @@ pytestmark = pytest.mark.netns
 
 
 def run_cfg(path: Path, tb_id: str, flows: list[dict], duration: float = 5, **topo: object) -> Path:
-    write_config(path, tb_id, **topo)
-    cfg = yaml.safe_load(path.read_text())
-    cfg["run"] = {"duration_s": duration, "interval_s": 0.5, "attempts": 2, "flows": flows}
-    path.write_text(yaml.safe_dump(cfg))
-    return path
+    topology = {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, **topo}
+    return shared_runs.run_config(path, tb_id, topology, {"duration_s": duration, "flows": flows})
 
 
 def test_up_calibrates_and_down_leaves_nothing(tmp_path: Path) -> None:

@@ -47,7 +47,9 @@ from ccbench.summarize import summarize
 from tests.conftest import REPO
 from tests.integration.conftest import namespaces
 
-pytestmark = pytest.mark.netns
+# Its subject is the fetch (whole, checked, refused when cut), not a run's fidelity: it
+# runs beside other tests (test.sh).
+pytestmark = [pytest.mark.netns, pytest.mark.shares_cpu]
 
 NS = "ccb-itfetch-n1"
 RATE_MBIT = 8.0

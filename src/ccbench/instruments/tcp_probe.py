@@ -290,12 +290,9 @@ class TcpProbe(Instrument):
         remove_host_instance(instance(tb_id))
 
 
-# A trace instance an earlier run left (its events still on) removed: the leftovers
-# sweep has ended its reader, which held it open. An instance a reader still holds is
-# a run in progress (a one-kernel testbed's on the same machine: its reader is not one
-# of the swept processes): tracefs refuses its rmdir (EBUSY, kernel/trace/trace.c,
-# __remove_instance) and it is left as it is, its events on. rmdir alone turns an
-# instance's events off (event_trace_del_tracer).
+# A trace instance an earlier run left removed (the sweep ended its reader first; rmdir
+# turns its events off: kernel/trace/trace.c, __remove_instance). One a reader holds is
+# a run in progress (a one-kernel testbed's on this machine): rmdir fails (EBUSY), left.
 TRACE_OFF = (
     f'for d in {TRACEFS}/instances/ccbench-*; do [ -d "$d" ] || continue; '
     'rmdir "$d" 2>/dev/null && echo "logger tcp_probe"; done; true'
