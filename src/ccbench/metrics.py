@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 NAN = math.nan
@@ -237,33 +238,72 @@ def _t_quantile(q: float, dof: float) -> float:
     return float(stats.t.ppf(q, dof))
 
 
+# Linux's receiver holds the ACK of a lone segment until a second arrives or its
+# delayed-ACK timer fires: TCP_DELACK_MIN, 40 ms, at first (include/net/tcp.h; the
+# timer's later growth is capped near its own srtt: net/ipv4/tcp_output.c,
+# tcp_send_delayed_ack). A sender whose window is below the path's BDP leaves the
+# bottleneck idle about RTT x (1 - cwnd/BDP) each round trip; a burst's last segment
+# then waits for the next burst or the timer, and its RTT sample with it (at 3 % random
+# loss at 40 ms, srtt samples 8-20 ms above RTT + a full queue; none with the receivers'
+# delayed ACKs off: `ip route ... quickack 1`).
+DELAYED_ACK_MS = 40.0
+
+
+@dataclass(frozen=True)
+class RttBound:
+    """The most RTT the configured path can give a sender's sample: `ms` (its RTT + a
+    full drop-tail queue + slack), plus the delayed ACK's wait while the sender's window
+    was below the BDP: min(DELAYED_ACK_MS, rtt_ms x (1 - cwnd / bdp_bytes)). A sample
+    with no window known gets none."""
+
+    ms: float
+    rtt_ms: float
+    bdp_bytes: float
+
+    @property
+    def delayed_ack_max_ms(self) -> float:
+        return min(DELAYED_ACK_MS, self.rtt_ms)
+
+    def us(self, cwnd_bytes: Any) -> Any:
+        """Each sample's bound (µs) for its window (bytes; an array, NaN: unknown)."""
+        import numpy as np
+
+        idle_ms = self.rtt_ms * np.clip(1 - np.asarray(cwnd_bytes, float) / self.bdp_bytes, 0, 1)
+        return (self.ms + np.nan_to_num(np.minimum(DELAYED_ACK_MS, idle_ms), nan=0.0)) * 1e3
+
+
 def rtt_excess(
-    bound_ms: float,
-    timed: Mapping[str, Sequence[tuple[float, float]]],
+    bound: RttBound,
+    timed: Mapping[str, Sequence[tuple[float, float, float]]],
     untimed: Sequence[float] = (),
 ) -> dict[str, Any]:
-    """RTT samples above what the path can give (`bound_ms`: RTT + a full queue +
-    slack): their share of all samples, the worst excess, and the longest stretch a
-    timed series (t_s, rtt_us) stayed above. Such samples are host stalls, not the
-    path (validity.check_rtt_excess)."""
-    bound_us = bound_ms * 1e3
-    all_rtts = [r for s in timed.values() for _, r in s] + list(untimed)
-    above = [r for r in all_rtts if r > bound_us]
+    """RTT samples above what the path can give (`bound`): their share of all samples,
+    the worst excess over a sample's own bound, and the longest stretch a timed series
+    (t_s, rtt_us, cwnd_bytes) stayed above (walked by time; at one instant, the samples
+    below first). `untimed` (the probe's) are held to bound.ms: no window delays them.
+    Such samples are host stalls, not the path (validity.check_rtt_excess)."""
+    excess = [u - bound.ms * 1e3 for u in untimed if u > bound.ms * 1e3]
+    n = len(untimed)
     longest = 0.0
     for series in timed.values():
+        n += len(series)
+        limits = bound.us([c for _, _, c in series]).tolist() if series else []
+        walk = sorted((t, r > b, r - b) for (t, r, _), b in zip(series, limits, strict=True))
         start: float | None = None
-        for t, r in sorted(series):
-            if r > bound_us:
+        for t, above, over in walk:
+            if above:
+                excess.append(over)
                 start = t if start is None else start
                 longest = max(longest, t - start)
             else:
                 start = None
     return {
-        "bound_ms": bound_ms,
-        "samples": len(all_rtts),
-        "above": len(above),
-        "share": len(above) / len(all_rtts) if all_rtts else None,
-        "max_excess_ms": (max(above) - bound_us) / 1e3 if above else 0.0,
+        "bound_ms": bound.ms,
+        "delayed_ack_max_ms": bound.delayed_ack_max_ms,
+        "samples": n,
+        "above": len(excess),
+        "share": len(excess) / n if n else None,
+        "max_excess_ms": max(excess) / 1e3 if excess else 0.0,
         "longest_above_s": longest,
     }
 

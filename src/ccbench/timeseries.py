@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from ccbench import instruments, layout, metrics, runmeta
 from ccbench.instruments import SENDER_SOURCES, SeriesContext
 from ccbench.layout import RawDir, load_spec
+from ccbench.metrics import RttBound
 from ccbench.parse.iperf3 import Iperf3Result, read_report
 from ccbench.spec import Flow, RunSpec
 from ccbench.timeseries_sink import Series, Sink
@@ -91,16 +92,16 @@ def build(raw: Path) -> pd.DataFrame:
 
 
 def write_checked(
-    raw: Path, spec: RunSpec, path: Path, bound_us: float | None = None
+    raw: Path, spec: RunSpec, path: Path, bound: RttBound | None = None
 ) -> tuple[Series, SeriesStats, list[str]]:
     """Write the time series to `path` as its files are read (timeseries_sink: row
     groups, never the whole table in memory); returns it, what the verdict needs of it
-    (timeseries_stats, RTT excess counted above `bound_us`), and one problem (naming
+    (timeseries_stats, RTT excess counted above `bound`), and one problem (naming
     the file) per sampler file (ss, siftr) that is not text, does not parse, or was cut
     short: its rows are left out, and the verdict (summarize.judge) makes the run
     invalid. iperf3 and meta.json problems are the summary's (they are its files too);
     here such a file just gives no rows. `spec` is the run's (layout.load_spec)."""
-    stats = SeriesStats(SENDER_SOURCES, bound_us, spec.topology.mss_bytes)
+    stats = SeriesStats(SENDER_SOURCES, bound, spec.topology.mss_bytes)
     sink = Sink(path, spec.run_id, _frame, stats)
     problems: list[str] = []
     try:
@@ -129,17 +130,19 @@ def iperf3_frame(st: SeriesStats) -> pd.DataFrame:
     return _frame(st.iperf3)
 
 
-def sender_samples(path: Path, flow: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Flow `flow`'s sender RTT samples (t_s, rtt_us: ss and siftr rows) read back from
-    a written time series, a row group at a time (timeseries_stats.rtt_excess)."""
+def sender_samples(path: Path, flow: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Flow `flow`'s sender RTT samples (t_s, rtt_us, cwnd_bytes: the senders' sources'
+    rows) read back from a written time series, a row group at a time
+    (timeseries_stats.rtt_excess)."""
     pf = pq.ParquetFile(path)
+    cols = ["flow", "source", "t_s", "rtt_us", "cwnd_bytes"]
     for g in range(pf.metadata.num_row_groups):  # (iter_batches held every group's buffers)
-        b = pf.read_row_group(g, columns=["flow", "source", "t_s", "rtt_us"], use_threads=False)
+        b = pf.read_row_group(g, columns=cols, use_threads=False)
         src = b.column("source")
         mine = pc.and_(pc.equal(b.column("flow"), flow), pc.is_in(src, pa.array(SENDER_SOURCES)))
-        t = b.column("t_s").filter(mine).to_numpy(zero_copy_only=False)
-        r = b.column("rtt_us").filter(mine).to_numpy(zero_copy_only=False)
-        yield np.asarray(t, dtype=float), np.asarray(r, dtype=float)
+        t, r, c = (np.asarray(pc.cast(b.column(n).filter(mine), pa.float64()).to_numpy(
+            zero_copy_only=False), dtype=float) for n in cols[2:])  # fmt: skip
+        yield t, r, c
 
 
 def _iperf3_rows(

@@ -86,7 +86,7 @@ class FileRows:
         self._parts: list[Part] = []
         self._rows = 0
         self._spill: tuple[Path, pa.ipc.RecordBatchFileWriter] | None = None
-        self.stats = SeriesStats(sink.stats.sender_sources, sink.stats.bound_ms,
+        self.stats = SeriesStats(sink.stats.sender_sources, sink.stats.bound,
                                  sink.stats.mss_bytes)  # fmt: skip
 
     def add(self, part: Part) -> None:

@@ -5,8 +5,9 @@ whole table; `SeriesStats` takes each part of rows as it is written and keeps on
 - the sources that gave rows (timeseries.finest_source's choice);
 - per source (ss, siftr, iperf3), a count per distinct RTT value (parse.counts): the
   srtt statistics exactly, in memory bounded by the RTT's value range;
-- per flow, the RTT samples above the path's bound (rare: host stalls) and how many
-  samples there were: the RTT-excess share and its worst sample;
+- per flow, the RTT samples above the path's bound (metrics.RttBound: each sample's, by
+  its window; rare: host stalls) and how many samples there were: the RTT-excess share
+  and its worst sample;
 - the iperf3 rows, sender's and receiver's (one per flow and interval): Jain's index
   over time.
 
@@ -28,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ccbench import metrics
+from ccbench.metrics import RttBound
 from ccbench.parse.counts import ValueCounts
 
 if TYPE_CHECKING:
@@ -65,23 +67,23 @@ _EXACT_SUM = 2.0**53  # integer sums below this are exact in a float, in any ord
 
 class SeriesStats:
     """Statistics of the rows added (`add`, one part at a time, or `from_frame`).
-    `sender_sources`: the sources of the senders' own samples, finest first; `bound_ms`:
-    the RTT above which a sample counts as excess (None: not counted)."""
+    `sender_sources`: the sources of the senders' own samples, finest first; `bound`:
+    what RTT a sample may reach before it counts as excess (None: not counted)."""
 
     def __init__(
-        self, sender_sources: Sequence[str], bound_ms: float | None = None,
+        self, sender_sources: Sequence[str], bound: RttBound | None = None,
         mss_bytes: int = DEFAULT_MSS,
     ) -> None:  # fmt: skip
         self.sender_sources = tuple(sender_sources)
         self.mss_bytes = mss_bytes
         self.window_slack = RWND_SLACK_MSS * mss_bytes
-        self.bound_ms = bound_ms
-        self.bound_us = None if bound_ms is None else bound_ms * 1e3  # as metrics.rtt_excess
+        self.bound = bound
         self.rows = 0
         self.sources: set[str] = set()
         self.rtt_counts = {s: ValueCounts() for s in (*self.sender_sources, FALLBACK)}
         self.samples: dict[int, int] = {}  # flow -> sender RTT samples
-        self.above: dict[int, list[tuple[np.ndarray, np.ndarray]]] = {}  # flow -> (t, rtt)
+        # flow -> (t, rtt, each one's bound) of its samples above their bounds
+        self.above: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {}
         self.iperf3: list[pd.DataFrame] = []
         self.min_rtt: dict[str, dict[int, float]] = {s: {} for s in MIN_RTT_SOURCES}
         # per sender source and flow: [samples with in-flight and window, of them at it]
@@ -92,10 +94,10 @@ class SeriesStats:
 
     @classmethod
     def from_frame(
-        cls, df: pd.DataFrame, sender_sources: Sequence[str], bound_ms: float | None = None
+        cls, df: pd.DataFrame, sender_sources: Sequence[str], bound: RttBound | None = None
     ) -> SeriesStats:
         """The statistics of a whole time series (a timeseries.parquet read back)."""
-        st = cls(sender_sources, bound_ms)
+        st = cls(sender_sources, bound)
         if len(df):
             st.add(df)
         return st
@@ -139,12 +141,14 @@ class SeriesStats:
         t, r = cols.floats("t_s")[sender], rtt[sender]
         for f in _flows_in(flow):
             self.samples[f] = self.samples.get(f, 0) + int((flow == f).sum())
-        if self.bound_us is None:
+        if self.bound is None:
             return
-        hi = r > self.bound_us
+        b = self.bound.us(cols.floats("cwnd_bytes")[sender] if cols.has("cwnd_bytes")
+                          else np.full(len(r), np.nan))  # fmt: skip
+        hi = r > b
         for f in _flows_in(flow[hi]):
             at = hi & (flow == f)
-            self.above.setdefault(int(f), []).append((t[at], r[at]))
+            self.above.setdefault(int(f), []).append((t[at], r[at], b[at]))
 
     def merge(self, other: SeriesStats) -> None:
         """Add what `other` gathered (a file's rows, taken once the file read whole)."""
@@ -273,47 +277,47 @@ class _Columns:
 def rtt_excess(
     st: SeriesStats,
     untimed: Sequence[float],
-    reread: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray]]],
+    reread: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]],
 ) -> dict[str, Any]:
-    """metrics.rtt_excess(st.bound_ms, timed, untimed) for the timed samples `st` saw
-    (its bound not None). `reread(flow)`: that flow's sender samples (t_s, rtt_us)
-    again, in parts, for a flow with samples above the bound."""
-    assert st.bound_ms is not None and st.bound_us is not None
-    bound_us = st.bound_us
+    """metrics.rtt_excess(st.bound, timed, untimed) for the timed samples `st` saw (its
+    bound not None). `reread(flow)`: that flow's sender samples (t_s, rtt_us,
+    cwnd_bytes) again, in parts, for a flow with samples above their bounds."""
+    assert st.bound is not None
+    bound = st.bound
+    plain_us = bound.ms * 1e3
     u = np.asarray(untimed, dtype=float)
-    u_above = u[u > bound_us]
-    n_above = sum(len(r) for parts in st.above.values() for _, r in parts) + len(u_above)
+    u_above = u[u > plain_us]
+    n_above = sum(len(r) for parts in st.above.values() for _, r, _ in parts) + len(u_above)
     total = sum(st.samples.values()) + len(u)
-    peak = max([float(r.max()) for parts in st.above.values() for _, r in parts if len(r)]
-               + ([float(u_above.max())] if len(u_above) else []), default=None)  # fmt: skip
+    peak = max([float((r - b).max()) for parts in st.above.values() for _, r, b in parts
+                if len(r)] + ([float(u_above.max() - plain_us)] if len(u_above) else []),
+               default=None)  # fmt: skip
     longest = 0.0
     for f, parts in st.above.items():
-        longest = max(longest, _longest_above(parts, reread(f), bound_us))
+        longest = max(longest, _longest_above(parts, reread(f), bound))
     return {
-        "bound_ms": st.bound_ms,
+        "bound_ms": bound.ms,
+        "delayed_ack_max_ms": bound.delayed_ack_max_ms,
         "samples": total,
         "above": n_above,
         "share": n_above / total if total else None,
-        "max_excess_ms": (peak - bound_us) / 1e3 if peak is not None else 0.0,
+        "max_excess_ms": peak / 1e3 if peak is not None else 0.0,
         "longest_above_s": longest,
     }
 
 
 def _longest_above(
-    above: list[tuple[np.ndarray, np.ndarray]],
-    samples: Iterable[tuple[np.ndarray, np.ndarray]],
-    bound_us: float,
+    above: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    samples: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    bound: RttBound,
 ) -> float:
     """The longest time one flow's samples stayed above, as metrics.rtt_excess walks
-    them sorted by (t, rtt). A sample at or below the bound at time tb sorts after an
-    above one at ta1 < tb and before one at ta2 >= tb (its RTT is the smaller): it
-    breaks the stretch between consecutive above samples exactly when ta1 < tb <= ta2."""
-    t = np.concatenate([a for a, _ in above])
-    r = np.concatenate([b for _, b in above])
-    t = t[np.lexsort((r, t))]
+    them: by time, at one instant the samples below first. A sample below at time tb
+    breaks the stretch between consecutive above samples at ta1 < tb <= ta2."""
+    t = np.sort(np.concatenate([a for a, _, _ in above]))
     broken = np.zeros(len(t) + 1, dtype=bool)  # broken[i]: between above i-1 and i
-    for ts, rs in samples:
-        low = ts[~(rs > bound_us) & ~np.isnan(rs)]
+    for ts, rs, cw in samples:
+        low = ts[~(rs > bound.us(cw)) & ~np.isnan(rs)]
         broken[np.searchsorted(t, low, side="left")] = True
     longest, start = 0.0, math.nan
     for i, ti in enumerate(t.tolist()):

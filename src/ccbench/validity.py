@@ -10,6 +10,7 @@ from typing import Any
 
 from ccbench import topology
 from ccbench.errors import CcbenchError
+from ccbench.metrics import RttBound
 from ccbench.parse.iperf3 import Iperf3Result
 from ccbench.spec import RunSpec
 from ccbench.testbed.kinds import kind
@@ -66,10 +67,23 @@ def check_flow(
     return reasons
 
 
+def excess_bound(spec: RunSpec) -> RttBound | None:
+    """The RTT above which a sample is excess: what the configured path can give plus
+    HIDDEN_QUEUE_MS, and a sender's delayed-ACK wait while its window is below the BDP
+    (metrics.RttBound); None for AQM queues (no fixed bound)."""
+    t = spec.topology
+    bound = t.rtt_bound_ms
+    if bound is None:
+        return None
+    return RttBound(bound + HIDDEN_QUEUE_MS, t.rtt_ms, t.bdp_pkts * t.mss_bytes)
+
+
 def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result, held_cause: str | None) -> list[str]:
     """Packets held anywhere but the bottleneck queue (an emulator that fell behind, a
     backlog on a busy CPU, a NIC ring) give the flow a bigger buffer than asked for:
-    its throughput and RTT are then not the configured path's."""
+    its throughput and RTT are then not the configured path's. No delayed-ACK wait is
+    allowed here (excess_bound allows it per sample): a flow held below the BDP by a
+    slower element elsewhere is what this check is for."""
     bound = spec.topology.rtt_bound_ms
     if bound is None or res.mean_rtt_us is None:
         return []
@@ -305,19 +319,22 @@ def check_sockstat(
     return reasons
 
 
-# RTT samples (ss/siftr srtt, the probe) above RTT + a full queue + HIDDEN_QUEUE_MS are
-# host stalls (the path cannot give them). A run with more than this share of them
-# measured the host, not the path.
+# RTT samples (ss/siftr srtt, the probe) above RTT + a full queue + HIDDEN_QUEUE_MS
+# (and, for a sender's sample while its window was below the BDP, the receiver's delayed
+# ACK: metrics.RttBound) are host stalls (the path cannot give them). A run with more
+# than this share of them measured the host, not the path.
 RTT_EXCESS_SHARE_MAX = 0.02
 
 
 def check_rtt_excess(ex: dict[str, Any] | None) -> list[str]:
     if not ex or ex.get("share") is None or ex["share"] <= RTT_EXCESS_SHARE_MAX:
         return []
+    delack = ex.get("delayed_ack_max_ms")
+    more = f" (+ up to {delack:g} ms of delayed ACK below the BDP)" if delack else ""
     return [
         f"{ex['share'] * 100:.1f}% of RTT samples above the {ex['bound_ms']:.1f} ms the path "
-        f"can give (limit {RTT_EXCESS_SHARE_MAX * 100:g}%; worst +{ex['max_excess_ms']:.1f} ms, "
-        f"longest {ex['longest_above_s']:.2f} s): {HOST_STALLED}"
+        f"can give{more} (limit {RTT_EXCESS_SHARE_MAX * 100:g}%; worst +"
+        f"{ex['max_excess_ms']:.1f} ms, longest {ex['longest_above_s']:.2f} s): {HOST_STALLED}"
     ]
 
 

@@ -25,9 +25,7 @@ INSTANCES = Path(tcp_probe.TRACEFS) / "instances"
 
 
 def _config(path: Path, tb_id: str, duration_s: float, **topo: Any) -> Path:
-    # One attempt: what is checked is what the counters and the trace name, valid or not
-    # (at 20 % loss the run's RTT samples exceed the path's bound: judged invalid, and a
-    # second attempt would only measure it again).
+    # One attempt: what is checked is what the counters and the trace name, valid or not.
     cfg = {
         "testbed": {"id": tb_id},
         "topology": {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_pkts": 48},

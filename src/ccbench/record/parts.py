@@ -113,8 +113,13 @@ class RttExcess(Part):
     samples: int = d("RTT samples (senders' srtt from ss/siftr, the probe's)")
     above: int = d("samples above the bound")
     share: float | None = d("above / samples (invalid above 2 %)")
-    max_excess_ms: float = d("the worst sample's excess over the bound, ms")
+    max_excess_ms: float = d("the worst sample's excess over its bound, ms")
     longest_above_s: float = d("the longest stretch one flow's srtt stayed above, s")
+    delayed_ack_max_ms: float | None = d(
+        "the most a sender's sample's bound grows while its window is below the BDP: "
+        "the receiver's delayed ACK, min(40 ms, RTT x (1 - cwnd/BDP))",
+        None,
+    )
 
 
 class DelayElement(Part):

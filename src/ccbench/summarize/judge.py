@@ -14,7 +14,7 @@ from ccbench.layout import RawDir
 from ccbench.record import RunRecord
 from ccbench.spec import RunSpec
 from ccbench.summarize import min_rtt, summarize, window
-from ccbench.summarize.run_metrics import excess_bound_ms, rtt_excess, run_metrics
+from ccbench.summarize.run_metrics import rtt_excess, run_metrics
 from ccbench.summarize.runfiles import calibration_of
 from ccbench.timeseries_sink import Series
 
@@ -35,7 +35,9 @@ def judge(raw: Path, series_path: Path | None = None) -> tuple[RunRecord, Series
         fd, name = tempfile.mkstemp(prefix=".timeseries-", suffix=".parquet.tmp", dir=raw.parent)
         os.close(fd)
         series_path = Path(name)
-    series, st, problems = timeseries.write_checked(raw, spec, series_path, excess_bound_ms(spec))
+    series, st, problems = timeseries.write_checked(
+        raw, spec, series_path, validity.excess_bound(spec)
+    )
     # A lab's own network (bottleneck not ccbench's) bounds no RTT: not checkable.
     if not s.get("skipped") and not s["bottleneck"].get("not_controlled"):
         reread = functools.partial(timeseries.sender_samples, series.path)

@@ -16,23 +16,16 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-def excess_bound_ms(spec: RunSpec) -> float | None:
-    """The RTT (ms) above which a sample is excess: what the configured path can give
-    plus validity.HIDDEN_QUEUE_MS; None for AQM queues (no fixed bound)."""
-    bound = spec.topology.rtt_bound_ms
-    return None if bound is None else bound + validity.HIDDEN_QUEUE_MS
-
-
 def rtt_excess(
     spec: RunSpec, st: SeriesStats, probe: dict[str, Any] | None,
-    reread: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray]]],
+    reread: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]],
 ) -> dict[str, Any] | None:  # fmt: skip
     """Share of RTT samples (sender srtt from ss/siftr, the probe record's) above what
     the configured path can give (metrics.rtt_excess, from the statistics gathered as
-    the time series was written: `st`, its bound excess_bound_ms; `reread` gives a
+    the time series was written: `st`, its bound validity.excess_bound; `reread` gives a
     flow's samples again, see timeseries_stats); None for AQM queues (no fixed bound)
     or no samples."""
-    if excess_bound_ms(spec) is None:
+    if validity.excess_bound(spec) is None:
         return None
     untimed = list((probe or {}).get("samples_us") or [])
     ex = timeseries_stats.rtt_excess(st, untimed, reread)
