@@ -33,10 +33,11 @@ fi
 workers=$(nproc)
 rc=0
 unit_log=$(mktemp)
-# an interrupted suite stops the unit tests too (and its exit status stays its own)
-trap 'if [ -n "${unit:-}" ]; then kill "$unit" 2>/dev/null || true; fi; rm -f "$unit_log"' EXIT
+# an interrupted suite stops the unit tests too, their xdist workers with them (setsid:
+# a process group of their own), and its exit status stays its own
+trap 'if [ -n "${unit:-}" ]; then kill -- -"$unit" 2>/dev/null || true; fi; rm -f "$unit_log"' EXIT
 echo "== pytest tests/unit ($workers workers, idle priority), beside the next part"
-chrt --idle 0 python -m pytest -q -rs --durations=15 -n "$workers" --dist loadfile \
+setsid chrt --idle 0 python -m pytest -q -rs --durations=15 -n "$workers" --dist loadfile \
   -p no:cacheprovider tests/unit >"$unit_log" 2>&1 &
 unit=$!
 echo "== pytest tests/integration -m shares_cpu (2 workers)"

@@ -19,7 +19,10 @@ from ccbench.report.fmt import fmt
 from tests.conftest import REPO
 from tests.integration.conftest import namespaces, run_snakemake
 
-pytestmark = pytest.mark.netns
+# Its subject is the twins and the observer table, whatever the runs' verdicts (the
+# checks read the valid runs of each side, and the workflow retries an invalid run): it
+# runs beside other tests (test.sh).
+pytestmark = [pytest.mark.netns, pytest.mark.shares_cpu]
 
 
 def test_separate_tracing_doubles_the_runs_and_reports_the_observer_effect(
