@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from bench.sshnode import sshd_argv
+from ccbench import layout
 from ccbench.container import DEFAULT_IMAGE
 from ccbench.parse.procstat import usage_between
 from ccbench.validity import host_stalled_only
@@ -310,7 +311,7 @@ def kill_mid_traffic(ctl: str, cfg: Path, out: Path, sending: Callable[[], bool]
     try:
         deadline = time.monotonic() + 120
         while not sending():
-            err = out / "raw" / "error.txt"
+            err = out / "raw" / layout.ERROR
             why = err.read_text().strip()[:300] if err.exists() else ""
             assert proc.poll() is None and time.monotonic() < deadline, f"no traffic: {why}"
             time.sleep(0.2)

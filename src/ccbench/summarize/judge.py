@@ -41,7 +41,7 @@ def judge(raw: Path, series_path: Path | None = None) -> tuple[RunRecord, Series
     # A lab's own network (bottleneck not ccbench's) bounds no RTT: not checkable.
     if not s.get("skipped") and not s["bottleneck"].get("not_controlled"):
         reread = functools.partial(timeseries.sender_samples, series.path)
-        s["rtt_excess"] = rtt_excess(spec, st, s.get("probe"), reread)
+        s["rtt_excess"] = rtt_excess(st, s.get("probe"), reread)
         problems += validity.check_rtt_excess(s["rtt_excess"])
     if not s.get("skipped"):
         s["flows"] = window.with_window_share(min_rtt.with_kernel_min_rtt(s["flows"], st), st)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ccbench import metrics, timeseries_stats, validity
+from ccbench import metrics, timeseries_stats
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.spec import RunSpec
 from ccbench.timeseries_stats import SeriesStats
@@ -17,15 +17,15 @@ if TYPE_CHECKING:
 
 
 def rtt_excess(
-    spec: RunSpec, st: SeriesStats, probe: dict[str, Any] | None,
+    st: SeriesStats, probe: dict[str, Any] | None,
     reread: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]]],
 ) -> dict[str, Any] | None:  # fmt: skip
     """Share of RTT samples (sender srtt from ss/siftr, the probe record's) above what
     the configured path can give (metrics.rtt_excess, from the statistics gathered as
-    the time series was written: `st`, its bound validity.excess_bound; `reread` gives a
-    flow's samples again, see timeseries_stats); None for AQM queues (no fixed bound)
-    or no samples."""
-    if validity.excess_bound(spec) is None:
+    the time series was written: `st`, with the bound it counted against,
+    validity.excess_bound; `reread` gives a flow's samples again, see
+    timeseries_stats); None without a bound (AQM queues) or without samples."""
+    if st.bound is None:
         return None
     untimed = list((probe or {}).get("samples_us") or [])
     ex = timeseries_stats.rtt_excess(st, untimed, reread)
