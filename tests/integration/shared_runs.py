@@ -48,6 +48,17 @@ def time_weighted_mean(rows: pd.DataFrame, start_s: float) -> float:
     return float((rows["throughput_bps"].to_numpy(float) * dt).sum() / dt.sum())
 
 
+def traced_recoveries(run: SharedRun, flow: int) -> int:
+    """The recoveries the trace saw at `flow`'s sender: its data connection's and those
+    of the other traced sockets at its address (iperf3's control connection: a results
+    message lost in the full queue is a recovery the sender's counters count too)."""
+    ev = run.summary["tcp_events"]
+    [own] = [f["recoveries"] for f in ev["flows"] if f["flow"] == flow]
+    doc = json.loads((run.out / "raw" / f"iperf3-{flow}.json").read_text())
+    addr = doc["start"]["connected"][0]["local_host"]
+    return own + sum(o["recoveries"] for o in ev["others"] if o["local"] == addr)
+
+
 def run_config(path: Path, tb_id: str, topology: dict[str, Any], run: dict[str, Any]) -> Path:
     cfg = {"testbed": {"id": tb_id}, "topology": topology,
            "run": {"interval_s": INTERVAL_S, **run}}  # fmt: skip

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from ccbench import bbr_phase, timeseries, timeseries_samplers
-from ccbench.instruments import SENDER_SOURCES, SeriesContext
+from ccbench.instruments import SENDER_SOURCES, SeriesContext, events
 from ccbench.instruments import tcp_probe as tp
 from ccbench.layout import RawDir
 from ccbench.parse.siftr_stream import SiftrReader, parse_siftr
@@ -172,14 +172,14 @@ def test_trace_rows_carry_ssthresh_inflight_and_the_peers_window(tmp_path: Path)
 
 def test_state_rows_go_to_the_files_rows_a_batch_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """Many state changes: held CA_ROWS at a time, never all (memory bounded)."""
-    monkeypatch.setattr(tp, "CA_ROWS", 3)
+    monkeypatch.setattr(events, "CA_ROWS", 3)
     parts: list[pd.DataFrame] = []
 
     class Rows:
         def add(self, part: pd.DataFrame) -> None:
             parts.append(part)
 
-    ev = tp._Events({"10.0.0.1:1": 1}, shift=-100.0, rows=Rows())  # type: ignore[arg-type]
+    ev = events.EventCounter({"10.0.0.1:1": 1}, shift=-100.0, rows=Rows())  # type: ignore[arg-type]
     states = ["TCP_CA_Open", "TCP_CA_Disorder", "TCP_CA_Recovery", "TCP_CA_Recovery",
               "TCP_CA_Open", "TCP_CA_Loss", "TCP_CA_Loss"]  # fmt: skip
     prev = None
@@ -194,7 +194,7 @@ def test_state_rows_go_to_the_files_rows_a_batch_at_a_time(monkeypatch: pytest.M
     assert [len(p) for p in parts] == [3, 3]  # the repeated Recovery is no change
     assert got["ca_state"].tolist() == [0.0, 1.0, 3.0, 0.0, 4.0, 4.0]
     assert got["t_s"].tolist() == [0.0, 1.0, 2.0, 4.0, 5.0, 6.0]
-    assert set(got["source"]) == {tp.CA_STATE} and CONG_STATE_SET == "tcp_cong_state_set"
+    assert set(got["source"]) == {events.CA_STATE} and CONG_STATE_SET == "tcp_cong_state_set"
 
 
 def test_siftr_rows_carry_ssthresh_inflight_and_the_peers_window() -> None:

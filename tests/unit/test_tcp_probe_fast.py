@@ -1,16 +1,19 @@
 """The fast tcp_probe reader (parse.tcp_probe.FastTrace, what the time series uses)
 against the plain one (TcpTraceReader) on this machine's real traces
 (tests/captures/tracefs), and the congestion events gathered from it in bounded memory
-(instruments.tcp_probe)."""
+(instruments.events)."""
 
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
 
-from ccbench.instruments import tcp_probe
+from ccbench.instruments import events
+from ccbench.parse.iperf3 import parse_iperf3
+from ccbench.parse.nstat import counter_delta, linux_retransmit_causes, parse_nstat
 from ccbench.parse.tcp_probe import (
     CongStateChange,
     FastTrace,
@@ -18,7 +21,7 @@ from ccbench.parse.tcp_probe import (
     TraceRecord,
     parse_tcp_trace,
 )
-from ccbench.timeseries_stats import SeriesStats
+from ccbench.report.causes import traced_cell
 
 TRACEFS = Path(__file__).resolve().parents[1] / "captures" / "tracefs"
 CAPTURES = ["trace_pipe-cubic-2M-noloss.txt", "trace_pipe-cubic-2M-loss5.txt"]
@@ -53,23 +56,18 @@ def test_other_events_go_to_on_other_and_are_not_kept() -> None:
     assert any(isinstance(r, Retransmit) for r in seen)
 
 
-class _Sink:
-    def __init__(self) -> None:
-        self.stats = SeriesStats(("tcp_probe",))
-
-
 def test_events_are_counted_whole_and_their_times_capped() -> None:
     """A flow with more RTOs than MAX_MARKS: every one counted, the first MAX_MARKS
     times kept; two traces (two senders) merge; another socket's events are not a
     flow's."""
-    n = tcp_probe.MAX_MARKS + 25
-    ev = tcp_probe._Events({"10.0.0.1:1": 1}, shift=-100.0)
+    n = events.MAX_MARKS + 25
+    ev = events.EventCounter({"10.0.0.1:1": 1}, shift=-100.0)
     for i in range(n):
         ev.add(CongStateChange(100.0 + i, "10.0.0.1:1", "10.0.0.2:5202", "AF_INET",
                                "TCP_CA_Loss", 4, "TCP_CA_Loss"))  # fmt: skip
     ev.add(Retransmit(101.0, "10.0.0.1:1", "10.0.0.2:5202", "AF_INET", None, 0, None))
     ev.add(Retransmit(101.0, "10.0.0.9:9", "10.0.0.2:5202", "AF_INET", None, 0, None))
-    other = tcp_probe._Events({"10.0.0.3:3": 2}, shift=0.0)
+    other = events.EventCounter({"10.0.0.3:3": 2}, shift=0.0)
     other.add(CongStateChange(5.0, "10.0.0.3:3", "10.0.0.4:5203", "AF_INET",
                               "TCP_CA_Recovery", 3, "TCP_CA_Open"))  # fmt: skip
     other.add(
@@ -77,18 +75,56 @@ def test_events_are_counted_whole_and_their_times_capped() -> None:
             5.5, "10.0.0.3:3", "10.0.0.4:5203", "AF_INET", "TCP_CA_Recovery", 3, "TCP_CA_Recovery"
         )
     )  # the same episode
-    sink = _Sink()
-    ev.merge_into(sink, 0, None)  # type: ignore[arg-type]
-    other.merge_into(sink, 3, None)  # type: ignore[arg-type]
-    got = sink.stats.tcp_events
+    got = other.merged(ev.merged(None, "tcp_probe", 0, None), "tcp_probe", 3, None)
     assert got is not None and got["lost_events"] == 3 and set(got["flows"]) == {1, 2}
     f1, f2 = got["flows"][1], got["flows"][2]
-    assert (f1["rtos"], f1["retransmits"], len(f1["rto_s"])) == (n, 1, tcp_probe.MAX_MARKS)
+    assert (f1["rtos"], f1["retransmits"], len(f1["rto_s"])) == (n, 1, events.MAX_MARKS)
     assert f1["rto_s"][:2] == [0.0, 1.0]
     assert (f2["recoveries"], f2["recovery_s"]) == (1, [5.0])
+    assert got["others"] == {"10.0.0.9": {"local": "10.0.0.9", "recoveries": 0, "rtos": 0,
+                                          "retransmits": 1}}  # fmt: skip
 
 
 def test_an_unplaced_trace_keeps_no_events() -> None:
-    ev = tcp_probe._Events({"10.0.0.1:1": 1}, shift=None)
+    ev = events.EventCounter({"10.0.0.1:1": 1}, shift=None)
     ev.add(Retransmit(1.0, "10.0.0.1:1", "10.0.0.2:5202", "AF_INET", None, 0, None))
     assert ev.flows == {}
+
+
+RUN_EVENTS = Path(__file__).resolve().parents[1] / "captures" / "run-local-traced-q48-events"
+
+
+def test_a_senders_counters_are_its_flows_and_its_other_sockets() -> None:
+    """A CI run's trace (tests/captures/README.md): s1's iperf3 control connection lost
+    its results message in the full queue and recovered by SACK. nstat counts that
+    recovery in s1's namespace beside its flow's 21: the trace names it under `others`,
+    by local address, so per sender the two agree exactly."""
+    local_to_flow = {}
+    for k in (1, 2):
+        res = parse_iperf3(json.loads((RUN_EVENTS / f"iperf3-{k}.json").read_text()))
+        local_to_flow.update({s.local: k for s in res.streams if s.local})
+    ev = events.EventCounter(local_to_flow, shift=0.0)
+    with (RUN_EVENTS / "tcp-probe-host.txt").open() as fh:
+        trace = FastTrace(fh, on_other=ev.add)
+        for _ in trace.probe_batches():
+            pass
+    got = ev.merged(None, "tcp_probe", trace.lost_events, None)
+    assert got is not None and got["lost_events"] == 0
+    others = got["others"]
+    # the control connection 198.18.1.2:41492: one recovery, one retransmission
+    assert others["198.18.1.2"] == {"local": "198.18.1.2", "recoveries": 1, "rtos": 0,
+                                    "retransmits": 1}  # fmt: skip
+    for k, node in ((1, "s1"), (2, "s2")):
+        before, after = (
+            parse_nstat((RUN_EVENTS / f"tcp-counters-{node}-{w}.json").read_text()).counters
+            for w in ("before", "after")
+        )
+        counted = linux_retransmit_causes(counter_delta(before, after))
+        addr = next(a for a, f in local_to_flow.items() if f == k).rpartition(":")[0]
+        other = others.get(addr, {"recoveries": 0})["recoveries"]
+        assert got["flows"][k]["recoveries"] + other == counted.recovery_episodes
+    assert (got["flows"][1]["recoveries"], got["flows"][2]["recoveries"]) == (21, 28)
+    # the report's causes table says so beside the counters' 50
+    rec = events.TcpEvents.model_validate({**got, "flows": [got["flows"][k] for k in (1, 2)],
+                                    "others": list(others.values())})  # fmt: skip
+    assert traced_cell(rec) == "1: 21/0, 2: 28/0; 198.18.1.2: 1/0"

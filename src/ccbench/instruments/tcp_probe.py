@@ -38,7 +38,7 @@ from ccbench.instruments.base import (
     is_int,
     need,
 )
-from ccbench.instruments.events import WithTcpEvents
+from ccbench.instruments.events import EventCounter, WithTcpEvents
 from ccbench.layout import RawDir
 from ccbench.needs import Need, Needs
 from ccbench.spec import RunSpec
@@ -363,7 +363,7 @@ def _trace_offset(rd: RawDir, name: str) -> float | None:
 
 def trace_rows(rd: RawDir, ctx: SeriesContext, sink: Sink, thinning: str | None) -> None:
     """The traces' per-ACK rows (Linux senders: cwnd, ssthresh, bytes in flight, the
-    peer's window, srtt) and congestion-state rows (CA_STATE) into `sink`, each file's
+    peer's window, srtt) and congestion-state rows (events.CA_STATE) into `sink`, each file's
     once it read whole, and their congestion events into its statistics; a trace
     without its marker or that does not parse gives no rows and one problem naming it."""
     # pandas and pyarrow are loaded where runs are read, not where they are planned
@@ -380,12 +380,12 @@ def trace_rows(rd: RawDir, ctx: SeriesContext, sink: Sink, thinning: str | None)
         if fh is None:
             continue
         rows = sink.file_rows()
-        events = _Events(local_to_flow, None if t0 is None else offset - t0, rows)
+        events = EventCounter(local_to_flow, None if t0 is None else offset - t0, rows)
         trace = FastTrace(fh, on_other=events.add)
 
         def read(
             fh: IO[str] = fh, trace: FastTrace = trace, rows: FileRows = rows,
-            offset: float = offset, events: _Events = events,
+            offset: float = offset, events: EventCounter = events,
         ) -> None:  # fmt: skip
             with fh:
                 for b in trace.probe_batches():
@@ -403,87 +403,9 @@ def trace_rows(rd: RawDir, ctx: SeriesContext, sink: Sink, thinning: str | None)
             continue
         sink.commit(rows)
         if t0 is not None:
-            events.merge_into(sink, trace.lost_events, thinning)
-
-
-MAX_MARKS = 500  # event times kept per kind and flow (the counts are whole)
-CA_STATE = "ca_state"  # the source of the congestion-state rows
-CA_ROWS = 4096  # state changes held before they join the file's rows
-# A congestion state entered -> the count and the times it adds to (enum tcp_ca_state,
-# include/net/tcp.h: Recovery is fast recovery, Loss follows an RTO).
-ENTERED = {"TCP_CA_Recovery": ("recoveries", "recovery_s"), "TCP_CA_Loss": ("rtos", "rto_s")}
-
-
-class _Events:
-    """One trace's recoveries (entries into TCP_CA_Recovery), RTOs (into TCP_CA_Loss) and
-    retransmissions per flow, times from the traffic start (`shift`: trace clock to
-    that; None: unknown, nothing kept), gathered as the trace streams past: counts whole,
-    at most MAX_MARKS times each, so memory does not grow with the trace. With `rows`,
-    also one CA_STATE row per change of a flow's state (the same changes the counts
-    count: an RTO re-entering Loss is one), given to `rows` CA_ROWS at a time and at
-    `flush`."""
-
-    def __init__(
-        self, local_to_flow: dict[str, int], shift: float | None, rows: FileRows | None = None
-    ) -> None:
-        self.local_to_flow = local_to_flow
-        self.shift = shift
-        self.flows: dict[int, dict[str, Any]] = {}
-        self._rows = rows
-        self._changes: list[tuple[int, float, int]] = []  # (flow, t_s, state code)
-
-    def add(self, rec: Any) -> None:
-        from ccbench.parse.tcp_probe import CongStateChange, Retransmit
-
-        k = self.local_to_flow.get(rec.local, 0)
-        if not k or self.shift is None:
-            return
-        f = self.flows.setdefault(k, _flow_events(k))
-        # An RTO sets TCP_CA_Loss at each expiry, again while in it (tcp_enter_loss);
-        # a fast recovery is entered once (tcp_enter_recovery).
-        if isinstance(rec, CongStateChange) and (rec.state == "TCP_CA_Loss"
-                                                 or rec.state != rec.prev_state):  # fmt: skip
-            if self._rows is not None:
-                self._changes.append((k, rec.t_s + self.shift, rec.state_code))
-                if len(self._changes) >= CA_ROWS:
-                    self.flush()
-            entered = ENTERED.get(rec.state)
-            if entered is not None:
-                count, times = entered
-                f[count] += 1
-                if len(f[times]) < MAX_MARKS:
-                    f[times].append(round(rec.t_s + self.shift, 4))
-        elif isinstance(rec, Retransmit):
-            f["retransmits"] += 1
-
-    def flush(self) -> None:
-        """The state changes held, as rows of their file."""
-        if self._rows is None or not self._changes:
-            return
-        import pandas as pd
-
-        flow, t_s, code = zip(*self._changes, strict=True)
-        self._rows.add(pd.DataFrame({"flow": flow, "t_s": t_s, "source": CA_STATE,
-                                     "ca_state": [float(c) for c in code]}))  # fmt: skip
-        self._changes = []
-
-    def merge_into(self, sink: Sink, lost_events: int, thinning: str | None) -> None:
-        """Into the statistics (summary.json `tcp_events`), once the trace read whole."""
-        ev = sink.stats.tcp_events or {"source": TcpProbe.name, "acks_thinned": thinning,
-                                       "lost_events": 0, "flows": {}}  # fmt: skip
-        ev["lost_events"] += lost_events
-        for k, f in self.flows.items():
-            g = ev["flows"].setdefault(k, _flow_events(k))
-            for count in ("recoveries", "rtos", "retransmits"):
-                g[count] += f[count]
-            for times in ("recovery_s", "rto_s"):
-                g[times] += f[times][: MAX_MARKS - len(g[times])]
-        sink.stats.tcp_events = ev
-
-
-def _flow_events(k: int) -> dict[str, Any]:
-    return {"flow": k, "recoveries": 0, "rtos": 0, "retransmits": 0, "recovery_s": [],
-            "rto_s": []}  # fmt: skip
+            sink.stats.tcp_events = events.merged(
+                sink.stats.tcp_events, TcpProbe.name, trace.lost_events, thinning
+            )
 
 
 def _wait_still(path: Any) -> None:

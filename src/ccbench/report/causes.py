@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from ccbench.instruments.events import TcpEvents
 from ccbench.record import RunRecord
 from ccbench.report import data
 from ccbench.report.fmt import fmt
@@ -31,6 +32,14 @@ def _sum(rec: RunRecord, field: str) -> float:
     return float("nan") if not vals or None in vals else float(sum(vals))
 
 
+def traced_cell(ev: TcpEvents) -> str:
+    """Each flow's recoveries/RTOs, then those of the other traced sockets that had any
+    (iperf3's control connections: the counters count them too), by local address."""
+    flows = ", ".join(f"{f.flow}: {f.recoveries}/{f.rtos}" for f in ev.flows) or "none"
+    return flows + "".join(f"; {o.local}: {o.recoveries}/{o.rtos}"
+                           for o in ev.others if o.recoveries or o.rtos)  # fmt: skip
+
+
 def causes_table(
     runs: pd.DataFrame, runs_dir: Path, colours: dict[str, str]
 ) -> dict[str, Any] | None:
@@ -46,8 +55,7 @@ def causes_table(
         cells += [fmt(_sum(rec, f), 0) for _, _, f in COLUMNS]
         ev = rec.tcp_events
         traced |= ev is not None
-        cells.append("" if ev is None else ", ".join(
-            f"{f.flow}: {f.recoveries}/{f.rtos}" for f in ev.flows) or "none")  # fmt: skip
+        cells.append("" if ev is None else traced_cell(ev))
         causes = sorted({c for x in rec.retransmit_causes.values() for c in x.causes})
         cells.append(", ".join(causes) or "none")
         rows.append({"cells": cells, "valid": rec.valid,
@@ -56,5 +64,6 @@ def causes_table(
         return None
     heads = [("#", ""), ("run id", ""), ("variant", ""), ("rep", "")]
     heads += [(h, u) for h, u, _ in COLUMNS]
-    heads += [("traced: recoveries/RTOs per flow" if traced else "traced", ""), ("causes", "")]
+    heads += [("traced: recoveries/RTOs per flow; other sockets" if traced else "traced", ""),
+              ("causes", "")]  # fmt: skip
     return {"heads": heads, "rows": rows}

@@ -51,7 +51,8 @@ def judge(raw: Path, series_path: Path | None = None) -> tuple[RunRecord, Series
         problems += window.reasons(rd, spec, s["flows"])
     if st.tcp_events is not None:
         ev = st.tcp_events
-        s["tcp_events"] = {**ev, "flows": [ev["flows"][k] for k in sorted(ev["flows"])]}
+        s["tcp_events"] = {**ev, "flows": [ev["flows"][k] for k in sorted(ev["flows"])],
+                           "others": [ev["others"][a] for a in sorted(ev["others"])]}  # fmt: skip
     # Skipped runs too: the Mathis prediction is the configuration's.
     s.update(run_metrics(spec, s["throughput_sum_bps"], st))
     new = [p for p in problems if p not in s["reasons"]]
