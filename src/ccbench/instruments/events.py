@@ -75,8 +75,9 @@ class EventCounter:
     also one CA_STATE row per change of a flow's state (the same changes the counts
     count: an RTO re-entering Loss is one), given to `rows` CA_ROWS at a time and at
     `flush`. The same counts, without times or rows, for the traced sockets that are no
-    flow's (iperf3's control connections) per local address: a sender's counters count
-    them too (a results message lost in a full queue is a recovery of its own)."""
+    flow's (iperf3's control connections, the receivers' sockets) per local address: a
+    sender's counters count its ones too (a results message lost in a full queue is a
+    recovery of its own)."""
 
     def __init__(
         self, local_to_flow: dict[str, int], shift: float | None, rows: Rows | None = None
