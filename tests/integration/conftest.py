@@ -234,20 +234,30 @@ def run_measured(
 # (validity.check_rtt_excess, the delay element's lateness check). Tests whose subject
 # is not fidelity (crash clean-up, resume, kernel waits) accept a run judged invalid for
 # these only: the check did its job; fidelity has its own tests (measure_fidelity).
-def assert_judged(summary: dict[str, Any]) -> None:
-    """The run was measured and judged: valid, or invalid only because the host stalled."""
+def assert_judged(summary: dict[str, Any], also: tuple[str, ...] = ()) -> None:
+    """The run was measured and judged: valid, or invalid only because the host stalled
+    (or for a reason holding one of `also`: what else the test's subject is not)."""
     assert not summary.get("skipped"), summary["reasons"]
-    assert summary["valid"] or host_stalled_only(summary["reasons"]), summary["reasons"]
+    rest = [r for r in summary["reasons"] if not any(a in r for a in also)]
+    assert summary["valid"] or not rest or host_stalled_only(rest), summary["reasons"]
 
 
-def run_judged(cfg: Path, out: Path) -> dict[str, Any]:
+# A flent probe in a container (podman, then flent's Python, then fping and irtt) can
+# take its first sample after the traffic began when the tests beside it load the
+# machine: 0.68 s into a 3-s run in one CI run (2026-11-28; flent is released 1.5 s
+# early and needs about 1.1 s idle), so it covered 80 %. validity's coverage check did
+# its job; for a test whose subject is where the tools run, that run is judged too.
+PROBE_STARTED_LATE = ("% of the traffic (need ",)
+
+
+def run_judged(cfg: Path, out: Path, also: tuple[str, ...] = ()) -> dict[str, Any]:
     """`ccbench run --config cfg` once, for a test whose subject is not fidelity (which
     tool ran, what it recorded): its summary, valid or invalid only because the host
-    stalled (assert_judged); not measured again for a stall, as run_measured does, nor
-    by the run's own attempts (`--attempts 1`)."""
+    stalled (assert_judged, with `also`); not measured again for a stall, as
+    run_measured does, nor by the run's own attempts (`--attempts 1`)."""
     ccbench("run", "--config", str(cfg), "--out", str(out), "--attempts", "1")
     s: dict[str, Any] = json.loads((out / "summary.json").read_text())
-    assert_judged(s)
+    assert_judged(s, also)
     return s
 
 

@@ -26,6 +26,7 @@ import yaml
 from tests.conftest import REPO, ccbench
 from tests.integration import shared_runs
 from tests.integration.conftest import (
+    PROBE_STARTED_LATE,
     host_sysctls,
     in_namespaces,
     measure_fidelity,
@@ -295,7 +296,7 @@ def test_tools_can_run_in_the_linux_node_container(tmp_path: Path) -> None:
     data["testbed"]["tools"] = "container"
     data["run"].update(probe_tool="flent")
     cfg.write_text(yaml.safe_dump(data))
-    s = run_judged(cfg, tmp_path / "out")
+    s = run_judged(cfg, tmp_path / "out", also=PROBE_STARTED_LATE)
     assert [f["cc_used"] for f in s["flows"]] == ["cubic", "bbr"]
     assert s["probe"]["tool"] == "flent ping" and s["probe"]["samples"] > 0
     # Each tool ran on a host of its own: a container's (podman names it by the

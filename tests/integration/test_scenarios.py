@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -105,14 +106,21 @@ def test_latency_under_load_with_irtt_and_flent(
     cfg = run_config(tmp_path / "p.yaml", q48_testbed[0], Q48,
                      {"duration_s": 5, "interval_s": 1, "probe_tool": tool,
                       "flows": [{"cc": "cubic"}, {"cc": "cubic", "pair": 2}]})  # fmt: skip
-    s = run_measured(cfg, tmp_path / "out")
+
+    def sampled_the_path(s: dict[str, Any]) -> None:
+        """What the probe measured is the path's: part of the try (measured again when
+        the host spoiled it: irtt's p95 was 52.1 ms in one CI run at 13-23 % steal)."""
+        p = s["probe"]
+        # 10 samples/s for 5 s (flent starts 1.5 s early so its runners sample from the start)
+        assert p["samples"] >= 45, p
+        # the path's 40 ms plus up to 48 packets of queue at 100 Mbit/s (5.8 ms). The p95,
+        # not the max: one sample may meet a host stall (CI saw 57.1 ms once on this VM),
+        # which the run's rtt_excess share records; 5 % of samples beyond the path would
+        # be a real fault.
+        assert 39_500 <= p["rtt_p50_us"] <= p["rtt_p95_us"] <= 40_000 + 5_800 + 5_000, p
+
+    s = run_measured(cfg, tmp_path / "out", sampled_the_path)
     p = s["probe"]
     assert p["raw"] == raw_file and (tmp_path / "out" / "raw" / raw_file).exists()
-    # 10 samples/s for 5 s (flent starts 1.5 s early so its runners sample from the start)
-    assert p["samples"] >= 45, p
-    # the path's 40 ms plus up to 48 packets of queue at 100 Mbit/s (5.8 ms). The p95, not
-    # the max: one sample may meet a host stall (CI saw 57.1 ms once on this VM), which the
-    # run's rtt_excess share records; 5 % of samples beyond the path would be a real fault.
-    assert 39_500 <= p["rtt_p50_us"] <= p["rtt_p95_us"] <= 40_000 + 5_800 + 5_000, p
     assert p["rtt_max_us"] >= p["rtt_p95_us"], p
     assert tool in p["what"]

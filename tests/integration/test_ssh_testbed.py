@@ -23,6 +23,7 @@ import yaml
 
 from tests.conftest import REPO, ccbench
 from tests.integration.conftest import (
+    PROBE_STARTED_LATE,
     assert_judged,
     kill_mid_traffic,
     measure_fidelity,
@@ -235,7 +236,7 @@ def test_tools_in_the_container_over_ssh(ssh_dumbbell: Path) -> None:
     cp = ctl_ccbench("run", "--config", str(d / "ctr.yaml"), "--out", str(d / "ctr-out"))
     assert cp.returncode == 0, cp.stderr
     s = json.loads((d / "ctr-out" / "summary.json").read_text())
-    assert_judged(s)  # the subject is where the tools run, not fidelity
+    assert_judged(s, PROBE_STARTED_LATE)  # the subject is where the tools run, not fidelity
     assert [f["cc_used"] for f in s["flows"]] == ["cubic", "bbr"]
     assert s["probe"]["tool"] == "flent tcp_1up" and s["probe"]["samples"] > 0
     assert [x["runner"] for x in s["probe"]["series"]] == ["PingRunner", "NetperfDemoRunner"]
