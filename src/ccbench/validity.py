@@ -172,9 +172,15 @@ def check_probe(probe: dict[str, Any] | None, tool: str) -> list[str]:
         return [f"probe: {probe['tool']} took no RTT samples while the flows ran"]
     cov = probe.get("coverage")
     if cov is not None and cov < PROBE_COVERAGE_MIN:
+        first = probe.get("first_sample_s")
+        why = ""
+        if first is not None:
+            why = (f": its first sample came {first:.2f} s after the traffic began (a slow "
+                   "start: a busy host, a name lookup)" if first > 0 else
+                   ": its samples have gaps or end early")  # fmt: skip
         return [
             f"probe: {probe['tool']} sampled only {cov * 100:.0f}% of the traffic "
-            f"(need {PROBE_COVERAGE_MIN * 100:g}%)"
+            f"(need {PROBE_COVERAGE_MIN * 100:g}%){why}"
         ]
     return []
 

@@ -19,6 +19,7 @@ from ccbench.parse.irtt import parse_irtt
 from ccbench.probes.base import ProbeRun, ProbeSettings
 from ccbench.probes.flent import DATA_DIR, FLENT_SH, _coverage, remove_stale_dirs
 from ccbench.summarize.probe import read_probe
+from ccbench.validity import check_probe
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "probe"
 FLENT_PING = "flent-2.3.0-ping-netns-2cubic"
@@ -155,8 +156,13 @@ def test_read_probe_keeps_flent_samples_taken_while_the_flows_ran(tmp_path: Path
                       "fping; only samples taken while the flows ran)")  # fmt: skip
     assert p.raw == "probe.flent.gz"
     assert [s["name"] for s in p.series] == ["Ping (ms) ICMP", "Ping (ms) UDP"]
-    # 40 samples 0.1 s apart span 4.0 s of the 5 s: the run says it (validity)
+    # 40 samples 0.1 s apart span 4.0 s of the 5 s: the run says it (validity), and why
     assert p.coverage == pytest.approx(0.8, abs=0.01)
+    assert p.first_sample_s == pytest.approx(1.08, abs=0.05)
+    [reason] = check_probe({"tool": p.tool, "samples": len(p.rtts_us), "coverage": p.coverage,
+                            "first_sample_s": p.first_sample_s}, "flent")  # fmt: skip
+    assert reason.startswith("probe: flent ping sampled only 80% of the traffic (need 90%)")
+    assert f"its first sample came {p.first_sample_s:.2f} s after the traffic began" in reason
 
 
 def _flent_run(tmp_path: Path, name: str) -> Path:
@@ -171,6 +177,7 @@ def test_flent_that_started_after_the_traffic_has_no_samples(tmp_path: Path) -> 
     p = read_probe(_flent_run(tmp_path, "flent-2.3.0-tcp_1up-ssh-dns-stall"))
     assert p is not None and p.rtts_us == [] and p.coverage == 0.0
     assert p.series[0]["samples"] == 169  # it measured, only not while the flows ran
+    assert p.first_sample_s is not None and p.first_sample_s > 4  # after the traffic
 
 
 def test_flent_coverage_counts_one_step_per_sample() -> None:

@@ -34,6 +34,9 @@ class ProbeResult:
     # Share of the traffic window between the first and last sample, where the samples
     # carry times and the tool starts on its own schedule (flent); None: not known.
     coverage: float | None = None
+    # Seconds from the traffic's start to the tool's first sample (< 0: before it), for
+    # the same tools: what tells a late start from gaps; None: not known.
+    first_sample_s: float | None = None
 
 
 @dataclass(frozen=True)

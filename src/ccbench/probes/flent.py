@@ -84,7 +84,7 @@ class Flent(ProbeTool):
                   if not s.name.startswith("Ping")]  # fmt: skip
         extra = f"; the test also ran its own {', '.join(others)}" if others else ""
         rtts: list[float] = []
-        coverage = None
+        coverage = first = None
         window = run.window
         if main:
             inside = [(t, v) for t, v in zip(main.times, main.values, strict=True)
@@ -92,6 +92,8 @@ class Flent(ProbeTool):
             rtts = [v * 1e3 for _, v in inside]
             if window is not None:
                 coverage = _coverage([t for t, _ in inside], *window)
+                if main.times:
+                    first = round(min(main.times) - window[0], 3)
         return ProbeResult(
             f"flent {f.test}",
             f"flent {f.version} {f.test} test ({shown}; only samples taken while the flows "
@@ -111,6 +113,7 @@ class Flent(ProbeTool):
                 for s in f.series
             ],  # fmt: skip
             coverage=coverage,
+            first_sample_s=first,
         )
 
 

@@ -190,6 +190,9 @@ class ProbeRecord(Part):
     samples_us: list[float] = d("every sample in the order measured, µs", [])
     series: list[dict[str, Any]] | None = d("flent: every series of the test", None)
     coverage: float | None = d("share of the traffic the samples span (flent)", None)
+    first_sample_s: float | None = d(
+        "s from the traffic's start to the probe's first sample, < 0 before it (flent)", None
+    )
     rtt_p50_us: float | None = d("median RTT under load (nearest rank), µs", None)
     rtt_p95_us: float | None = d("95th percentile, µs", None)
     rtt_p99_us: float | None = d("99th percentile, µs", None)

@@ -67,6 +67,8 @@ def probe_record(rd: RawDir, run: ProbeRun | None = None) -> dict[str, Any] | No
         rec["series"] = p.series
     if p.coverage is not None:
         rec["coverage"] = p.coverage
+    if p.first_sample_s is not None:
+        rec["first_sample_s"] = p.first_sample_s
     if not rtts:
         return rec
 
