@@ -264,6 +264,11 @@ class RttBound:
     def delayed_ack_max_ms(self) -> float:
         return min(DELAYED_ACK_MS, self.rtt_ms)
 
+    @property
+    def no_window_us(self) -> float:
+        """The bound of a sample with no window (the probe's): `ms` alone, in µs."""
+        return self.ms * 1e3
+
     def us(self, cwnd_bytes: Any) -> Any:
         """Each sample's bound (µs) for its window (bytes; an array, NaN: unknown)."""
         import numpy as np
@@ -280,9 +285,9 @@ def rtt_excess(
     """RTT samples above what the path can give (`bound`): their share of all samples,
     the worst excess over a sample's own bound, and the longest stretch a timed series
     (t_s, rtt_us, cwnd_bytes) stayed above (walked by time; at one instant, the samples
-    below first). `untimed` (the probe's) are held to bound.ms: no window delays them.
+    below first). `untimed` (the probe's) are held to bound.no_window_us: no window delays them.
     Such samples are host stalls, not the path (validity.check_rtt_excess)."""
-    excess = [u - bound.ms * 1e3 for u in untimed if u > bound.ms * 1e3]
+    excess = [u - bound.no_window_us for u in untimed if u > bound.no_window_us]
     n = len(untimed)
     longest = 0.0
     for series in timed.values():

@@ -284,7 +284,7 @@ def rtt_excess(
     cwnd_bytes) again, in parts, for a flow with samples above their bounds."""
     assert st.bound is not None
     bound = st.bound
-    plain_us = bound.ms * 1e3
+    plain_us = bound.no_window_us
     u = np.asarray(untimed, dtype=float)
     u_above = u[u > plain_us]
     n_above = sum(len(r) for parts in st.above.values() for _, r, _ in parts) + len(u_above)

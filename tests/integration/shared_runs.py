@@ -20,6 +20,7 @@ import pandas as pd
 import yaml
 
 from ccbench import timeseries
+from ccbench.parse.iperf3 import parse_iperf3
 from tests.conftest import ccbench
 
 INTERVAL_S = 0.5
@@ -54,9 +55,9 @@ def traced_recoveries(run: SharedRun, flow: int) -> int:
     message lost in the full queue is a recovery the sender's counters count too)."""
     ev = run.summary["tcp_events"]
     [own] = [f["recoveries"] for f in ev["flows"] if f["flow"] == flow]
-    doc = json.loads((run.out / "raw" / f"iperf3-{flow}.json").read_text())
-    addr = doc["start"]["connected"][0]["local_host"]
-    return own + sum(o["recoveries"] for o in ev["others"] if o["local"] == addr)
+    res = parse_iperf3(json.loads((run.out / "raw" / f"iperf3-{flow}.json").read_text()))
+    addrs = {s.local.rpartition(":")[0] for s in res.streams if s.local}
+    return own + sum(o["recoveries"] for o in ev["others"] if o["local"] in addrs)
 
 
 def run_config(path: Path, tb_id: str, topology: dict[str, Any], run: dict[str, Any]) -> Path:

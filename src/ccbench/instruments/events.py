@@ -120,7 +120,7 @@ class EventCounter:
 
     def _other(self, local: str) -> dict[str, Any]:
         addr = local.rpartition(":")[0]  # "ip:port", "[v6]:port"
-        return self.others.setdefault(addr, {"local": addr, **dict.fromkeys(COUNTS, 0)})
+        return self.others.setdefault(addr, _other_events(addr))
 
     def flush(self) -> None:
         """The state changes held, as rows of their file."""
@@ -148,7 +148,7 @@ class EventCounter:
             for times in ("recovery_s", "rto_s"):
                 g[times] += f[times][: MAX_MARKS - len(g[times])]
         for addr, o in self.others.items():
-            g = ev["others"].setdefault(addr, {"local": addr, **dict.fromkeys(COUNTS, 0)})
+            g = ev["others"].setdefault(addr, _other_events(addr))
             for count in COUNTS:
                 g[count] += o[count]
         return ev
@@ -159,3 +159,7 @@ COUNTS = ("recoveries", "rtos", "retransmits")
 
 def _flow_events(k: int) -> dict[str, Any]:
     return {"flow": k, **dict.fromkeys(COUNTS, 0), "recovery_s": [], "rto_s": []}
+
+
+def _other_events(addr: str) -> dict[str, Any]:
+    return {"local": addr, **dict.fromkeys(COUNTS, 0)}
