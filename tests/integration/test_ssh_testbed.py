@@ -51,7 +51,16 @@ def ssh_dumbbell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     if not Path("/usr/sbin/sshd").exists():
         pytest.skip("openssh-server is not installed (./setup.sh installs it)")
     d = tmp_path_factory.mktemp("ssh")
-    tmp_before = set(Path(tempfile.gettempdir()).glob("ccb-ssh-*"))
+    # This module's ccbench gets an ssh directory (its shared connections) and a
+    # temporary directory (spawn()'s stderr files) of its own: the leftover checks
+    # below then see only what it left, not the ssh masters of a test beside it
+    # (test_ssh_fetch's, on the other worker, matched a global pgrep once in CI).
+    # (The ssh directory is short: a control socket's path must fit a sockaddr_un.)
+    (d / "tmp").mkdir()
+    ssh_dir = Path(tempfile.mkdtemp(prefix="ccbt-ssh-"))
+    mp = pytest.MonkeyPatch()
+    mp.setenv("CCBENCH_SSH_DIR", str(ssh_dir))
+    mp.setenv("TMPDIR", str(d / "tmp"))
     cfg = write_config(d / "tb.yaml", TB, queue={"limit_bdp": 1})
     ccbench("testbed", "down", "--id", TB)
     ccbench("testbed", "up", "--config", str(cfg))
@@ -90,17 +99,21 @@ def ssh_dumbbell(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     finally:
         # down over SSH while the nodes still answer (it also ends ssh's shared
         # connections), then the sshds, then the namespaces
-        down = ctl_ccbench("testbed", "down", "--id", "itsshr")
-        for p in sshds:
-            p.terminate()
-            p.wait(timeout=10)
-        ccbench("testbed", "down", "--id", TB)  # also removes the ctl namespace
+        try:
+            down = ctl_ccbench("testbed", "down", "--id", "itsshr")
+            for p in sshds:
+                p.terminate()
+                p.wait(timeout=10)
+            ccbench("testbed", "down", "--id", TB)  # also removes the ctl namespace
+        finally:
+            mp.undo()
         assert down.returncode == 0, down.stderr
         assert namespaces(f"ccb-{TB}-") == []
-        masters = subprocess.run(["pgrep", "-f", "ssh.*ccb-ssh-"], capture_output=True)
+        masters = subprocess.run(["pgrep", "-f", f"ssh.*{ssh_dir}/ccb-ssh-"], capture_output=True)
+        shutil.rmtree(ssh_dir)
         assert masters.stdout == b"", "ssh ControlMaster processes left behind"
-        left = set(Path(tempfile.gettempdir()).glob("ccb-ssh-*")) - tmp_before
-        assert not left, f"temporary files left behind: {sorted(map(str, left))}"
+        left = sorted(map(str, (d / "tmp").glob("ccb-ssh-*")))
+        assert not left, f"temporary files left behind: {left}"
 
 
 def ctl_ccbench(*args: str) -> subprocess.CompletedProcess[str]:
