@@ -4,19 +4,21 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")"
 export PATH="$PWD/.venv/bin:$PATH"
-echo "== ruff (lint + format)"
+# each part's heading says when it began (seconds since the suite began): where the time goes
+part() { echo "== $* [${SECONDS} s]"; }
+part "ruff (lint + format)"
 ruff check src tests bench scripts
 ruff format --check src tests bench scripts
-echo "== mypy"
+part "mypy"
 mypy src/ccbench
-echo "== snakefmt --check"
+part "snakefmt --check"
 snakefmt --check Snakefile rules/
-echo "== snakemake --lint"
+part "snakemake --lint"
 snakemake --lint --cores 1 >/dev/null
 if [ "$#" -gt 0 ]; then
   # With arguments (./test.sh -k foo, ./test.sh -m slow, ./test.sh tests/unit/test_x.py):
   # one serial pytest run with them, as before.
-  echo "== pytest $*"
+  part "pytest $*"
   python -m pytest -q --durations=15 "$@"
   exit
 fi
@@ -36,17 +38,18 @@ unit_log=$(mktemp)
 # an interrupted suite stops the unit tests too, their xdist workers with them (setsid:
 # a process group of their own), and its exit status stays its own
 trap 'if [ -n "${unit:-}" ]; then kill -- -"$unit" 2>/dev/null || true; fi; rm -f "$unit_log"' EXIT
-echo "== pytest tests/unit ($workers workers, idle priority), beside the next part"
+part "pytest tests/unit ($workers workers, idle priority), beside the next part"
 setsid chrt --idle 0 python -m pytest -q -rs --durations=15 -n "$workers" --dist loadfile \
   -p no:cacheprovider tests/unit >"$unit_log" 2>&1 &
 unit=$!
-echo "== pytest tests/integration -m shares_cpu (2 workers)"
+part "pytest tests/integration -m shares_cpu (2 workers)"
 python -m pytest -q -rs --durations=15 -n 2 --dist loadfile -m "shares_cpu and not slow" \
   tests/integration || rc=$?
 wait "$unit" || rc=$?
 unit=
-echo "== pytest tests/unit: its output"
+part "pytest tests/unit: its output"
 cat "$unit_log"
-echo "== pytest tests/integration -m 'not shares_cpu' (serial, nothing beside them)"
+part "pytest tests/integration -m 'not shares_cpu' (serial, nothing beside them)"
 python -m pytest -q -rs --durations=15 -m "not shares_cpu and not slow" tests/integration || rc=$?
+part "done"
 exit "$rc"
