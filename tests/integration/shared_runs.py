@@ -21,10 +21,14 @@ import yaml
 
 from ccbench import timeseries
 from ccbench.parse.iperf3 import parse_iperf3
+from ccbench.spec import RunSpec
 from tests.conftest import ccbench
 
 INTERVAL_S = 0.5
 STEADY_AFTER_S = 3.0  # slow start and its overshoot are over by then at 100 Mbit/s x 40 ms
+# How far a drawn throughput series may be from the bottleneck's own count (cubic_bdp_check)
+WIRE_OFF_MAX = 0.04  # mean relative deviation per interval
+WIRE_CV_MARGIN = 0.02  # its CV above the wire's
 
 
 @dataclass(frozen=True)
@@ -85,21 +89,48 @@ Q48 = {"pairs": 2, "rate_mbit": 100, "rtt_ms": 40, "queue": {"limit_pkts": 48}}
 
 
 # --- One CUBIC flow through a 1-BDP drop-tail queue, 15 s ---------------------------
-# test_local_testbed (it fills the queue), test_series_wire (it is drawn steady).
+# test_local_testbed (it fills the queue), test_series_wire (it is drawn as the wire
+# carried it).
 # 15 s: slow start (about 1 s here) must not dominate the mean, and 24 half-second
 # intervals after it give the spread.
 CUBIC_BDP = {"duration_s": 15, "flows": [{"cc": "cubic"}]}
 
 
+def wire_bps(ts: pd.DataFrame, mss_bytes: int, ends_s: np.ndarray, start_s: float) -> np.ndarray:
+    """What the bottleneck sent in each interval (start_s or the previous end, to the
+    next end), in bit/s: its qdisc's packet count (the queue sampler's rows, every 50 ms,
+    interpolated at the edges) x the MSS. The wire's own count, independent of iperf3."""
+    q = ts[ts["source"] == "qdisc"].sort_values("t_s")
+    edges = np.concatenate([[start_s], ends_s])
+    sent = np.interp(edges, q["t_s"].to_numpy(float), q["sent_pkts"].to_numpy(float))
+    return np.diff(sent) * mss_bytes * 8 / np.diff(edges)
+
+
+def off_the_wire(ts: pd.DataFrame, source: str, spec: RunSpec) -> tuple[float, float, float]:
+    """Flow 1's rows of `source` after slow start against the bottleneck's count: their
+    mean relative deviation per interval, their CV and the wire's CV."""
+    rows = ts[(ts["source"] == source) & (ts["flow"] == 1)].sort_values("t_s")
+    start = spec.flows[0].start_s
+    wire = wire_bps(ts, spec.topology.mss_bytes, rows["t_s"].to_numpy(float), start)
+    late = (rows["t_s"] > STEADY_AFTER_S).to_numpy()
+    got, want = rows["throughput_bps"].to_numpy(float)[late], wire[late]
+    cv_got, cv_want = (float(x.std(ddof=1) / x.mean()) for x in (got, want))
+    return float(np.abs(got / want - 1).mean()), cv_got, cv_want
+
+
 def cubic_bdp_check(out: Path, s: dict[str, Any]) -> None:
     assert s["utilization_pct"] >= 90, s["utilization_pct"]
-    # Steady on the wire: the drawn series varies by <= 3 % after slow start and its
-    # mean is the receiver's goodput within 2 % (the sender's writes showed 75-100
-    # Mbit/s intervals, CV 0.06-0.12).
-    rows = drawn(out, 1)
-    late = rows[rows["t_s"] > STEADY_AFTER_S]["throughput_bps"]
-    cv = float(late.std() / late.mean())
-    assert cv <= 0.03, f"drawn throughput CV {cv:.3f}"
+    # Drawn as the wire carried it: after slow start each drawn interval is within 4 %
+    # of what the bottleneck sent in it (mean), and the drawn series varies no more than
+    # the wire did (CV + 0.02). Measured: a quiet host 0.4 % and CV 0.004 (wire 0.005);
+    # 9 % steal, which made the wire itself uneven, 2.6 % and CV 0.048 (wire 0.045). The
+    # sender's writes, the series drawn before: 8-9 % and CV 0.11 on both.
+    rows = drawn(out, 1)  # the receiver's rows: asserted to be what the report draws
+    spec = RunSpec.from_dict(json.loads((out / "raw" / "spec.json").read_text()))
+    ts = pd.read_parquet(out / "timeseries.parquet")
+    off, cv, cv_wire = off_the_wire(ts, timeseries.DELIVERED, spec)
+    assert off <= WIRE_OFF_MAX, f"drawn intervals {off:.1%} from the bottleneck's count"
+    assert cv <= cv_wire + WIRE_CV_MARGIN, f"drawn throughput CV {cv:.3f}, wire {cv_wire:.3f}"
     f = s["flows"][0]
     mean = time_weighted_mean(rows, f["start_s"])
     assert abs(mean / f["throughput_bps"] - 1) <= 0.02, (mean, f["throughput_bps"])

@@ -17,10 +17,12 @@ import pytest
 from ccbench import timeseries, upgrade
 from ccbench.instruments import SENDER_SOURCES
 from ccbench.parse.iperf3 import parse_iperf3
+from ccbench.spec import RunSpec
 from ccbench.summarize.judge import judge
 from ccbench.summarize.window import reasons as window_reasons
 from ccbench.timeseries_stats import RWND_LIMITED_SHARE, SeriesStats
 from tests.conftest import REPO
+from tests.integration import shared_runs
 
 CAPTURES = REPO / "tests" / "captures"
 STEADY = CAPTURES / "run-local-wire-cubic-bdp"
@@ -59,6 +61,19 @@ def test_drawn_throughput_is_delivered_and_steady(steady: Path) -> None:
     spans = [iv["sum"]["seconds"] for iv in doc["intervals"]]
     total = float((rx.sort_values("t_s")["throughput_bps"].to_numpy() * spans).sum() / 8)
     assert total == pytest.approx(doc["end"]["sum_received"]["bytes"], rel=1e-6)
+
+
+def test_drawn_intervals_are_the_bottlenecks_count_and_the_writes_are_not(steady: Path) -> None:
+    """The check the integration tests' shared CUBIC run passes (shared_runs.cubic_bdp_check),
+    on this capture: the receiver's intervals are within 0.4 % (mean) of what the
+    bottleneck's qdisc sent in each, and vary as the wire did; the sender's writes, the
+    series drawn before, are 9 % off and vary 20 times as much."""
+    ts = timeseries.build(steady)
+    spec = RunSpec.from_dict(json.loads((steady / "spec.json").read_text()))
+    off, cv, cv_wire = shared_runs.off_the_wire(ts, timeseries.DELIVERED, spec)
+    assert off <= 0.005 and cv <= cv_wire <= 0.006
+    off, cv, cv_wire = shared_runs.off_the_wire(ts, timeseries.WRITTEN, spec)
+    assert off > 2 * shared_runs.WIRE_OFF_MAX and cv > cv_wire + 5 * shared_runs.WIRE_CV_MARGIN
 
 
 def test_older_runs_fall_back_to_the_senders_writes_labelled(steady: Path) -> None:

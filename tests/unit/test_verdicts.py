@@ -1,4 +1,5 @@
-"""Expectations against a summary table (values hand-made; the evaluation is pure)."""
+"""Expectations against a summary table (values hand-made; the evaluation is pure), and
+against a real quick start's tables (tests/captures/quickstart-tables)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ import math
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from ccbench.verdicts import evaluate, failed_gates
+from tests.conftest import REPO
+
+QUICKSTART = REPO / "tests" / "captures" / "quickstart-tables"
 
 SUMMARY = pd.DataFrame(
     [
@@ -107,3 +112,26 @@ def test_a_verdict_carries_its_check_as_data() -> None:
     r = v.iloc[0]
     assert (r["metric"], r["op"], r["target"]) == ("jain", "<", 0.95)
     assert r["check"] == "jain < 0.95"
+
+
+def test_a_verdict_names_its_valid_runs_at_high_steal() -> None:
+    """The default config's expectations on a real quick start's tables: the statuses
+    and means are the ones that quick start wrote; a verdict whose valid runs ran at
+    >= 10 % steal says which (a `than` verdict: both variants' runs; an invalid run at
+    16.4 % is not counted, it is in no mean)."""
+    runs = pd.read_csv(QUICKSTART / "runs.csv")
+    cfg = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    v = evaluate(pd.read_csv(QUICKSTART / "summary.csv"), cfg["expectations"], runs)
+    written = pd.read_csv(QUICKSTART / "verdicts.csv")
+    assert v["status"].tolist() == written["status"].tolist()
+    assert v["measured"].tolist() == written["measured"].tolist()
+    note = {(r.expectation, r.variant): r.note for r in v.itertuples()}
+    assert note[("fills a 1-BDP queue", "bbr")] == (
+        "2 of its 3 valid runs ran at >= 10 % CPU steal (10.8 %, 10.7 %): the hypervisor "
+        "took the CPU mid-run (the run table's CPU steal)"
+    )
+    assert note[("fills a 1-BDP queue", "cubic")] == ""  # 2.0-6.4 %
+    assert note[("two flows share fairly", "reno")].startswith("1 of its 3 valid runs")
+    straddles, steal = note[("no worse than cubic (within 2 %)", "reno")].split("; ")
+    assert straddles == written["note"].iloc[6]  # the CI's note first, as it was
+    assert steal.startswith("1 of its 5 valid runs ran at >= 10 % CPU steal (10.9 %)")
