@@ -28,7 +28,7 @@ fi
 # reports, once) at idle priority (SCHED_IDLE: any other task on a core takes it at
 # once), beside the integration tests marked shares_cpu, whose subject is not fidelity
 # (a run the host stalls is accepted as judged), two modules at a time (--dist
-# loadfile again; the longest first, tests/integration/conftest.py LONGEST_FIRST). Then, the unit tests done, the other integration tests alone, one at
+# loadfile again). Then, the unit tests done, the other integration tests alone, one at
 # a time: they time real traffic in namespaces, so nothing else may share the CPU with
 # them. Every part runs; the suite fails if any does. -rs: each skipped test's reason
 # is printed (measure_fidelity skips only for hypervisor steal, and says so).
@@ -43,8 +43,8 @@ setsid chrt --idle 0 python -m pytest -q -rs --durations=15 -n "$workers" --dist
   -p no:cacheprovider tests/unit >"$unit_log" 2>&1 &
 unit=$!
 part "pytest tests/integration -m shares_cpu (2 workers)"
-python -m pytest -q -rs --durations=15 -n 2 --dist loadfile --no-loadscope-reorder \
-  -m "shares_cpu and not slow" tests/integration || rc=$?
+python -m pytest -q -rs --durations=15 -n 2 --dist loadfile -m "shares_cpu and not slow" \
+  tests/integration || rc=$?
 wait "$unit" || rc=$?
 unit=
 part "pytest tests/unit: its output"

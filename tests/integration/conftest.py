@@ -28,28 +28,6 @@ MAX_STEAL_PCT = float(os.environ.get("CCB_TEST_MAX_STEAL", "2"))
 FIDELITY_TRIES = 3
 
 
-# The modules that hold a whole workflow (several Snakemake invocations each), longest
-# first. test.sh's shares_cpu part hands modules to its two workers in collection order
-# (--dist loadfile --no-loadscope-reorder); in xdist's default order (most tests first)
-# the two longest single-test modules came last, and one worker ran ~300 s of 490
-# (measured 2026-11-28: test_pipeline 122 s, test_ssh_testbed 80 s, test_kernel_loop
-# 75 s, test_calibration_retry 74 s; every other module 50 s or less).
-LONGEST_FIRST = (
-    "test_pipeline.py",
-    "test_ssh_testbed.py",
-    "test_kernel_loop.py",
-    "test_calibration_retry.py",
-)
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    def rank(item: pytest.Item) -> int:
-        name = item.path.name
-        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: each module's own tests keep their order
-
-
 class FidelityRetry(UserWarning):
     """A fidelity try that failed before a later one passed: pytest's warnings summary
     names the test and why, so a log shows which check this VM spoils first."""
