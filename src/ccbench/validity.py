@@ -21,6 +21,7 @@ LATE_SHARE_MAX = 0.01  # share of packets the delay element released > 5 ms late
 HOST_STALLED = "the host stalled"
 DELAY_LATE = "delay element late"
 HOST_STALL_MARKS = (HOST_STALLED, DELAY_LATE)
+PROBE_SHORT = "sampled only"  # a probe whose samples cover too little of the traffic
 PROBE_COVERAGE_MIN = 0.9  # share of the traffic a self-starting probe (flent) must span
 MIN_DURATION_SHARE = 0.9  # a flow must run at least 90 % of what was asked
 # A flow's mean RTT may exceed the configured RTT + a full bottleneck queue by this
@@ -179,7 +180,7 @@ def check_probe(probe: dict[str, Any] | None, tool: str) -> list[str]:
                    "start: a busy host, a name lookup)" if first > 0 else
                    ": its samples have gaps or end early")  # fmt: skip
         return [
-            f"probe: {probe['tool']} sampled only {cov * 100:.0f}% of the traffic "
+            f"probe: {probe['tool']} {PROBE_SHORT} {cov * 100:.0f}% of the traffic "
             f"(need {PROBE_COVERAGE_MIN * 100:g}%){why}"
         ]
     return []

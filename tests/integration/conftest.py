@@ -18,7 +18,7 @@ from bench.sshnode import sshd_argv
 from ccbench import layout
 from ccbench.container import DEFAULT_IMAGE
 from ccbench.parse.procstat import usage_between
-from ccbench.validity import host_stalled_only
+from ccbench.validity import PROBE_SHORT, host_stalled_only
 from tests.conftest import REPO, ccbench
 from tests.integration import shared_runs
 
@@ -247,7 +247,7 @@ def assert_judged(summary: dict[str, Any], also: tuple[str, ...] = ()) -> None:
 # machine: 0.68 s into a 3-s run in one CI run (2026-11-28; flent is released 1.5 s
 # early and needs about 1.1 s idle), so it covered 80 %. validity's coverage check did
 # its job; for a test whose subject is where the tools run, that run is judged too.
-PROBE_STARTED_LATE = ("% of the traffic (need ",)
+PROBE_STARTED_LATE = (PROBE_SHORT,)
 
 
 def run_judged(cfg: Path, out: Path, also: tuple[str, ...] = ()) -> dict[str, Any]:
