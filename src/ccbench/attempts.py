@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ccbench import jsonio, kernel, layout, record, safe
-from ccbench.errors import CcbenchError
+from ccbench.errors import CcbenchError, Refused
 from ccbench.exec import pid_alive
 from ccbench.progress import info
 from ccbench.record import RunRecord
@@ -38,6 +38,7 @@ def execute(
     summary: RunRecord | None = None
     tried: list[dict[str, Any]] = []
     for attempt in range(1, attempts + 1):
+        final = False
         tmp = layout.RunDir(out).raw_tmp(os.getpid())
         safe.remove_tree(tmp, out)
         tmp.mkdir()
@@ -47,6 +48,7 @@ def execute(
             # The attempt failed (a tool hung, a host vanished): keep what it wrote and
             # why, so it is reported as an invalid run and retried, not lost.
             (tmp / layout.ERROR).write_text(f"{e}\n")
+            final = isinstance(e, Refused)
             if not (tmp / layout.SPEC).exists():
                 jsonio.write_json(tmp / layout.SPEC, spec.to_dict())
         except BaseException:
@@ -69,7 +71,7 @@ def execute(
         summary = judged.model_copy(update={"attempt": attempt})
         tried.append({"attempt": attempt, "valid": summary.valid,
                       "reasons": summary.reasons})  # fmt: skip
-        if summary.valid or attempt == attempts:
+        if summary.valid or attempt == attempts or final:
             break
         info(f"attempt {attempt} invalid ({'; '.join(summary.reasons)}); retrying")
         keep = layout.RunDir(out).invalid_attempt(attempt)

@@ -15,6 +15,7 @@ import yaml
 
 from ccbench import instruments
 from ccbench.errors import CcbenchError
+from ccbench.host_settings import HostSettings
 from ccbench.spec import RunSpec, Topology, check_flows, flows_from_config
 from ccbench.testbed.kinds import TestbedConfig, kind
 
@@ -307,7 +308,11 @@ def load_run_config(path: str | Path) -> tuple[TestbedConfig, RunSpec, int]:
         from ccbench.hosts.linux import check_kernel_ccs
 
         check_kernel_ccs((f"{path}: run.flows[{i}]", f.cc) for i, f in enumerate(flows))
-    spec = RunSpec(topology=topo, flows=flows, **sampling_from(run, f"{path}: run.record"))
+    host = HostSettings.from_dict(run["host"], f"{path}: run.host")
+    if host.mtu is not None:
+        raise CcbenchError(f"{path}: run.host.mtu: a run's path MTU is topology.mtu")
+    spec = RunSpec(topology=topo, flows=flows, host=host,
+                   **sampling_from(run, f"{path}: run.record"))  # fmt: skip
     return TestbedConfig.from_dict(data["testbed"]), spec, int(run["attempts"])
 
 

@@ -12,6 +12,12 @@ class CcbenchError(Exception):
     """A problem the user can fix (bad config, not root, missing qdisc, ...)."""
 
 
+class Refused(CcbenchError):
+    """A host refused what the run asks of it (a sysctl it lacks, an offload it cannot
+    switch): the run is reported invalid with this reason and not tried again, since
+    another attempt would ask the same."""
+
+
 class Unavailable(CcbenchError):
     """What the config asks for does not exist here (e.g. an AQM this kernel lacks).
     The workflow turns it into a skipped scenario with this reason, not a failure."""

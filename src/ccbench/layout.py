@@ -74,6 +74,7 @@ CALIBRATION = "calibration.json"
 HOST_FACTS = "facts.json"
 KERNEL = "kernel.json"
 SENDER_SETUP = "sender-setup.json"
+HOST_CHANGES = "host-changes.json"  # the run's host settings: each change and its undo, as run
 QDISC_CONFIG = "qdisc-config.txt"
 ERROR = "error.txt"
 SKIPPED = "skipped.json"

@@ -18,6 +18,7 @@ from typing import Any
 from ccbench import instruments, probes
 from ccbench.config import sampling_from, validate
 from ccbench.errors import CcbenchError
+from ccbench.host_settings import HostSettings
 from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario
 from ccbench.spec import (
     Flow,
@@ -260,18 +261,47 @@ def _scenario_runs(
     where = f"{source}: " + (f"scenarios.{sname}.record" if "record" in sc else "record")
     common = RunSpec(topology=topo, flows=(), scenario=sname, **sampling_from(settings, where))
     runs: list[_Run] = []
+    top = _top_host(source, cfg)
     for v in variants:
-        flows = _variant_flows(source, sname, sc.get("flows", 1), v, topo, duration, tb_cfg)
-        tb_id = _testbed_id(topo, v.dumbbell)
-        testbeds.setdefault(tb_id, _Testbed(topo, tdict, v.dumbbell))
+        host = v.host.over(top)
+        vtdict, vtopo = _variant_topology(source, tb_cfg, v, host, tdict, topo)
+        flows = _variant_flows(source, sname, sc.get("flows", 1), v, vtopo, duration, tb_cfg)
+        tb_id = _testbed_id(vtopo, v.dumbbell)
+        testbeds.setdefault(tb_id, _Testbed(vtopo, vtdict, v.dumbbell))
         # The spec's variant has no regex: it goes beside the spec (`kernel`), so a
         # changed regex changes no run id and reruns nothing that is done.
-        spec = replace(common, flows=flows, variant=v.label,
-                       variant_def=replace(v, kernel_match=None))  # fmt: skip
+        spec = replace(common, topology=vtopo, flows=flows, variant=v.label,
+                       variant_def=replace(v, kernel_match=None),
+                       host=host.without_mtu())  # fmt: skip
         for rep in range(1, cfg["repetitions"] + 1):
             for twin in _tracing_twins(replace(spec, repetition=rep), cfg["tracing"]):
                 runs.append(_Run(twin, tb_id, cfg["attempts"], v.kernel_requirement))
     return runs
+
+
+def _top_host(source: str, cfg: dict[str, Any]) -> HostSettings:
+    """The config's top-level `host`: every variant's endpoint settings."""
+    top = HostSettings.from_dict(cfg.get("host"), f"{source}: host")
+    if top.mtu is not None:
+        raise CcbenchError(f"{source}: host.mtu: the path MTU every variant shares is "
+                           "topology.mtu (a variant's host.mtu changes it for its runs)")
+    return top
+
+
+def _variant_topology(
+    source: str, tb_cfg: dict[str, Any], v: Variant, host: HostSettings, tdict: dict[str, Any],
+    topo: Topology,
+) -> tuple[dict[str, Any], Topology]:  # fmt: skip
+    """The scenario's topology for variant `v`: with its MTU where it asks one (queue
+    sizes in packets of that MTU, limit_bdp computed with it), on a testbed of its own."""
+    if host.mtu is None or host.mtu == topo.mtu:
+        return tdict, topo
+    if not kind(tb_cfg["kind"]).caps.sets_mtu:
+        raise CcbenchError(f"{source}: variant {v.label}: host.mtu: the {tb_cfg['kind']} "
+                           "testbed does not set its path's MTU (set it on the hosts and "
+                           "routers, and topology.mtu to match)")  # fmt: skip
+    vtdict = {**tdict, "mtu": host.mtu}
+    return vtdict, Topology.from_config(vtdict)
 
 
 def _tracing_twins(spec: RunSpec, tracing: str) -> list[RunSpec]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ccbench import instruments, jsonio, layout, needs, probes, run_senders, runmeta
+from ccbench import host_apply, instruments, jsonio, layout, needs, probes, run_senders, runmeta
 from ccbench.errors import CcbenchError
 from ccbench.exec import Proc
 from ccbench.instruments import Instrument, Recording
@@ -65,6 +65,17 @@ def run_once(
     t0 = time.monotonic()
     procs = RunProcs(instruments=instruments.for_run(tb, spec, registry))
     _prepare(tb, spec, raw, spec.senders, kernel_req, procs.instruments)
+    changes = host_apply.apply(tb, spec, raw)
+    try:
+        return _record(tb, spec, raw, procs, t0)
+    finally:
+        with signals_deferred():
+            host_apply.put_back_recorded(tb, raw, changes)
+
+
+def _record(tb: Testbed, spec: RunSpec, raw: Path, procs: RunProcs, t0: float) -> RunMeta:
+    """The run on a prepared testbed: servers, clients, probe and instruments, the
+    traffic, the snapshots around it, meta.json."""
     _snapshot_bottleneck(tb, raw, BEFORE)
     rec = Recording(tb, spec, raw)
     # Where a run's time goes besides its traffic (bench/pipeline.py reads them).

@@ -15,6 +15,7 @@ from typing import Any
 
 from ccbench import queues, roles
 from ccbench.errors import CcbenchError
+from ccbench.host_settings import HostSettings
 
 ETH_OVERHEAD_BYTES = 14  # what a tbf/pfifo on a veth counts beyond the IP packet
 TCP_IP_HEADER_BYTES = 52  # IPv4 (20) + TCP (20) + timestamps option (12): MSS = MTU - 52
@@ -145,7 +146,7 @@ def os_titles(oses: tuple[str, ...] | list[str]) -> str:
 
 # The keys a variant has (the config schema's `variant`); `kernel` is the label here,
 # the regex the config may give beside it is `kernel_match`.
-VARIANT_KEYS = ("label", "cc", "os", "stack", "kernel", "baseline", "dumbbell")
+VARIANT_KEYS = ("label", "cc", "os", "stack", "kernel", "baseline", "dumbbell", "host")
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,8 @@ class Variant:
     kernel_match: str | None = None
     baseline: bool = False
     dumbbell: int | None = None
+    # Its host settings beyond the config's top level (ccbench.host_settings).
+    host: HostSettings = field(default_factory=HostSettings)
     absent: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     @classmethod
@@ -175,7 +178,8 @@ class Variant:
         label, match = (k["label"], k["match"]) if isinstance(k, dict) else (k, None)
         return cls(label=v["label"], cc=v["cc"], os=v.get("os", "linux"),
                    stack=v.get("stack", "default"), kernel=label, kernel_match=match,
-                   baseline=bool(v.get("baseline", False)), dumbbell=v.get("dumbbell"))  # fmt: skip
+                   baseline=bool(v.get("baseline", False)), dumbbell=v.get("dumbbell"),
+                   host=HostSettings.from_dict(v.get("host"), f"{v['label']}.host"))  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Variant:
@@ -186,14 +190,15 @@ class Variant:
         return cls(label=d["label"], cc=d["cc"], os=d.get("os", "linux"),
                    stack=d.get("stack", "default"), kernel=d.get("kernel", ""),
                    kernel_match=d.get("kernel_match"), baseline=d.get("baseline", False),
-                   dumbbell=d.get("dumbbell"),
+                   dumbbell=d.get("dumbbell"), host=HostSettings.from_dict(d.get("host")),
                    absent=frozenset(k for k in VARIANT_KEYS if k not in d))  # fmt: skip
 
     def spec_dict(self) -> dict[str, Any]:
         """The variant as a run's spec holds it (hashed into the run id)."""
         d = {"label": self.label, "cc": self.cc, "os": self.os, "stack": self.stack,
              "kernel": self.kernel, "baseline": self.baseline,
-             **({"dumbbell": self.dumbbell} if self.dumbbell is not None else {})}  # fmt: skip
+             **({"dumbbell": self.dumbbell} if self.dumbbell is not None else {}),
+             **({"host": self.host.to_dict()} if not self.host.empty else {})}  # fmt: skip
         return {k: v for k, v in d.items() if k not in self.absent}
 
     def to_dict(self) -> dict[str, Any]:
@@ -224,6 +229,7 @@ FIELDS_ADDED: dict[str, Any] = {
     "siftr_budget_mb": 64.0,
     "tracing": "inline",
     "record": {},
+    "host": {},
 }
 # Optional instruments a spec of 2026-11-25 asked for by keys of its own, now `record:
 # {name: options}`: key -> (instrument, {its old option key: option}).
@@ -282,6 +288,9 @@ class RunSpec:
     tracing: str = "inline"  # TRACING
     # The optional instruments asked for, with their options (ccbench.instruments).
     record: tuple[Recorded, ...] = ()
+    # The endpoints' settings asked beyond ccbench's baseline: the config's top level with
+    # the variant's in place (its MTU is the topology's: `host.mtu` is always None here).
+    host: HostSettings = field(default_factory=HostSettings)
     scenario: str = "adhoc"
     variant: str = "adhoc"  # the variant's label
     repetition: int = 1
@@ -342,6 +351,7 @@ class RunSpec:
         del d["variant_def"]
         d["flows"] = [asdict(f) for f in self.flows]
         d["record"] = {r.name: dict(r.options) for r in self.record}
+        d["host"] = self.host.to_dict()
         d["extra"] = {"variant": self.variant_def.spec_dict()} if self.variant_def else {}
         return d
 
@@ -349,13 +359,15 @@ class RunSpec:
     def from_dict(d: dict[str, Any]) -> RunSpec:
         # A field a spec written before it existed lacks takes the dataclass default.
         d = _record_keys_upgraded(d)
-        rest = {f.name for f in fields(RunSpec)} - {"topology", "flows", "variant_def", "record"}
+        rest = {f.name for f in fields(RunSpec)} - {"topology", "flows", "variant_def", "record",
+                                                    "host"}
         v = (d.get("extra") or {}).get("variant")
         return RunSpec(
             topology=Topology(**d["topology"]),
             flows=tuple(Flow(**f) for f in d["flows"]),
             variant_def=Variant.from_dict(v) if v else None,
             record=recorded(d.get("record") or {}),
+            host=HostSettings.from_dict(d.get("host"), "spec.json host"),
             **{k: v for k, v in d.items() if k in rest},
         )
 

@@ -25,12 +25,12 @@ from typing import TypedDict
 from ccbench.errors import CcbenchError
 from ccbench.hosts.base import (
     NIC_RECORDS_SCRIPT,
-    SOCKBUF_MAX,
     Argv,
     Step,
     iperf3_client_argv,
     iperf3_server_argv,
 )
+from ccbench.hosts.settings import FreeBSDSettings
 from ccbench.hosts.siftr_plan import PPL_MAX
 
 # mod_cc(4) algorithms shipped with FreeBSD 13/14 (module cc_<name>); seed 004 used all.
@@ -107,15 +107,9 @@ class FreeBSDHost:
 
     # --- endpoints -----------------------------------------------------------
     def tune(self, *, netns_local: bool = False) -> list[Argv]:
-        """The seeds' /etc/sysctl.conf (seed 000/001), in its order: maxsockbuf before
-        the per-buffer maxima that may not exceed it. `netns_local` has no meaning here
-        (FreeBSD senders are real hosts) and is accepted for the protocol's sake."""
-        return [
-            ["sysctl", "net.inet.tcp.hostcache.enable=0"],
-            ["sysctl", f"kern.ipc.maxsockbuf={SOCKBUF_MAX}"],
-            ["sysctl", f"net.inet.tcp.sendbuf_max={SOCKBUF_MAX}"],
-            ["sysctl", f"net.inet.tcp.recvbuf_max={SOCKBUF_MAX}"],
-        ]
+        """ccbench's baseline sysctls (ccbench.hosts.settings: the seeds' sysctl.conf).
+        `netns_local` has no meaning here (FreeBSD senders are real hosts)."""
+        return FreeBSDSettings().tune(netns_local=netns_local)
 
     def set_cc_plan(self, cc: str) -> list[Step]:
         name = cc_module_name(cc)

@@ -10,12 +10,12 @@ from ccbench import layout
 from ccbench.errors import CcbenchError
 from ccbench.hosts.base import (
     NIC_RECORDS_SCRIPT,
-    SOCKBUF_MAX,
     Argv,
     Step,
     iperf3_client_argv,
     iperf3_server_argv,
 )
+from ccbench.hosts.settings import LinuxSettings
 from ccbench.spec import Topology
 
 OFFLOADS = ("tso", "gso", "gro")
@@ -83,18 +83,8 @@ class LinuxHost:
 
     # --- endpoints -----------------------------------------------------------
     def tune(self, *, netns_local: bool = False) -> list[Argv]:
-        plan = [
-            ["sysctl", "-w", f"net.ipv4.tcp_rmem=4096 131072 {SOCKBUF_MAX}"],
-            ["sysctl", "-w", f"net.ipv4.tcp_wmem=4096 16384 {SOCKBUF_MAX}"],
-            ["sysctl", "-w", "net.ipv4.tcp_no_metrics_save=1"],
-        ]
-        if not netns_local:
-            # Host-wide knobs: read-only inside a namespace, so only on real hosts.
-            plan += [
-                ["sysctl", "-w", f"net.core.rmem_max={SOCKBUF_MAX}"],
-                ["sysctl", "-w", f"net.core.wmem_max={SOCKBUF_MAX}"],
-            ]
-        return plan
+        """ccbench's baseline sysctls of an endpoint (ccbench.hosts.settings)."""
+        return LinuxSettings().tune(netns_local=netns_local)
 
     def check_variant(self, cc: str, stack: str) -> None:
         """A variant {cc, stack} Linux can run: one TCP stack, iperf3 -C sets the CC."""

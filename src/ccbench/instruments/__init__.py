@@ -24,6 +24,7 @@ from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.bql import TxQueueLimits
 from ccbench.instruments.counters import TcpCounters
 from ccbench.instruments.cpu import RouterCpu
+from ccbench.instruments.host_settings import HostSettings
 from ccbench.instruments.interfaces import Interfaces
 from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.instruments.siftr import Siftr
@@ -49,6 +50,7 @@ REGISTRY: dict[str, type[Instrument]] = {
         TcpProbe,
         QdiscSampler,
         Sockstat,
+        HostSettings,
         TcpCounters,
         Interfaces,
         TxQueueLimits,

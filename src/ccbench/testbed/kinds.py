@@ -42,6 +42,9 @@ class Capabilities:
     # Its dumbbells share hosts (a lab's sender sets send to the same receivers): their
     # runs take turns, as one dumbbell's do (rules/common.smk).
     dumbbells_share_hosts: bool = False
+    # It builds every data interface of the path with the topology's MTU (a variant's
+    # `host.mtu` gives its runs a testbed of that MTU).
+    sets_mtu: bool = False
 
 
 def _load(path: str) -> Any:
@@ -109,7 +112,7 @@ class LocalKind(TestbedKind):
     caps = Capabilities(
         needs_root=True, senders_here=True, one_kernel=True, nic_records=False,
         needs_inventory=False, oses=("linux",), delay_directions=("both", "reverse"),
-        layouts=topology.NAMES, dumbbells=1, exclusive_calibration=True,
+        layouts=topology.NAMES, dumbbells=1, exclusive_calibration=True, sets_mtu=True,
     )  # fmt: skip
     testbed_class = "ccbench.testbed.local:LocalTestbed"
     remover = "ccbench.testbed.local:down_from_state"

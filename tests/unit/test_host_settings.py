@@ -1,0 +1,404 @@
+"""Host settings as an axis: the config's `host`, the run spec, the OS plans (Linux run for
+real in tests/integration/test_host_axis.py; FreeBSD tested as exact argv plans against
+ifconfig(8)/sysctl(8) output written from their print code), the apply/put-back order
+against a stand-in host that answers as procps, ethtool and ifconfig do, and the
+read-back's verdict."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ccbench import host_apply
+from ccbench.errors import CcbenchError, Refused
+from ccbench.exec import Result
+from ccbench.host_settings import HostSettings, RoleSettings
+from ccbench.hosts.linux import LinuxHost
+from ccbench.hosts.settings import (
+    EndpointReading,
+    FreeBSDSettings,
+    LinuxSettings,
+    read_endpoint,
+)
+from ccbench.instruments.host_settings import judge
+from ccbench.matrix import expand
+from ccbench.spec import Flow, RunSpec, Topology
+
+CAPS = Path(__file__).parents[1] / "captures" / "host"
+
+
+def cap(name: str) -> str:
+    return (CAPS / name).read_text()
+
+
+# --- the config and the spec ------------------------------------------------------
+
+
+def test_settings_from_a_config_and_back() -> None:
+    h = HostSettings.from_dict({
+        "senders": {"sysctl": {"net.ipv4.tcp_wmem": "4096  16384 5242880"},
+                    "offloads": {"gso": True, "tso": "off"}},
+        "receivers": {"offloads": {"gro": "on"}}, "mtu": 9000,
+    })  # fmt: skip
+    assert h.senders.sysctl == (("net.ipv4.tcp_wmem", "4096 16384 5242880"),)
+    assert h.senders.offloads == (("gso", True), ("tso", False))
+    assert h.to_dict() == {
+        "senders": {"sysctl": {"net.ipv4.tcp_wmem": "4096 16384 5242880"},
+                    "offloads": {"gso": "on", "tso": "off"}},
+        "receivers": {"offloads": {"gro": "on"}}, "mtu": 9000,
+    }  # fmt: skip
+    assert HostSettings.from_dict(h.to_dict()) == h
+    assert h.describe() == ("senders: net.ipv4.tcp_wmem=4096 16384 5242880, gso on, tso off; "
+                            "receivers: gro on; MTU 9000")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("d", "says"),
+    [
+        ({"senders": {"sysctl": {"net/ipv4": "1"}}},
+         "host.senders.sysctl: 'net/ipv4' is not a sysctl name"),
+        ({"senders": {"sysctl": {"net.a": "1; reboot"}}}, "is not a sysctl value"),
+        ({"receivers": {"offloads": {"tcp": True}}},
+         "host.receivers.offloads: 'tcp' is not one of"),
+        ({"senders": {"offloads": {"tso": "yes"}}},
+         "host.senders.offloads.tso: 'yes' is not on or off"),
+        ({"mtu": 100}, "host.mtu: 100 is not an MTU in 576..9000"),
+        ({"routers": {}}, "host: unknown keys routers"),
+    ],
+)  # fmt: skip
+def test_bad_settings_are_one_line_naming_the_key(d: dict[str, object], says: str) -> None:
+    with pytest.raises(CcbenchError, match=None) as e:
+        HostSettings.from_dict(d)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_variants_settings_go_over_the_top_levels() -> None:
+    top = HostSettings.from_dict({"senders": {"sysctl": {"net.a.b": "1", "net.a.c": "2"}}})
+    var = HostSettings.from_dict({"senders": {"sysctl": {"net.a.b": "9"}}, "mtu": 9000})
+    both = var.over(top)
+    assert both.senders.sysctl == (("net.a.b", "9"), ("net.a.c", "2")) and both.mtu == 9000
+
+
+def _spec(host: HostSettings | None = None) -> RunSpec:
+    return RunSpec(topology=Topology(pairs=1), flows=(Flow(1, "cubic"),),
+                   host=host or HostSettings())  # fmt: skip
+
+
+def test_a_run_without_host_settings_keeps_its_id() -> None:
+    """Runs measured before host settings existed hash to the same id (FIELDS_ADDED)."""
+    plain = _spec()
+    d = plain.to_dict()
+    assert d["host"] == {}
+    del d["host"]
+    assert RunSpec.from_dict(d).run_id == plain.run_id
+    asked = _spec(HostSettings.from_dict({"senders": {"offloads": {"gso": True}}}))
+    assert asked.run_id != plain.run_id
+    assert RunSpec.from_dict(asked.to_dict()) == asked
+
+
+def _cfg(**over: object) -> dict[str, object]:
+    from ccbench.config import validate
+
+    cfg = {
+        "scenarios": {"one": {"topology": {"queue": {"kind": "pfifo", "limit_bdp": 1}}}},
+        "variants": [
+            {"label": "base", "cc": "cubic"},
+            {"label": "gso", "cc": "cubic", "host": {"senders": {"offloads": {"gso": "on"}}}},
+            {"label": "jumbo", "cc": "cubic", "host": {"mtu": 9000}},
+        ],
+        "topology": {"pairs": 1, "rate_mbit": 100, "rtt_ms": 40},
+        "repetitions": 1, **over,
+    }  # fmt: skip
+    return validate(cfg, "matrix", "t.yaml")
+
+
+def test_a_variants_mtu_is_its_runs_path_mtu_on_a_testbed_of_its_own() -> None:
+    m = expand(_cfg(host={"senders": {"sysctl": {"net.ipv4.tcp_wmem": "4096 16384 5242880"}}}))
+    runs = {r.spec.variant: r for r in m.runs.values()}
+    base, jumbo = runs["base"].spec, runs["jumbo"].spec
+    assert base.topology.mtu == 1500 and jumbo.topology.mtu == 9000
+    # limit_bdp is counted in packets of the variant's MTU
+    assert base.topology.queue_limit_pkts == 331 and jumbo.topology.queue_limit_pkts == 56
+    assert runs["base"].testbed == runs["gso"].testbed != runs["jumbo"].testbed
+    # the top level's settings reach every variant; a variant's go over them
+    assert dict(jumbo.host.senders.sysctl) == {"net.ipv4.tcp_wmem": "4096 16384 5242880"}
+    assert dict(runs["gso"].spec.host.senders.offloads) == {"gso": True}
+    assert jumbo.host.mtu is None  # the spec's MTU is its topology's
+
+
+def test_mtu_at_the_top_level_or_on_a_testbed_that_does_not_set_it_is_refused() -> None:
+    with pytest.raises(CcbenchError, match=r"t.yaml: host.mtu: the path MTU every variant"):
+        expand(_cfg(host={"mtu": 9000}), "t.yaml")
+    with pytest.raises(CcbenchError, match=r"variant jumbo: host.mtu: the ssh testbed does not"):
+        expand(_cfg(testbed={"kind": "ssh", "inventory": "x.yaml"}), "t.yaml")
+
+
+# --- the OS plans -------------------------------------------------------------------
+
+
+def test_linux_baseline_is_what_up_sets() -> None:
+    lx = LinuxSettings()
+    assert LinuxHost().tune(netns_local=True) == [
+        ["sysctl", "-w", "net.ipv4.tcp_rmem=4096 131072 10485760"],
+        ["sysctl", "-w", "net.ipv4.tcp_wmem=4096 16384 10485760"],
+        ["sysctl", "-w", "net.ipv4.tcp_no_metrics_save=1"],
+    ]
+    real = dict(lx.baseline(netns_local=False).sysctl)
+    assert real["net.core.rmem_max"] == real["net.core.wmem_max"] == "10485760"
+    assert dict(lx.baseline(netns_local=True).offloads) == {
+        "tso": False,
+        "gso": False,
+        "gro": False,
+    }
+
+
+def test_linux_reads_a_veths_interface_from_real_captures() -> None:
+    lx = LinuxSettings()
+    assert lx.interface_of(cap("ip-j-addr-show.json"), "10.11.1.2") == "s1-eth0"
+    assert lx.interface_of(cap("ip-j-addr-show.json"), "10.11.1.3") is None
+    link = cap("ip-j-link-show-s1-eth0.json")
+    new = lx.interface_state("s1-eth0", [link, cap("ethtool-k-veth-default.txt")])
+    assert new.mtu == 1500
+    assert new.offloads == {"tso": "on", "gso": "on", "gro": "off", "lro": "off [fixed]",
+                            "rxcsum": "on", "txcsum": "on"}  # fmt: skip
+    off = lx.interface_state("s1-eth0", [link, cap("ethtool-k-veth-offloads-off.txt")])
+    assert (off.is_on("tso"), off.is_on("gso"), off.is_on("gro")) == (False, False, False)
+    assert off.fixed("lro") and not off.fixed("tso")
+    with pytest.raises(ValueError, match="no MTU"):
+        lx.interface_state("s1-eth0", ["", cap("ethtool-k-veth-default.txt")])
+
+
+def test_linux_plans_are_exact_argv() -> None:
+    lx = LinuxSettings()
+    assert lx.offloads_set("s1-eth0", {"tso": True, "rxcsum": False}) == [
+        ["ethtool", "-K", "s1-eth0", "tso", "on", "rx", "off"]]  # fmt: skip
+    assert lx.sysctl_write("net.ipv4.tcp_wmem", "4096 16384 5242880") == [
+        "sysctl", "-w", "net.ipv4.tcp_wmem=4096 16384 5242880"]  # fmt: skip
+    assert lx.interface_read("s1-eth0") == [["ip", "-j", "link", "show", "dev", "s1-eth0"],
+                                            ["ethtool", "-k", "s1-eth0"]]  # fmt: skip
+    with pytest.raises(CcbenchError, match="bad interface name"):
+        lx.interface_read("eth0; reboot")
+
+
+def test_freebsd_plans_and_reads_checked_against_ifconfig() -> None:
+    """sbin/ifconfig/ifconfig.c: DEF_CMD "tso" (IFCAP_TSO = TSO4|TSO6), "-lro", "rxcsum",
+    "txcsum"; sysctl(8) takes name=value."""
+    fb = FreeBSDSettings()
+    assert fb.interface_of(cap("freebsd-ifconfig-a.txt"), "10.10.1.1") == "igb1"
+    assert fb.interface_of(cap("freebsd-ifconfig-a.txt"), "155.98.36.10") == "igb0"
+    off = fb.interface_state("igb1", [cap("freebsd-ifconfig-m-igb1-offloads-off.txt")])
+    assert off.mtu == 1500
+    assert off.offloads == {"tso": "off", "lro": "off", "rxcsum": "off", "txcsum": "off"}
+    on = fb.interface_state("igb1", [cap("freebsd-ifconfig-m-igb1-offloads-on.txt")])
+    assert on.mtu == 9000 and set(on.offloads.values()) == {"on"}
+    vt = fb.interface_state("vtnet1", [cap("freebsd-ifconfig-m-vtnet1-no-lro-capability.txt")])
+    assert vt.offloads["lro"] == "off [fixed]" and not vt.fixed("tso")
+    assert fb.offloads_set("igb1", {"tso": True, "lro": False}) == [
+        ["ifconfig", "igb1", "tso", "-lro"]
+    ]
+    assert fb.interface_read("igb1") == [["ifconfig", "-m", "igb1"]]
+    assert fb.sysctl_write("kern.ipc.maxsockbuf", "5242880") == [
+        "sysctl",
+        "kern.ipc.maxsockbuf=5242880",
+    ]
+    assert fb.unsupported({"gso": True, "tso": True, "gro": False}) == ["gso", "gro"]
+    assert [a[1] for a in fb.tune(netns_local=False)] == [
+        "net.inet.tcp.hostcache.enable=0", "kern.ipc.maxsockbuf=10485760",
+        "net.inet.tcp.sendbuf_max=10485760", "net.inet.tcp.recvbuf_max=10485760"]  # fmt: skip
+
+
+# --- apply and put back, on a stand-in host ----------------------------------------
+
+
+@dataclass
+class StandIn:
+    """A Linux endpoint as its tools answer: procps sysctl 4.0.2 (exit 0 with "Invalid
+    argument" for a read-only key, as measured in a namespace here), ethtool (a '[fixed]'
+    feature stays), ip -j. Records every argv."""
+
+    sysctl: dict[str, str]
+    readonly: set[str] = field(default_factory=set)
+    offloads: dict[str, str] = field(default_factory=lambda: {
+        "tso": "off", "gso": "off", "gro": "off", "lro": "off [fixed]"})  # fmt: skip
+    ran: list[list[str]] = field(default_factory=list)
+    name: str = "s1"
+
+    def run(self, argv: list[str], check: bool = True, **_: object) -> Result:
+        self.ran.append(argv)
+        out, rc, err = "", 0, ""
+        if argv[:3] == ["ip", "-j", "addr"]:
+            out = json.dumps([{"ifname": "s1-eth0", "addr_info": [{"local": "10.0.0.1"}]}])
+        elif argv[:3] == ["ip", "-j", "link"]:
+            out = json.dumps([{"ifname": "s1-eth0", "mtu": 1500}])
+        elif argv[:2] == ["ethtool", "-k"]:
+            names = {v: k for k, v in LinuxSettings.LINES.items()}
+            out = "".join(f"{names[k]}: {v}\n" for k, v in self.offloads.items())
+        elif argv[:2] == ["ethtool", "-K"]:
+            for k, v in zip(argv[3::2], argv[4::2], strict=True):
+                if not self.offloads[k].endswith("[fixed]"):
+                    self.offloads[k] = v
+        elif argv[:2] == ["sysctl", "-n"]:
+            if argv[2] in self.sysctl:
+                out = self.sysctl[argv[2]] + "\n"
+            else:
+                rc, err = 255, f"sysctl: cannot stat /proc/sys/{argv[2]}: No such file"
+        elif argv[:2] == ["sysctl", "-w"]:
+            k, _, v = argv[2].partition("=")
+            if k in self.readonly:
+                err = f'sysctl: setting key "{k}": Invalid argument'
+            else:
+                self.sysctl[k] = "\t".join(v.split())
+        return Result(tuple(argv), rc, out, err)
+
+
+@dataclass
+class Bed:
+    hosts: dict[str, StandIn]
+    id: str = "t1"
+    kind: str = "ssh"
+
+    def ex(self, node: str) -> StandIn:
+        return self.hosts[node]
+
+    def driver(self, node: str) -> LinuxHost:
+        return LinuxHost()
+
+    def address(self, node: str) -> str:
+        return "10.0.0.1"
+
+
+def _asking(**senders: object) -> RunSpec:
+    return _spec(HostSettings.from_dict({"senders": senders}))
+
+
+def _host() -> StandIn:
+    return StandIn({"net.ipv4.tcp_wmem": "4096\t16384\t10485760", "net.core.rmem_max": "212992"},
+                   readonly={"net.core.rmem_max"})  # fmt: skip
+
+
+def _bed() -> Bed:
+    return Bed({"s1": _host(), "r1": StandIn({}, name="r1")})
+
+
+def _writes(h: StandIn) -> list[list[str]]:
+    return [a for a in h.ran if a[:2] in (["sysctl", "-w"], ["ethtool", "-K"])]
+
+
+def test_changes_are_made_recorded_and_put_back_last_first(tmp_path: Path) -> None:
+    bed = _bed()
+    spec = _asking(sysctl={"net.ipv4.tcp_wmem": "4096 16384 5242880"}, offloads={"gso": "on"})
+    done = host_apply.apply(bed, spec, tmp_path)  # type: ignore[arg-type]
+    s1 = bed.hosts["s1"]
+    assert s1.sysctl["net.ipv4.tcp_wmem"] == "4096\t16384\t5242880" and s1.offloads["gso"] == "on"
+    assert [c.setting for c in done] == ["sysctl net.ipv4.tcp_wmem", "offload gso on s1-eth0"]
+    host_apply.put_back_recorded(bed, tmp_path, done)  # type: ignore[arg-type]
+    assert _writes(s1) == [
+        ["sysctl", "-w", "net.ipv4.tcp_wmem=4096 16384 5242880"],
+        ["ethtool", "-K", "s1-eth0", "gso", "on"],
+        ["ethtool", "-K", "s1-eth0", "gso", "off"],
+        ["sysctl", "-w", "net.ipv4.tcp_wmem=4096\t16384\t10485760"],
+    ]
+    assert s1.sysctl["net.ipv4.tcp_wmem"] == "4096\t16384\t10485760" and s1.offloads["gso"] == "off"
+    rec = json.loads((tmp_path / "host-changes.json").read_text())
+    assert [r["argv"][-1] for r in rec["put_back"]] == [
+        "off",
+        "net.ipv4.tcp_wmem=4096\t16384\t10485760",
+    ]
+    assert all(r["differs"] is None for r in rec["ran"] + rec["put_back"])
+    assert bed.hosts["r1"].ran == []  # nothing asked of the receivers: nothing read there
+
+
+@pytest.mark.parametrize(
+    ("asked", "says"),
+    [
+        ({"sysctl": {"net.ipv4.tcp_wmem": "1 2 3", "net.nosuch.knob": "1"}},
+         "s1 (senders): sysctl net.nosuch.knob: the host has no such setting"),
+        ({"offloads": {"gso": "on", "lro": "on"}},
+         "s1-eth0 cannot switch offload lro (off [fixed])"),
+    ],
+)  # fmt: skip
+def test_what_can_be_refused_is_refused_before_anything_changes(
+    tmp_path: Path, asked: dict[str, object], says: str
+) -> None:
+    bed = _bed()
+    with pytest.raises(Refused, match=None) as e:
+        host_apply.apply(bed, _asking(**asked), tmp_path)  # type: ignore[arg-type]
+    assert says in str(e.value)
+    assert _writes(bed.hosts["s1"]) == []
+
+
+def test_freebsd_has_no_gso_switch_and_says_so(tmp_path: Path) -> None:
+    bed = _bed()
+    bed.driver = lambda node: type("D", (), {"os": "freebsd"})()  # type: ignore[method-assign]
+    with pytest.raises(Refused, match="freebsd has no switch for offload gso"):
+        host_apply.apply(bed, _asking(offloads={"gso": "on"}), tmp_path)  # type: ignore[arg-type]
+
+
+def test_a_refusal_only_the_host_can_make_puts_back_what_was_set(tmp_path: Path) -> None:
+    """procps sysctl exits 0 on EINVAL (tcp_mem is the host's, read-only in a namespace):
+    the value read back after the write decides, and what was set before is put back."""
+    bed = _bed()
+    s1 = bed.hosts["s1"]
+    s1.sysctl |= {"net.core.somaxconn": "4096", "net.ipv4.tcp_mem": "1 2 3"}
+    s1.readonly.add("net.ipv4.tcp_mem")
+    before = dict(s1.sysctl)
+    spec = _asking(sysctl={"net.core.somaxconn": "128", "net.ipv4.tcp_mem": "4 5 6"})
+    with pytest.raises(Refused) as e:
+        host_apply.apply(bed, spec, tmp_path)  # type: ignore[arg-type]
+    assert str(e.value) == (
+        "testbed t1: s1: sysctl net.ipv4.tcp_mem = 4 5 6 refused: sysctl: setting key "
+        '"net.ipv4.tcp_mem": Invalid argument (every setting made before it is put back)'
+    )
+    assert s1.sysctl == before
+    assert _writes(s1) == [["sysctl", "-w", "net.core.somaxconn=128"],
+                           ["sysctl", "-w", "net.ipv4.tcp_mem=4 5 6"],
+                           ["sysctl", "-w", "net.ipv4.tcp_mem=1 2 3"],
+                           ["sysctl", "-w", "net.core.somaxconn=4096"]]  # fmt: skip
+    rec = json.loads((tmp_path / "host-changes.json").read_text())
+    assert [r["differs"] for r in rec["ran"]] == [None, "it reads '1 2 3'", None, None]
+
+
+def test_reading_an_endpoint_never_raises() -> None:
+    r = read_endpoint(StandIn({}), LinuxSettings(), "senders", "10.9.9.9", ["net.x.y"])
+    assert r.interface is None and r.sysctl == {"net.x.y": None}
+    assert r.errors == ["no interface holds the data address 10.9.9.9",
+                        "sysctl net.x.y: sysctl: cannot stat /proc/sys/net.x.y: "
+                        "No such file"]  # fmt: skip
+
+
+# --- the read-back's verdict ------------------------------------------------------------
+
+
+def _reading(offloads: str, sysctl: dict[str, str | None], mtu: int = 1500) -> EndpointReading:
+    link = json.dumps([{"ifname": "s1-eth0", "mtu": mtu}])
+    return EndpointReading("senders", "linux", "10.11.1.2", "s1-eth0", [link, cap(offloads)],
+                           sysctl)  # fmt: skip
+
+
+def test_the_read_back_names_host_setting_asked_and_found() -> None:
+    base = LinuxSettings().baseline(netns_local=True)
+    want = RoleSettings(sysctl=(("net.ipv4.tcp_wmem", "4096 16384 5242880"),)).over(base)
+    r = _reading("ethtool-k-veth-default.txt", {"net.ipv4.tcp_wmem": "4096\t16384\t10485760"}, 1500)
+    found, reasons = judge("s1", r, want, RoleSettings(), 9000)
+    assert reasons == [
+        "s1/s1-eth0: MTU asked 9000, found 1500",
+        "s1/s1-eth0: offload gso asked off, found on",
+        "s1/s1-eth0: offload tso asked off, found on",
+        "s1: sysctl net.ipv4.tcp_wmem asked '4096 16384 5242880', found '4096\\t16384\\t10485760'",
+    ]
+    assert found.interface == "s1-eth0" and found.offloads["lro"] == "off [fixed]"
+    ok = _reading("ethtool-k-veth-offloads-off.txt", {"net.ipv4.tcp_wmem": "4096\t16384\t5242880"})
+    assert judge("s1", ok, want, RoleSettings(), 1500)[1] == []
+
+
+def test_a_fixed_offload_the_run_did_not_ask_to_change_is_the_testbeds_own() -> None:
+    """A macvlan's TSO is 'on [fixed]': the baseline's 'tso off' is not judged there."""
+    text = cap("ethtool-k-veth-offloads-off.txt").replace(
+        "tcp-segmentation-offload: off", "tcp-segmentation-offload: on").replace(
+        "tx-tcp-segmentation: off", "tx-tcp-segmentation: on [fixed]")  # fmt: skip
+    r = EndpointReading("senders", "linux", "a", "m1", [json.dumps([{"mtu": 1500}]), text], {})
+    base = LinuxSettings().baseline(netns_local=True)
+    assert judge("s1", r, base, RoleSettings(), 1500)[1] == []
