@@ -45,6 +45,7 @@ def cmd_matrix(a: argparse.Namespace) -> int:
         r = m.runs[rid]
         how = "" if r.spec.tracing == "inline" else f"  {r.spec.tracing}"
         print(f"{i:4d}  {rid}  testbed {r.testbed_id}  {r.traffic_s:g}s{how}")
+    print("\n".join(_host_lines(m)))
     tb_cfg = next(iter(m.testbeds.values())).testbed
     tb_kind = testbed_kind(tb_cfg.kind)
     from ccbench import booking
@@ -61,6 +62,20 @@ def cmd_matrix(a: argparse.Namespace) -> int:
             print(f"still missing: {e}; `snakemake` runs nothing until it is there, and "
                   f"{tb_kind.inventory_hint}")  # fmt: skip
     return 0
+
+
+def _host_lines(m: Matrix) -> list[str]:
+    """Each variant's endpoint settings beyond ccbench's baseline and its path MTU (the
+    runs of a variant share them in every scenario but the MTU, a scenario's topology)."""
+    seen: dict[str, set[str]] = {}
+    for r in m.runs.values():
+        seen.setdefault(r.spec.variant, set()).add(
+            f"{r.spec.host.describe()}; MTU {r.spec.topology.mtu}"
+        )
+    if all(s == {"ccbench's baseline; MTU 1500"} for s in seen.values()):
+        return []
+    out = ["host settings per variant (read back on every run; docs/configs.md):"]
+    return out + [f"  {v}: {' | '.join(sorted(s))}" for v, s in seen.items()]
 
 
 def cmd_aggregate(a: argparse.Namespace) -> int:
