@@ -17,7 +17,7 @@ from typing import Any
 
 import jinja2
 
-from ccbench import instruments
+from ccbench import instruments, spec
 from ccbench import verdicts as verdicts_mod
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.model import Matrix
@@ -211,6 +211,28 @@ def _variants(t: data.Tables, matrix: Matrix, colours: dict[str, str]) -> list[d
     ]
 
 
+def _host_settings(matrix: Matrix) -> dict[str, Any]:
+    """ccbench's baseline on the endpoints of the variants' OSes, and what each variant
+    asks beyond it (its runs' settings and path MTU): read back on every run."""
+    from ccbench.hosts.settings import for_os
+    from ccbench.testbed.kinds import kind
+
+    tb = next(iter(matrix.testbeds.values()), None)
+    local = kind(tb.testbed.kind).caps.senders_here if tb else True
+    baseline = []
+    for os_name in dict.fromkeys(v.os for v in matrix.variants):
+        b = for_os(os_name).baseline(netns_local=local)
+        off = ", ".join(k for k, on in b.offloads if not on)
+        sysctl = ", ".join(f"{k} = {v}" for k, v in b.sysctl)
+        baseline.append(f"{spec.OS_TITLES.get(os_name, os_name)}: {sysctl}; offloads {off} off")
+    variants = []
+    for v in matrix.variants:
+        seen = {f"{r.spec.host.describe()}, MTU {r.spec.topology.mtu}"
+                for r in matrix.runs.values() if r.spec.variant == v.label}  # fmt: skip
+        variants.append({"label": v.label, "text": " | ".join(sorted(seen))})
+    return {"baseline": baseline, "variants": variants}
+
+
 def _appendix(
     t: data.Tables, matrix: Matrix, runs_dir: Path, order: list[dict[str, str]]
 ) -> dict[str, Any]:
@@ -265,6 +287,7 @@ def context(tables_dir: Path, figures_dir: Path, matrix: Matrix, runs_dir: Path)
         "jain_window": fmt(JAIN_WINDOW_S, None),
         "srtt_tools": data.SRTT_TOOLS,
         "variants": _variants(t, matrix, colours),
+        "host_settings": _host_settings(matrix),
         "resolve_target": fmt(float(matrix.resolve_target_pct), None),
         "overview": overview,
         "scenarios": scenarios,
