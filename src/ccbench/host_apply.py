@@ -55,6 +55,8 @@ def _node_changes(
     tb: Testbed, node: str, role: str, plans: OsSettings, want: RoleSettings
 ) -> list[Change]:
     where = f"testbed {tb.id}: {node} ({role})"
+    if want.loader or want.firewall is not None:
+        raise Refused(f"{where}: loader tunables and firewalls are not applied yet")
     no_switch = plans.unsupported(dict(want.offloads))
     if no_switch:
         known = ", ".join(plans.switches)

@@ -25,6 +25,32 @@ OFFLOADS = ("tso", "gso", "gro", "lro", "rxcsum", "txcsum")
 SYSCTL_NAME = re.compile(r"[a-z][a-z0-9_]*(\.[a-z0-9_-]+)+")
 # A value is one line of printable text (Linux tcp_rmem's three numbers included).
 SYSCTL_VALUE = re.compile(r"[A-Za-z0-9_.:, \t/+-]{1,200}")
+# Firewalls a ruleset may be written for (hosts.firewall plans each).
+FIREWALLS = ("nftables", "pf", "ipfw")
+RULES_MAX = 20000  # characters of a ruleset
+
+
+@dataclass(frozen=True)
+class Firewall:
+    """A ruleset loaded on a role's hosts while the run runs: its firewall and its text
+    (handed to the tool on stdin, never through a shell)."""
+
+    kind: str
+    rules: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "rules": self.rules}
+
+    @classmethod
+    def from_dict(cls, d: Any, where: str) -> Firewall:
+        if not isinstance(d, Mapping) or set(d) != {"kind", "rules"}:
+            raise CcbenchError(f"{where}: needs exactly kind and rules")
+        if d["kind"] not in FIREWALLS:
+            raise CcbenchError(f"{where}.kind: {d['kind']!r} is not one of {', '.join(FIREWALLS)}")
+        rules = d["rules"]
+        if not isinstance(rules, str) or not rules.strip() or len(rules) > RULES_MAX:
+            raise CcbenchError(f"{where}.rules: a ruleset of 1..{RULES_MAX} characters")
+        return cls(d["kind"], rules)
 
 
 def _on(v: Any, where: str) -> bool:
@@ -42,16 +68,21 @@ class RoleSettings:
 
     sysctl: tuple[tuple[str, str], ...] = ()
     offloads: tuple[tuple[str, bool], ...] = ()
+    # FreeBSD boot tunables (/boot/loader.conf): they need a reboot, so runs wait for them
+    loader: tuple[tuple[str, str], ...] = ()
+    firewall: Firewall | None = None
 
     @property
     def empty(self) -> bool:
-        return not self.sysctl and not self.offloads
+        return not self.sysctl and not self.offloads and not self.loader and self.firewall is None
 
     def over(self, base: RoleSettings) -> RoleSettings:
         """`base` with these settings in place of its own."""
         return RoleSettings(
             tuple(sorted((dict(base.sysctl) | dict(self.sysctl)).items())),
             tuple(sorted((dict(base.offloads) | dict(self.offloads)).items())),
+            tuple(sorted((dict(base.loader) | dict(self.loader)).items())),
+            self.firewall if self.firewall is not None else base.firewall,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -60,28 +91,43 @@ class RoleSettings:
             d["sysctl"] = dict(self.sysctl)
         if self.offloads:
             d["offloads"] = {k: "on" if v else "off" for k, v in self.offloads}
+        if self.loader:
+            d["loader"] = dict(self.loader)
+        if self.firewall is not None:
+            d["firewall"] = self.firewall.to_dict()
         return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], where: str) -> RoleSettings:
-        unknown = set(d) - {"sysctl", "offloads"}
+        unknown = set(d) - {"sysctl", "offloads", "loader", "firewall"}
         if unknown:
             raise CcbenchError(f"{where}: unknown keys {', '.join(sorted(unknown))}")
-        sysctl = {}
-        for name, value in (d.get("sysctl") or {}).items():
-            text = str(value) if not isinstance(value, bool) else str(int(value))
-            if not SYSCTL_NAME.fullmatch(name):
-                raise CcbenchError(f"{where}.sysctl: {name!r} is not a sysctl name")
-            if not SYSCTL_VALUE.fullmatch(text):
-                raise CcbenchError(f"{where}.sysctl.{name}: {text!r} is not a sysctl value")
-            sysctl[name] = " ".join(text.split())
+        sysctl = _named_values(d.get("sysctl") or {}, f"{where}.sysctl")
+        loader = _named_values(d.get("loader") or {}, f"{where}.loader")
         offloads = {}
         for name, value in (d.get("offloads") or {}).items():
             if name not in OFFLOADS:
                 known = ", ".join(OFFLOADS)
                 raise CcbenchError(f"{where}.offloads: {name!r} is not one of {known}")
             offloads[name] = _on(value, f"{where}.offloads.{name}")
-        return cls(tuple(sorted(sysctl.items())), tuple(sorted(offloads.items())))
+        fw = d.get("firewall")
+        firewall = Firewall.from_dict(fw, f"{where}.firewall") if fw is not None else None
+        return cls(tuple(sorted(sysctl.items())), tuple(sorted(offloads.items())),
+                   tuple(sorted(loader.items())), firewall)  # fmt: skip
+
+
+def _named_values(d: Mapping[str, Any], where: str) -> dict[str, str]:
+    """sysctl or loader tunable name -> value, each checked (they become argv elements and
+    lines of a file)."""
+    out = {}
+    for name, value in d.items():
+        text = str(value) if not isinstance(value, bool) else str(int(value))
+        if not SYSCTL_NAME.fullmatch(name):
+            raise CcbenchError(f"{where}: {name!r} is not a sysctl name")
+        if not SYSCTL_VALUE.fullmatch(text):
+            raise CcbenchError(f"{where}.{name}: {text!r} is not a sysctl value")
+        out[name] = " ".join(text.split())
+    return out
 
 
 @dataclass(frozen=True)
@@ -135,6 +181,8 @@ class HostSettings:
             s = self.role(r)
             items = [f"{k}={v}" for k, v in s.sysctl]
             items += [f"{k} {'on' if v else 'off'}" for k, v in s.offloads]
+            items += [f"loader {k}={v}" for k, v in s.loader]
+            items += [f"{s.firewall.kind} ruleset"] if s.firewall else []
             if items:
                 parts.append(f"{r}: {', '.join(items)}")
         if self.mtu is not None:
