@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 # queue is seen from the first packet (summary queue.first_s says).
 FIRST_SAMPLE_S = 5.0
 QDISC_MIN_COVERAGE = 0.9  # like the ss sampler: samples must reach this share of the traffic
+# In the reason of a run whose bottleneck queue held super-packets (queue.super_packets).
+SUPER_PACKETS = "offloads (TSO/GSO/GRO/LRO) made super-packets"
 # What reading a stored file may raise besides ValueError (a UnicodeDecodeError is one).
 _READ_ERRORS = (UnicodeDecodeError, OSError, EOFError, zlib.error, lzma.LZMAError,
                 gzip.BadGzipFile)  # fmt: skip
@@ -114,7 +116,25 @@ class QdiscSampler(Instrument):
         if not self.node:
             why = "no queue samples: the run was made before ccbench sampled the queue"
             return SummaryPart({"sampled": False, "notes": [why]})
-        return SummaryPart(_queue(rd, spec, self.file, t0))
+        out = _queue(rd, spec, self.file, t0)
+        return SummaryPart(out, super_packet_reasons(f"{self.node}/{self.dev}", out))
+
+
+def super_packet_reasons(where: str, q: dict[str, Any]) -> list[str]:
+    """Why a run is invalid when its bottleneck queue (`q`: summary.json `queue`) held
+    super-packets: its limit and its drops were then not of wire packets."""
+    if not q.get("super_packets"):
+        return []
+    limit = q.get("limit_pkts")
+    meant = (f"the queue's limit of {limit} packets is not {limit} wire packets"
+             if limit is not None else "the queue held and dropped them whole, not as "
+             "wire packets")  # fmt: skip
+    return [
+        f"bottleneck {where}: the queue held packets of up to {q['pkt_bytes_max']:.0f} bytes "
+        f"(mean {q['pkt_bytes_mean']:.0f} B; {q['samples_over_frame']} of "
+        f"{q['samples_with_backlog']} samples over a frame) where a frame is at most "
+        f"{q['frame_bytes']}: an endpoint's {SUPER_PACKETS}, so {meant}"
+    ]
 
 
 def _queue(rd: RawDir, spec: RunSpec, name: str, t0_s: float | None) -> dict[str, Any]:

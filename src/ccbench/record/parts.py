@@ -106,6 +106,26 @@ class QueueStats(Part):
     drop_burst_max: int | None = d("most drops in one interval", None)
     drops_in_traffic: int | None = d("drops while the flows ran (from the samples)", None)
     drops_check: DropsCheck | None = d("the series' drops against the counters", None)
+    frame_bytes: int | None = d("one frame of the path: MTU + 14, what a queued packet should be",
+                                None)  # fmt: skip
+    samples_with_backlog: int | None = d("samples while the flows ran with a packet queued", None)
+    pkt_bytes_max: float | None = d(
+        "the largest backlog bytes / packets of those samples, bytes (a sample can be off by a "
+        "few packets: the kernel reads the two unlocked, one after the other)",
+        None,
+    )
+    pkt_bytes_mean: float | None = d(
+        "bytes per queued packet over those samples (bytes summed / packets summed)", None
+    )
+    samples_over_frame: int | None = d(
+        "of those samples, the ones holding more bytes than their packets can as frames", None
+    )
+    super_packets: bool | None = d(
+        "the queue held super-packets (GSO/TSO skbs, GRO/LRO aggregates), and the run is "
+        "invalid: more of the samples with a backlog over a frame than a sample's race "
+        "explains (docs/fidelity.md, Super-packets at the bottleneck); null: none had one",
+        None,
+    )
 
 
 class RttExcess(Part):
