@@ -41,7 +41,7 @@ def recompute(d: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         import pandas as pd  # only old summaries need the time series
 
         ts = run_dir / layout.TIMESERIES
-        df = pd.read_parquet(ts) if ts.exists() else None
+        df = upgrade.timeseries(pd.read_parquet(ts)) if ts.exists() else None
         d.update(run_metrics(RunSpec.from_dict(d["spec"]), d.get("throughput_sum_bps"), df))
     if "recorded" not in d and not d.get("skipped"):
         d["recorded"] = recorded(run_dir / layout.RAW)

@@ -3,7 +3,9 @@ unit, origin and limits, is in docs/series.md.
 
 Rows: run_id, flow, source, t_s (seconds since the run started) and the columns that
 source gives (NaN in the others). Sources: "iperf3" (the sender's per-interval
-report, every OS) and "receiver" (the server's own intervals); the senders' own
+report, every OS: what its application wrote in `app_written_bps`, never in
+`throughput_bps`, which holds only what crossed the wire) and "receiver" (the server's
+own intervals, `throughput_bps`); the senders' own
 samples, finest first, "tcp_probe" (Linux, per ACK), "ss" (Linux, every ss_interval_s)
 and "siftr" (FreeBSD, per packet): cwnd_bytes, rtt_us and, where the tool gives them,
 ssthresh_bytes, inflight_bytes, rwnd_bytes (the peer's advertised window), min_rtt_us
@@ -13,7 +15,9 @@ row per change of a flow's congestion state, `ca_state` the enum tcp_ca_state co
 (0 Open .. 4 Loss). "qdisc" rows (flow 0: the bottleneck, not a flow) are rt1's queue
 sampled every qdisc_interval_s: backlog_pkts, backlog_bytes, drops and sent_pkts (the
 child queue's, cumulative since the first sample), overlimits (the shaper's,
-likewise). Files written before a column existed lack it (read it as NaN).
+likewise). Files written before a column existed lack it (read it as NaN); files
+written before `app_written_bps` held the iperf3 rows' writes in `throughput_bps`:
+upgrade.timeseries brings them forward.
 """
 
 from __future__ import annotations
@@ -45,8 +49,11 @@ QUEUE_COLUMNS = ["backlog_pkts", "backlog_bytes", "drops", "sent_pkts", "overlim
 STATE_COLUMNS = ["ssthresh_bytes", "inflight_bytes", "rwnd_bytes", "min_rtt_us",
                  "bbr_bw_bps", "bbr_min_rtt_us", "bbr_pacing_gain", "bbr_cwnd_gain",
                  "ca_state"]  # fmt: skip
+# The bytes a sender's application wrote per iperf3 interval (not what crossed the
+# wire: throughput_bps): last, so older files' columns stay a prefix.
+WRITTEN_COLUMN = "app_written_bps"
 COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "rtt_us",
-           "retransmits", *QUEUE_COLUMNS, *STATE_COLUMNS]  # fmt: skip
+           "retransmits", *QUEUE_COLUMNS, *STATE_COLUMNS, WRITTEN_COLUMN]  # fmt: skip
 
 
 # Per-interval throughput comes from two iperf3 reports. DELIVERED: the server's own
@@ -54,15 +61,22 @@ COLUMNS = ["run_id", "flow", "source", "t_s", "throughput_bps", "cwnd_bytes", "r
 # crossed the bottleneck. WRITTEN: the client's intervals, bytes the application wrote
 # into its socket (esnet/iperf src/iperf_api.c: each side counts its own bytes), which
 # run ahead of the wire by the socket buffer and show dips the wire does not have;
-# drawn only for runs made before servers wrote JSON, and labelled so.
+# stored in their own column (WRITTEN_COLUMN), drawn only for runs made before servers
+# wrote JSON, and labelled so.
 DELIVERED = "receiver"
 WRITTEN = "iperf3"
+THROUGHPUT_COLUMN = {DELIVERED: "throughput_bps", WRITTEN: WRITTEN_COLUMN}
 
 
 def throughput_source(ts: pd.DataFrame) -> str:
     """Where these rows' per-interval throughput comes from: the receiver's intervals
     when the run has them, else the sender's writes (older runs)."""
     return DELIVERED if (ts["source"] == DELIVERED).any() else WRITTEN
+
+
+def throughput_column(source: str) -> str:
+    """The column that holds the per-interval throughput of `source`'s rows."""
+    return THROUGHPUT_COLUMN[source]
 
 
 def throughput_label(source: str) -> str:
@@ -183,7 +197,10 @@ def _iperf3_flow_rows(
         "flow": k,
         "source": source,
         "t_s": [offset + t for t in t_ends],
-        "throughput_bps": [sum(i["throughput_bps"] or 0 for i in by_t[t]) for t in t_ends],
+        # each side's own byte count: the receiver's crossed the wire, the sender's were
+        # written by its application
+        throughput_column(source): [sum(i["throughput_bps"] or 0 for i in by_t[t])
+                                    for t in t_ends],
         "cwnd_bytes": [_mean([i["cwnd_bytes"] for i in by_t[t]]) for t in t_ends],
         "rtt_us": [_mean([i["rtt_us"] for i in by_t[t]]) for t in t_ends],
         # the receiver counts no retransmissions: NaN, not 0
@@ -199,7 +216,8 @@ def _frame(frames: list[pd.DataFrame]) -> pd.DataFrame:
     df = df.reindex(columns=COLUMNS)
     return df.astype({"flow": "int64", "t_s": "float64", "throughput_bps": "float64",
                       "cwnd_bytes": "float64", "rtt_us": "float64",
-                      **dict.fromkeys([*QUEUE_COLUMNS, *STATE_COLUMNS], "float64")})  # fmt: skip
+                      **dict.fromkeys([*QUEUE_COLUMNS, *STATE_COLUMNS, WRITTEN_COLUMN],
+                                      "float64")})  # fmt: skip
 
 
 def _mean(xs: list[Any]) -> float | None:
@@ -215,14 +233,17 @@ def jain_series(
     intervals after the last flow start until the first flow ends, binned to the
     interval grid (staggered flows to the nearest interval), times in seconds since the
     last flow started. ([], []) with fewer than 2 flows."""
-    ts = ts[ts["source"] == throughput_source(ts)]
+    src = throughput_source(ts)
+    ts = ts[ts["source"] == src]
     if ts.empty or len(flows) < 2 or not interval_s > 0:
         return [], []
     last_start = max(f.start_s for f in flows)
     end = min(f.start_s + f.duration_s for f in flows)
     ts = ts[(ts["t_s"] > last_start) & (ts["t_s"] <= end + 1e-6)]
     ts = ts.assign(bin=((ts["t_s"] - last_start) / interval_s).round().astype(int))
-    wide = ts.pivot_table(index="bin", columns="flow", values="throughput_bps", aggfunc="mean")
+    wide = ts.pivot_table(
+        index="bin", columns="flow", values=throughput_column(src), aggfunc="mean"
+    )
     wide = wide.dropna()
     if wide.empty or wide.shape[1] < 2:
         return [], []

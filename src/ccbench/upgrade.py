@@ -100,6 +100,27 @@ def _flow_v3(f: Any) -> Any:
     return f
 
 
+# --- a run's time series (timeseries.parquet) ----------------------------------------
+# Files written before the sender's writes had their own column held them in
+# `throughput_bps` (rows of source "iperf3"), beside what crossed the wire (the
+# receiver's intervals, ss's delivery rate). The names are timeseries.WRITTEN and
+# timeseries.WRITTEN_COLUMN (tests/unit/test_series_columns.py holds them equal).
+WRITTEN_SOURCE = "iperf3"
+WRITTEN_COLUMN = "app_written_bps"
+
+
+def timeseries(df: Any) -> Any:
+    """A run's time-series rows (a DataFrame read from its timeseries.parquet) in the
+    current layout: in a file without WRITTEN_COLUMN, the iperf3 rows' throughput_bps
+    (what the application wrote) moves to it and throughput_bps holds only what crossed
+    the wire. A frame already current, or read without throughput_bps, is as is."""
+    if WRITTEN_COLUMN in df.columns or "throughput_bps" not in df.columns:
+        return df
+    written = df["source"] == WRITTEN_SOURCE
+    return df.assign(**{WRITTEN_COLUMN: df["throughput_bps"].where(written),
+                        "throughput_bps": df["throughput_bps"].mask(written)})  # fmt: skip
+
+
 # --- the runs table (tables/runs.csv, .parquet) ---------------------------------------
 # Columns a runs table made before they existed lacks: read as "not measured" (NaN) or
 # "not skipped", so an older results set still renders.

@@ -345,6 +345,48 @@ def check_rtt_excess(ex: dict[str, Any] | None) -> list[str]:
     ]
 
 
+# The share of the bottleneck router's CPU time the hypervisor gave other guests over
+# the traffic (router_cpu.steal_pct: /proc/stat before and after; locally the whole
+# machine's) at which a run measured the neighbours, not the path. A quick start on this
+# project's 2-vCPU VM (tests/captures/quickstart-tables): the runs at >= 10 % steal
+# carried 2.8-10.4 points of utilization less than their siblings at <= 6.4 %, valid
+# by every other check (single-bdp reno 89.5 % at 10.9 % against 95.0 % at 0.5 %, and
+# 84.9 % at 16.4 % in a run its RTT samples made invalid; bbr 88.7 and 88.9 % at 10.7
+# and 10.8 % against 91.6 % at 5.4 %; two-flows-48 reno 72.5 % at 16.7 % against
+# 80.9-82.8 %), while the runs at 7.5-9.2 % (two-flows-48 bbr, cubic) stayed within
+# 0.3 points of, or above, theirs.
+STEAL_MAX_PCT = 10.0
+STOLEN = "stolen by the hypervisor"
+
+
+def check_steal(cpu: dict[str, Any] | None) -> list[str]:
+    """The router's CPU over the traffic (summary `router_cpu`; None: not recorded) was
+    not taken by the hypervisor at STEAL_MAX_PCT or more: a host stall."""
+    steal = (cpu or {}).get("steal_pct")
+    if not isinstance(steal, int | float) or steal < STEAL_MAX_PCT:
+        return []
+    return [
+        f"router CPU: {steal:.1f}% of its time {STOLEN} while the flows ran (limit "
+        f"{STEAL_MAX_PCT:g}%: runs at that steal carried 3-10 points of utilization "
+        f"less): {HOST_STALLED}"
+    ]
+
+
+def check_trace_lost(events: dict[str, Any] | None) -> list[str]:
+    """A per-ACK trace (summary `tcp_events`; None: not traced) whose kernel ring buffer
+    overflowed: trace_pipe wrote `CPU:N [LOST M EVENTS]` where its reader fell behind
+    (instruments.tcp_probe's buffer holds seconds of ACKs, so the reader was stalled that
+    long), and the recoveries, RTOs and ACKs in the gap are missing from the counts, the
+    congestion-state rows and the zooms. A host stall."""
+    if not events or not isinstance(lost := events.get("lost_events"), int) or lost <= 0:
+        return []
+    return [
+        f"{events['source']}: the kernel's trace buffer dropped {lost} "
+        "events (trace_pipe's [LOST … EVENTS]: its reader fell behind), so recoveries, "
+        f"RTOs and ACKs are missing from its events, rows and zooms: {HOST_STALLED}"
+    ]
+
+
 def host_stalled_only(reasons: list[str]) -> bool:
     """Every one of a run's reasons (at least one) is a host stall's (HOST_STALL_MARKS)."""
     return bool(reasons) and all(any(m in r for m in HOST_STALL_MARKS) for r in reasons)

@@ -118,7 +118,8 @@ def off_the_wire(ts: pd.DataFrame, source: str, spec: RunSpec) -> tuple[float, f
     start = spec.flows[0].start_s
     wire = wire_bps(ts, spec.topology.mss_bytes, rows["t_s"].to_numpy(float), start)
     late = (rows["t_s"] > STEADY_AFTER_S).to_numpy()
-    got, want = rows["throughput_bps"].to_numpy(float)[late], wire[late]
+    got = rows[timeseries.throughput_column(source)].to_numpy(float)[late]
+    want = wire[late]
     cv_got, cv_want = (float(x.std(ddof=1) / x.mean()) for x in (got, want))
     return float(np.abs(got / want - 1).mean()), cv_got, cv_want
 

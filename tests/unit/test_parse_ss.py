@@ -230,3 +230,52 @@ def test_the_sampler_loop_writes_ts_and_te_around_each_ss() -> None:
     for ts, te in zip(marks[0::2], marks[1::2], strict=False):
         assert float(te[1]) >= float(ts[1])
     parse_ss_samples(out[: out.rindex("\n") + 1])
+
+
+ONELINE = CAPTURES / "ss-oneline"  # its make_capture.sh: `ss -O`, tcp_info on the address line
+
+
+def _blocks(text: str) -> list[list[str]]:
+    """The lines of each TS ... TE block."""
+    out: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("TS "):
+            out.append([line])
+        else:
+            out[-1].append(line)
+    return out
+
+
+def test_ss_oneline_is_read_as_the_two_line_form() -> None:
+    """ss-both.txt: each `ss -tinHO` block beside the same moment's `ss -tinH` (10 ms
+    later). The one-line records have every field the two-line ones have; the same
+    lines split in ss's two-line form give the same records exactly."""
+    blocks = _blocks((ONELINE / "ss-both.txt").read_text())
+    assert len(blocks) == 6
+    for one, two in zip(blocks[::2], blocks[1::2], strict=True):
+        a = parse_ss_samples("\n".join(one) + "\n")
+        b = parse_ss_samples("\n".join(two) + "\n")
+        assert [r["local"] for r in a] == [r["local"] for r in b] and len(a) == 2
+        for x, y in zip(a, b, strict=True):
+            assert {k for k, v in x.items() if v is None} == {k for k, v in y.items() if v is None}
+            assert (x["cc"], x["mss_bytes"]) == (y["cc"], y["mss_bytes"])
+        data = next(r for r in a if r["cc"] == "cubic")
+        assert data["cwnd_bytes"] == data["cwnd_pkts"] * 1448 and data["rtt_us"] > 0
+        assert data["delivery_rate_bps"] and data["snd_wnd_bytes"] and data["minrtt_us"]
+        split = []
+        for line in one:
+            cols = line.split()
+            two_lines = [" ".join(cols[:4]), "\t " + " ".join(cols[4:])]
+            split += [line] if line[:2] in ("TS", "TE") else two_lines
+        assert parse_ss_samples("\n".join(split) + "\n") == a
+
+
+def test_ss_oneline_with_its_header_and_state_column() -> None:
+    """`ss -tinO` (no -H, no state filter): the header names no socket; the state
+    column is skipped as in the two-line form."""
+    lines = (ONELINE / "ss-tinO.txt").read_text().splitlines()
+    assert lines[0].startswith("State") and lines[1].startswith("ESTAB")
+    recs = parse_ss_samples("\n".join(["TS 1.0", *lines, "TE 1.1"]) + "\n")
+    assert [r["cc"] for r in recs] == ["bbr", "cubic"]
+    assert recs[1]["send_q_bytes"] == 254848 and recs[1]["cwnd_pkts"] == 36
+    assert recs[1]["ssthresh_pkts"] == 35 and recs[1]["rtt_us"] == 3365.0

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ccbench import upgrade
 from ccbench.report import thinned
 
 CAPTURE = Path(__file__).resolve().parents[1] / "captures/timeseries-local-2cubic"
@@ -18,7 +19,9 @@ CAPTURE = Path(__file__).resolve().parents[1] / "captures/timeseries-local-2cubi
 
 @pytest.fixture(scope="module")
 def series() -> pd.DataFrame:
-    return pd.read_parquet(CAPTURE / "timeseries.parquet")
+    """The capture in the current layout (written before app_written_bps: upgraded as
+    every reader does, test_series_columns)."""
+    return upgrade.timeseries(pd.read_parquet(CAPTURE / "timeseries.parquet"))
 
 
 def _write(df: pd.DataFrame, path: Path) -> Path:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ccbench import bbr_phase, timeseries, timeseries_samplers
+from ccbench import bbr_phase, timeseries, timeseries_samplers, upgrade
 from ccbench.instruments import SENDER_SOURCES, SeriesContext, events
 from ccbench.instruments import tcp_probe as tp
 from ccbench.layout import RawDir
@@ -215,13 +215,32 @@ def test_siftr_rows_carry_ssthresh_inflight_and_the_peers_window() -> None:
 
 
 def test_a_series_written_before_these_columns_reads_with_them_empty() -> None:
-    """tests/captures/timeseries-local-2cubic was written before the state columns: the
-    figures' reader gives them, NaN, and every column it had unchanged."""
+    """tests/captures/timeseries-local-2cubic was written before the state columns and
+    before the sender's writes had their own: the figures' reader gives the state
+    columns, NaN, moves the iperf3 rows' throughput_bps (what the application wrote) to
+    app_written_bps (upgrade.timeseries), and leaves every other cell as it was."""
     path = CAPTURES / "timeseries-local-2cubic" / "timeseries.parquet"
     old = pd.read_parquet(path)
-    assert not set(timeseries.STATE_COLUMNS) & set(old.columns)
+    added = [*timeseries.STATE_COLUMNS, timeseries.WRITTEN_COLUMN]
+    assert not set(added) & set(old.columns)
     got = thinned.load(path)
-    assert list(got.columns[: len(old.columns)]) == list(old.columns)
-    pd.testing.assert_frame_equal(got[old.columns], old)
+    assert sorted(got.columns) == sorted(timeseries.COLUMNS)
+    written = (old["source"] == timeseries.WRITTEN).to_numpy()
+    assert written.sum() == 120 and old.loc[written, "throughput_bps"].notna().all()
+    np.testing.assert_array_equal(got.loc[written, timeseries.WRITTEN_COLUMN],
+                                  old.loc[written, "throughput_bps"])  # fmt: skip
+    assert got.loc[~written, timeseries.WRITTEN_COLUMN].isna().all()
+    # ss's delivery rate (the wire's) stays in throughput_bps; the writes leave it
+    moved = old.assign(throughput_bps=old["throughput_bps"].mask(written))
+    pd.testing.assert_frame_equal(got[old.columns], moved)
+    assert got.loc[old["source"] == "ss", "throughput_bps"].notna().any()
     assert got[timeseries.STATE_COLUMNS].isna().all().all()
-    assert (got[timeseries.STATE_COLUMNS].dtypes == "float64").all()
+    assert (got[added].dtypes == "float64").all()
+    # read again, it is as it was: the step runs once
+    pd.testing.assert_frame_equal(upgrade.timeseries(got), got)
+
+
+def test_the_upgrade_step_names_the_current_layouts_columns() -> None:
+    """upgrade stays standard library only: its names are timeseries' own."""
+    assert upgrade.WRITTEN_COLUMN == timeseries.WRITTEN_COLUMN == timeseries.COLUMNS[-1]
+    assert upgrade.WRITTEN_SOURCE == timeseries.WRITTEN

@@ -54,7 +54,8 @@ def test_drawn_throughput_is_delivered_and_steady(steady: Path) -> None:
     tx = ts[ts["source"] == timeseries.WRITTEN]
     assert rx["retransmits"].isna().all()  # the receiver counts none: not zeros
     late = rx[rx["t_s"] > 3]["throughput_bps"]
-    sent = tx[tx["t_s"] > 3]["throughput_bps"]
+    sent = tx[tx["t_s"] > 3][timeseries.WRITTEN_COLUMN]
+    assert tx["throughput_bps"].isna().all()  # the writes never in the wire's column
     assert late.std() / late.mean() < 0.03 < sent.std() / sent.mean()
     # the rows' bytes over their intervals are the server's whole count
     doc = json.loads((steady / "server-1.json").read_text())
@@ -86,12 +87,17 @@ def test_older_runs_fall_back_to_the_senders_writes_labelled(steady: Path) -> No
 def test_jain_series_uses_the_delivered_rows() -> None:
     rows = []
     for src, a, b in (("iperf3", 90e6, 10e6), ("receiver", 50e6, 50e6)):
+        col = timeseries.throughput_column(src)
         for t in (0.5, 1.0, 1.5):
-            rows += [{"flow": 1, "source": src, "t_s": t, "throughput_bps": a},
-                     {"flow": 2, "source": src, "t_s": t, "throughput_bps": b}]  # fmt: skip
+            rows += [{"flow": 1, "source": src, "t_s": t, col: a},
+                     {"flow": 2, "source": src, "t_s": t, col: b}]  # fmt: skip
     spec_flows = [_Flow(0.0, 2.0), _Flow(0.0, 2.0)]
     _, jains = timeseries.jain_series(pd.DataFrame(rows), spec_flows, 0.5)  # type: ignore[arg-type]
     assert jains == [1.0, 1.0, 1.0]
+    # a run without the receiver's rows: the writes, from their own column
+    writes = pd.DataFrame([r for r in rows if r["source"] == "iperf3"])
+    _, jains = timeseries.jain_series(writes, spec_flows, 0.5)  # type: ignore[arg-type]
+    assert jains == pytest.approx([100**2 / (2 * (90**2 + 10**2))] * 3)
 
 
 class _Flow:

@@ -87,7 +87,10 @@ def test_timeseries_has_both_sources_per_flow() -> None:
     doc = json.loads((RAW / "iperf3-1.json").read_text())
     first = doc["intervals"][0]["streams"][0]
     row = ip[ip["flow"] == 1].iloc[0]
-    assert row["throughput_bps"] == first["bits_per_second"]
+    # the sender's bits_per_second is what its application wrote, not what crossed the
+    # wire: its own column (docs/series.md)
+    assert row["app_written_bps"] == first["bits_per_second"]
+    assert ip["throughput_bps"].isna().all()
     assert row["cwnd_bytes"] == first["snd_cwnd"]
     ss = df[df["source"] == "ss"]
     assert len(ss) > 20 and ss["rtt_us"].min() >= 20_000

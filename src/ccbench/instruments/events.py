@@ -59,6 +59,12 @@ class Rows(Protocol):
     def add(self, frame: Any) -> None: ...
 
 
+def lost_text(lost: int) -> str:
+    """What a caption says of a trace that lost events (`TcpEvents.lost_events` > 0)."""
+    return (f"{lost} events the kernel's trace buffer dropped (trace_pipe's [LOST … EVENTS]: "
+            "recoveries and ACKs in those gaps are not shown)")  # fmt: skip
+
+
 MAX_MARKS = 500  # event times kept per kind and flow (the counts are whole)
 CA_STATE = "ca_state"  # the source of the congestion-state rows
 CA_ROWS = 4096  # state changes held before they join the file's rows

@@ -38,7 +38,7 @@ from ccbench.instruments.base import (
     is_int,
     need,
 )
-from ccbench.instruments.events import EventCounter, WithTcpEvents
+from ccbench.instruments.events import EventCounter, WithTcpEvents, lost_text
 from ccbench.layout import RawDir
 from ccbench.needs import Need, Needs
 from ccbench.spec import RunSpec
@@ -275,11 +275,16 @@ class TcpProbe(Instrument):
 
     @classmethod
     def series_caption(cls, summaries: Sequence[WithTcpEvents | None]) -> str:
-        """Every ACK, unless the budget thinned them (then it says how)."""
-        thin = {r.tcp_events.acks_thinned for r in summaries if r and r.tcp_events}
+        """Every ACK, unless the budget thinned them (then it says how), and the events
+        the kernel's buffer dropped, if any (such a run is invalid since the trace's
+        losses were a reason; one judged before may still be shown)."""
+        evs = [r.tcp_events for r in summaries if r and r.tcp_events]
+        thin = {e.acks_thinned for e in evs}
+        lost = sum(e.lost_events for e in evs)
+        but = f" but {lost_text(lost)}" if lost else ""
         if thin <= {None}:
-            return f"{cls.name}, every ACK"
-        return f"{cls.name}: {'; '.join(sorted(t for t in thin if t))}"
+            return f"{cls.name}, every ACK{but}"
+        return f"{cls.name}: {'; '.join(sorted(t for t in thin if t))}{but}"
 
     @classmethod
     def leftovers_argv(cls, os: str) -> list[list[str]]:

@@ -8,7 +8,10 @@ state before its stamp. A block without TE (older files, a sampler stopped insid
 keeps TS. ss prints each socket as one line of address
 columns (`Recv-Q Send-Q Local Peer`, preceded by the state when no state filter is
 given) and one continuation line, starting with whitespace, of `key:value` items,
-bare flags, the CC name and the `send`/`pacing_rate`/`delivery_rate` pairs.
+bare flags, the CC name and the `send`/`pacing_rate`/`delivery_rate` pairs; with
+`-O` (`--oneline`) those items follow the address columns on the same line
+(tests/captures/ss-oneline): both forms are read alike. ss's header line (a call
+without `-H`) names no socket and is skipped.
 
 Units as ss prints them: rtt/rttvar/minrtt/mrtt in ms (converted to us here), cwnd
 and ssthresh in packets (segments), rates as `<n>[K|M|G|T]bps` with 1000-based
@@ -36,6 +39,9 @@ _RATE = re.compile(r"^([0-9.]+)([KMGT]?)bps$")
 _PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 # Bare flag words ss prints (tcp_show_info, iproute2 misc/ss.c); any other bare word is the CC.
 _FLAGS = {"ts", "sack", "ecn", "ecnseen", "fastopen", "app_limited", "cwnd_limited"}
+# The first word of ss's header line (`State Recv-Q Send-Q ...`; `Recv-Q` first with a
+# state filter), printed unless `-H`.
+_HEADER = {"State", "Recv-Q", "Netid"}
 _PAIRED = {
     "send": "send_bps",
     "pacing_rate": "pacing_rate_bps",
@@ -162,10 +168,13 @@ class SsReader:
                 elif line[0].isspace():
                     if block:  # info for a socket whose address line we saw
                         _apply_info(block[-1], line.split())
-                else:
+                elif line.split(None, 1)[0] not in _HEADER:
                     if t_s is None:
                         raise ValueError(f"ss output before the first TS line: {line[:80]!r}")
-                    block.append(_address_record(t_s, line.split()))
+                    rec, info = _address_record(t_s, line.split())
+                    if info:  # `ss -O`: the socket's tcp_info on its own line
+                        _apply_info(rec, info)
+                    block.append(rec)
             except ValueError as e:
                 raise ValueError(f"line {n}: {e}") from None
         yield from block
@@ -193,7 +202,9 @@ def _timestamp(line: str) -> float:
     return t
 
 
-def _address_record(t_s: float, cols: list[str]) -> SsRecord:
+def _address_record(t_s: float, cols: list[str]) -> tuple[SsRecord, list[str]]:
+    """The record of a socket's address line, and what follows its four address
+    columns (`ss -O`: the tcp_info items; else nothing)."""
     rec: SsRecord = dict.fromkeys(FIELDS)
     rec["t_s"] = t_s
     if cols and not cols[0].isdigit():  # a state column (no `state` filter given)
@@ -207,7 +218,7 @@ def _address_record(t_s: float, cols: list[str]) -> SsRecord:
         raise ValueError(f"unexpected ss socket line: {' '.join(cols)[:80]!r}") from None
     rec["local"] = cols[2]
     rec["peer"] = cols[3]
-    return rec
+    return rec, cols[4:]
 
 
 def _apply_info(rec: SsRecord, tokens: list[str]) -> None:

@@ -2,16 +2,19 @@
 run recorded its congestion states, ended), found at the finest resolution the run
 has, and the run's rows around it, read in bounded memory.
 
-A traced run (summary.json `tcp_events`, from the kernel's tcp:tcp_cong_state_set)
-gives each flow's entries into fast recovery and its RTOs, per ACK; an episode ends
-where the flow's congestion state is Open again (time-series rows of source
-"ca_state", where the run has them). Without a trace, episodes are found in the
-senders' own samples (ss, siftr): where a flow's ssthresh is first set, or set below
-its cwnd of the sample before (a multiplicative decrease), or, where no ssthresh was
-recorded, where its cwnd fell by CWND_FALL or more between two samples; their time is
-then known to one sampling interval. A first ssthresh with no retransmission since the
-sample before (ss counts them) is slow start ended by HyStart, not a cut: CUBIC's
-hystart_update (net/ipv4/tcp_cubic.c) sets snd_ssthresh to the cwnd and reduces nothing.
+A traced run (summary.json `tcp_events`, from the kernel's tcp:tcp_cong_state_set) gives
+each flow's entries into fast recovery and its RTOs, per ACK; an episode ends where the
+flow's congestion state is Open again and stays so (time-series rows of source
+"ca_state", where the run has them): a return to Open that the same ACK's processing
+leaves again (Open, then Recovery 2 µs later: the slow-start overshoot does this in
+every traced run here) is not its end, and the caption names it. Without a trace,
+episodes are found in the senders' own samples (ss, siftr): where a flow's ssthresh is
+first set, or set below its cwnd of the sample before (a multiplicative decrease), or,
+where no ssthresh was recorded, where its cwnd fell by CWND_FALL or more between two
+samples; their time is then known to one sampling interval. A first ssthresh with no
+retransmission since the sample before (ss counts them) is slow start ended by HyStart,
+not a cut: CUBIC's hystart_update (net/ipv4/tcp_cubic.c) sets snd_ssthresh to the cwnd
+and reduces nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ PAD_S = 0.25  # rows read beyond the window, so lines and drop counts reach its 
 ROUND_S = 1e-4  # tcp_events times are rounded to 0.1 ms (instruments.tcp_probe)
 INFINITE_SSTHRESH = 0x7FFFFFFF  # TCP_INFINITE_SSTHRESH: slow start, no ssthresh set
 OPEN = 0  # enum tcp_ca_state (include/net/tcp.h): TCP_CA_Open
+# A return to Open left again within this is no end: the same ACK's processing exits
+# Recovery and enters it again (tcp_fastretrans_alert; 1-2 µs apart in the traces here,
+# tests/captures/zoom), far less than the time between two ACKs.
+REENTRY_S = 1e-4
 # What a zoom draws, where the run has it (the others' columns the file may lack).
 COLUMNS = [
     "flow",
@@ -93,9 +100,12 @@ class Zoom:
     event: Event
     lo: float
     hi: float
-    end_s: float | None  # the first event's flow Open again; None: not recorded
+    end_s: float | None  # the first event's flow Open again and staying; None: not recorded
     rows: pd.DataFrame
     others: list[Event] = field(default_factory=list)
+    # returns to Open before end_s that were left again within REENTRY_S: (time, the
+    # state code entered)
+    brief_opens: tuple[tuple[float, int], ...] = ()
 
     @property
     def t0(self) -> float:
@@ -251,20 +261,31 @@ def read_window(path: Path, lo: float, hi: float) -> pd.DataFrame:
     return df.sort_values(["source", "flow", "t_s"], kind="stable", ignore_index=True)
 
 
-def episode_end(path: Path, ev: Event, until: float) -> float | None:
-    """When the event's flow was Open again: its first "ca_state" row with state Open
-    after the event, up to `until` (only those rows read); None: the run recorded no
-    states, or not that far."""
+def episode_end(
+    path: Path, ev: Event, until: float
+) -> tuple[float | None, tuple[tuple[float, int], ...]]:
+    """When the event's flow was Open again and stayed so: its first "ca_state" row with
+    state Open after the event, up to `until` (only those rows read), that is not left
+    within REENTRY_S (None: the run recorded no states, or not that far); and the
+    returns to Open before it that were (time, the state entered)."""
     pf = pq.ParquetFile(path)
     if "ca_state" not in pf.schema_arrow.names or ev.what == "cwnd cut":
-        return None
+        return None, ()
     cols = ["flow", "source", "t_s", "ca_state"]
-    for tab in _groups(pf, cols, ev.t_s + ROUND_S, until, [CA_SOURCE]):
+    brief: list[tuple[float, int]] = []
+    opened: float | None = None  # a return to Open not yet known to last
+    for tab in _groups(pf, cols, ev.t_s + ROUND_S, until + REENTRY_S, [CA_SOURCE]):
         s = tab.to_pandas()
-        s = s[(s["flow"] == ev.flow) & (s["ca_state"] == OPEN)]
-        if len(s):
-            return float(s["t_s"].min())
-    return None
+        s = s[s["flow"] == ev.flow].sort_values("t_s", kind="stable")
+        for t, state in zip(s["t_s"].to_numpy(float), s["ca_state"].to_numpy(float), strict=True):
+            if opened is not None:
+                if t - opened > REENTRY_S or state == OPEN:
+                    return opened, tuple(brief)
+                brief.append((opened, int(state)))
+                opened = None
+            elif state == OPEN and t <= until:
+                opened = t
+    return opened, tuple(brief)
 
 
 def zooms(found: Found, path: Path, rtt_s: float, n: int = MAX_EPISODES) -> list[Zoom]:
@@ -300,9 +321,9 @@ def _after_unknown(found: Found, rtt_s: float) -> float:
 def _zoom(ev: Event, found: Found, path: Path, rtt_s: float) -> Zoom:
     lo = max(0.0, ev.t_s - _before(ev, found, rtt_s))  # nothing of the flows before 0
     far = ev.t_s + max(MAX_AFTER_RTTS * rtt_s, _after_unknown(found, rtt_s))
-    end = episode_end(path, ev, far)
+    end, brief = episode_end(path, ev, far)
     hi = (end + AFTER_RTTS * rtt_s) if end is not None else ev.t_s + _after_unknown(found, rtt_s)
     hi = min(max(hi, ev.t_s + _after_unknown(found, rtt_s)), far)
     rows = read_window(path, lo - PAD_S, hi + PAD_S)
     others = [e for e in found.events if lo <= e.t_s <= hi and e != ev]
-    return Zoom(ev, lo, hi, end, rows, others)
+    return Zoom(ev, lo, hi, end, rows, others, brief)

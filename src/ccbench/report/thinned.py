@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from ccbench import upgrade
 from ccbench.instruments import SENDER_SOURCES
 from ccbench.timeseries import COLUMNS
 
@@ -27,9 +28,10 @@ EXTREMES = ("cwnd_bytes", "rtt_us")
 
 
 def load(path: Path) -> pd.DataFrame:
-    """The run's rows, thinned as above when the file is larger than FULL_ROWS, with
-    every column of timeseries.COLUMNS (NaN where a file written before it lacks it)."""
-    return _all_columns(_load(path))
+    """The run's rows, thinned as above when the file is larger than FULL_ROWS, in the
+    current layout (upgrade.timeseries), with every column of timeseries.COLUMNS (NaN
+    where a file written before it lacks it)."""
+    return _all_columns(upgrade.timeseries(_load(path)))
 
 
 def _all_columns(df: pd.DataFrame) -> pd.DataFrame:

@@ -74,10 +74,12 @@ def drop_events(q: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def _flow_series(ts: pd.DataFrame, flow: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
     """(t, y) of one flow; throughput as delivered (the receiver's intervals) where the
     run has them; cwnd and RTT from the finest sender source the run has."""
-    col = {"tput": "throughput_bps", "cwnd": "cwnd_bytes", "rtt": "rtt_us"}[metric]
+    tput = timeseries.throughput_source(ts) if metric == "tput" else None
+    col = timeseries.throughput_column(tput) if tput else {"cwnd": "cwnd_bytes",
+                                                           "rtt": "rtt_us"}[metric]  # fmt: skip
     f = ts[(ts["flow"] == flow) & ts[col].notna()]
     # cwnd and RTT: the sender's own finer samples, tcp_probe, ss (Linux) or siftr (FreeBSD)
-    src = timeseries.throughput_source(ts) if metric == "tput" else timeseries.finest_source(f)
+    src = tput or timeseries.finest_source(f)
     f = f[f["source"] == src].sort_values("t_s")
     return f["t_s"].to_numpy(float), f[col].to_numpy(float)
 
@@ -119,7 +121,8 @@ def extent(series: Sequence[RunSeries]) -> Extent:
         ts = s.ts
         if ts.empty:
             continue
-        tp = ts.loc[ts["source"] == timeseries.throughput_source(ts), "throughput_bps"]
+        src = timeseries.throughput_source(ts)
+        tp = ts.loc[ts["source"] == src, timeseries.throughput_column(src)]
         q = queue_series(ts)
         # max(a, NaN) keeps a: a run without a column leaves the extent as it was
         out = out.union(Extent(

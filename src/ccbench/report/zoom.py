@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ccbench import instruments, layout
+from ccbench.instruments.events import lost_text
 from ccbench.instruments.tcp_probe import FILE_GLOB as TCP_PROBE_GLOB
 from ccbench.record import RunRecord
 from ccbench.report import data, episodes, plots, zoomplot
@@ -127,11 +128,11 @@ def _episode_text(i: int, z: Zoom) -> str:
     else:
         when = f"at {ev.t_s:.4f} s"
     end = (
-        f", Open again at {z.end_s:.4f} s"
+        f", Open again at {z.end_s:.4f} s{_brief_text(z)}"
         if z.end_s is not None
         else ""
         if ev.what == "cwnd cut"
-        else ", its end not recorded"
+        else f", its end not recorded{_brief_text(z)}"
     )
     s = f"({i}) flow {ev.flow} {ev.what} {when}{end}, window {z.lo:.3f}-{z.hi:.3f} s"
     if z.others:
@@ -139,6 +140,25 @@ def _episode_text(i: int, z: Zoom) -> str:
         more = len(z.others) - MAX_ALSO
         s += f" (also {', '.join(also)}{f' and {more} more' if more > 0 else ''})"
     return s
+
+
+# enum tcp_ca_state codes (include/net/tcp.h) a brief return to Open went back to
+STATE_NAMES = {1: "Disorder", 2: "CWR", 3: "Recovery", 4: "Loss"}
+
+
+def _brief_text(z: Zoom) -> str:
+    """The returns to Open before the episode's end that the same ACK left again
+    (episodes.REENTRY_S): the end drawn (dashed) is the return that lasted."""
+    if not z.brief_opens:
+        return ""
+    first = ", ".join(f"{t:.4f} s (back in {STATE_NAMES.get(code, code)})"
+                      for t, code in z.brief_opens[:MAX_ALSO])  # fmt: skip
+    more = len(z.brief_opens) - MAX_ALSO
+    return (
+        f" and staying Open (dashed); before that Open for an instant only, at {first}"
+        f"{f' and {more} more times' if more > 0 else ''}: left within "
+        f"{fmt(episodes.REENTRY_S * 1e3, None)} ms, by the ACK that ended the state"
+    )
 
 
 def _sources_text(
@@ -165,8 +185,11 @@ def _join(xs: list[str]) -> str:
 
 def _resolution(src: str, found: Found, rec: RunRecord | None, step: float) -> str:
     if src == found.source and found.per_ack:
-        thin = rec.tcp_events.acks_thinned if rec and rec.tcp_events else None
-        return f"{src}, {thin}" if thin else f"{src}, every ACK"
+        ev = rec.tcp_events if rec else None
+        thin = ev.acks_thinned if ev else None
+        how = f"{src}, {thin}" if thin else f"{src}, every ACK"
+        # a run judged before lost events made it invalid may still be shown: say so
+        return how + (f" but {lost_text(ev.lost_events)}" if ev and ev.lost_events else "")
     if src == "ss":
         every = step if src == found.source else _ss_every(rec)
         return f"ss every {fmt(every, None)} s, not per ACK" if math.isfinite(every) else "ss"

@@ -79,6 +79,7 @@ def summarize(raw: Path) -> dict[str, Any]:
     got = instruments.summary_parts(rd, spec, meta.instruments, t0=meta.started_unix,
                                     before_records=meta.before_records)  # fmt: skip
     reasons += got.reasons
+    reasons += validity.check_steal(got.parts.get("router_cpu"))
     nics = nics_of(rd, got.nics)  # provenance: facts.json is checked to be an object here
     kern, kern_reasons = kernel_of(rd, spec)
     reasons += kern_reasons

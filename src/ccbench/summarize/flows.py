@@ -28,7 +28,38 @@ def flows_of(
             reasons += validity.check_flow(k, spec, res, rcs[k - 1], spec.stack_cc,
                                            held_cause, buffer_known)  # fmt: skip
         flows.append(_flow_record(k, f, res))
-    return flows, results, reasons
+    return flows, results, reasons + _server_reasons(rd, spec, results)
+
+
+def _server_reasons(rd: RawDir, spec: RunSpec, results: list[Iperf3Result | None]) -> list[str]:
+    """Each flow's delivered intervals (raw/server-K.json, its iperf3 server's `-J`
+    report): the throughput over time, Jain's index over time and convergence_s are
+    drawn from them (timeseries.DELIVERED). A run whose servers wrote JSON must have a
+    readable report with intervals for every flow whose client reported: without one,
+    that flow's line would be the sender's writes or missing, without a word. Runs made
+    before servers wrote JSON (server-K.txt) have none: nothing to check. A flow whose
+    client gave nothing has its own reason (validity.check_flow)."""
+    names = [layout.server(k) for k in range(1, len(spec.flows) + 1)]
+    if not any(rd.exists(n) for n in names):
+        return []
+    reasons = []
+    for k, (name, res) in enumerate(zip(names, results, strict=True), start=1):
+        if res is None or res.error:
+            continue
+        lacks = f"flow {k}'s delivered throughput per interval is not known"
+        if not rd.exists(name):
+            reasons.append(f"{name}: missing ({lacks})")
+            continue
+        got, unreadable = read_report(rd, name)
+        if unreadable:
+            continue  # rd.problems names the file and what is wrong with it
+        if got is None:
+            reasons.append(f"{name}: empty ({lacks})")
+        elif got.error:
+            reasons.append(f"{name}: iperf3 server error: {got.error} ({lacks})")
+        elif not got.intervals:
+            reasons.append(f"{name}: no intervals ({lacks})")
+    return reasons
 
 
 def _flow_record(k: int, f: Flow, res: Iperf3Result | None) -> dict[str, Any]:

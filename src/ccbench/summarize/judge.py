@@ -53,6 +53,7 @@ def judge(raw: Path, series_path: Path | None = None) -> tuple[RunRecord, Series
         ev = st.tcp_events
         s["tcp_events"] = {**ev, "flows": [ev["flows"][k] for k in sorted(ev["flows"])],
                            "others": [ev["others"][a] for a in sorted(ev["others"])]}  # fmt: skip
+        problems += validity.check_trace_lost(ev)
     # Skipped runs too: the Mathis prediction is the configuration's.
     s.update(run_metrics(spec, s["throughput_sum_bps"], st))
     new = [p for p in problems if p not in s["reasons"]]
