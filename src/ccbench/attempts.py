@@ -1,5 +1,6 @@
 """A run's attempts: run, judge (the verdict `parse` writes), retry an invalid one,
-keep every attempt; and the records of a run not run (skipped, waiting for a kernel)."""
+keep every attempt; and the records of a run not run (skipped, waiting for a kernel or
+boot tunables)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ccbench import jsonio, kernel, layout, record, safe
 from ccbench.errors import CcbenchError, Refused
 from ccbench.exec import pid_alive
+from ccbench.hosts import loader
 from ccbench.progress import info
 from ccbench.record import RunRecord
 from ccbench.run import run_once
@@ -132,12 +135,21 @@ def record_skip(spec: RunSpec, out: Path, reason: str) -> None:
     )
 
 
-def record_wait(spec: RunSpec, out: Path, req: dict[str, str], seen: dict[str, str]) -> str:
-    """A run whose variant needs a kernel no sender runs now: recorded as waiting for
-    it (a run not run, not a failure); the workflow checks it again on every
-    invocation (rules/common.smk), so it runs after a reboot into that kernel."""
-    reason = kernel.waiting_reason(req["label"])
-    waiting = {**req, "senders": seen, "checked_unix": time.time()}
+def record_wait(
+    spec: RunSpec, out: Path, req: dict[str, str] | None, seen: dict[str, str],
+    loader_waits: Sequence[loader.NodeWait] = (),
+) -> str:  # fmt: skip
+    """A run whose variant needs a kernel no sender runs now (`req`), or boot tunables
+    some endpoint has not booted with (`loader_waits`: ccbench has written them to its
+    /boot/loader.conf): recorded as waiting for them (a run not run, not a failure);
+    the workflow checks it again on every invocation (rules/common.smk), so it runs
+    after a reboot into that kernel and those tunables."""
+    reasons = [kernel.waiting_reason(req["label"])] if req else []
+    reasons += [loader.waiting_reason(list(loader_waits))] if loader_waits else []
+    reason = "; ".join(reasons)
+    waiting: dict[str, Any] = {**(req or {}), "senders": seen, "checked_unix": time.time()}
+    if loader_waits:
+        waiting["loader"] = {w.node: w.to_dict() for w in loader_waits}
     raw = out / layout.RAW
     raw.mkdir(parents=True, exist_ok=True)
     jsonio.write_json(raw / layout.SPEC, spec.to_dict())

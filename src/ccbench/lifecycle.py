@@ -18,6 +18,7 @@ from ccbench.errors import CcbenchError, Unavailable
 from ccbench.model import Matrix
 
 if TYPE_CHECKING:
+    from ccbench.hosts.loader import NodeWait
     from ccbench.record import RunRecord
     from ccbench.spec import RunSpec, Topology
     from ccbench.testbed.base import Testbed
@@ -156,8 +157,8 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Waiting:
-    """Not run: no sender runs the kernel its variant needs; `senders`: node -> the
-    kernel identity it runs now."""
+    """Not run: no sender runs the kernel its variant needs, or an endpoint has not
+    booted with its boot tunables; `senders`: node -> the kernel identity it runs now."""
 
     reason: str
     senders: dict[str, str]
@@ -179,14 +180,36 @@ def run_on_testbed(
         record_skip(req.spec, out, skipped)
         return Skipped(skipped)
     with testbed_for_run(req.testbed, req.spec.topology, keep=keep_testbed) as tb:
-        if req.kernel:
-            seen = kernel_identities(tb, req.spec)
-            if not any(kernel.matches(req.kernel["match"], i) for i in seen.values()):
-                # Booted into another kernel: nothing is measured under the wrong label.
-                return Waiting(record_wait(req.spec, out, req.kernel, seen), seen)
+        seen = kernel_identities(tb, req.spec) if req.kernel else {}
+        # Booted into another kernel, or without the boot tunables asked: nothing is
+        # measured under the wrong label. The tunables are written now even while the
+        # kernel is waited for, so one reboot can bring both.
+        wrong_kernel = req.kernel is not None and not any(
+            kernel.matches(req.kernel["match"], i) for i in seen.values())  # fmt: skip
+        loader_waits = _loader_waits(tb, req.spec)
+        if wrong_kernel or loader_waits:
+            seen = seen or kernel_identities(tb, req.spec)
+            req_k = req.kernel if wrong_kernel else None
+            return Waiting(record_wait(req.spec, out, req_k, seen, loader_waits), seen)
         summary = execute(tb, req.spec, out, req.attempts, write_summary=write_summary,
                           kernel_req=req.kernel)  # fmt: skip
     return summary
+
+
+def _loader_waits(tb: Testbed, spec: RunSpec) -> list[NodeWait]:
+    """The run's FreeBSD endpoints that do not report the boot tunables their role asks,
+    each with ccbench's lines written into its /boot/loader.conf (hosts.loader). Another
+    OS asking them is refused before the run (host_apply)."""
+    from ccbench.hosts import loader
+    from ccbench.instruments.host_settings import endpoints
+
+    waits = []
+    for node, role in endpoints(spec).items():
+        asked = dict(spec.host.role(role).loader)
+        if asked and tb.driver(node).os == loader.OS:
+            wait = loader.pending(tb.ex(node), node, role, asked)
+            waits += [wait] if wait else []
+    return waits
 
 
 def _skip_reason(calibration: str | None) -> str | None:

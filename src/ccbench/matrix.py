@@ -19,6 +19,7 @@ from ccbench import instruments, probes
 from ccbench.config import sampling_from, validate
 from ccbench.errors import CcbenchError
 from ccbench.host_settings import HostSettings
+from ccbench.hosts import loader
 from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario
 from ccbench.spec import (
     Flow,
@@ -264,6 +265,8 @@ def _scenario_runs(
     top = _top_host(source, cfg)
     for v in variants:
         host = v.host.over(top)
+        loader.check_variant(f"{source}: variant {v.label}", v.os,
+                             kind(tb_cfg["kind"]).caps.oses, host)  # fmt: skip
         vtdict, vtopo = _variant_topology(source, tb_cfg, v, host, tdict, topo)
         flows = _variant_flows(source, sname, sc.get("flows", 1), v, vtopo, duration, tb_cfg)
         tb_id = _testbed_id(vtopo, v.dumbbell)

@@ -107,9 +107,9 @@ class RunRecord(Part):
     valid: bool = d("the verdict: every check passed")
     reasons: list[str] = d("every check that failed (a not-run run: why)")
     skipped: bool = d("the run was not run (its testbed could not be built, or its "
-                      "kernel is not booted)", False)  # fmt: skip
-    waiting: Waiting | None = d("not run yet: waiting for the kernel its variant needs",
-                                None)  # fmt: skip
+                      "kernel or boot tunables are not booted)", False)  # fmt: skip
+    waiting: Waiting | None = d("not run yet: waiting for the kernel or the boot tunables "
+                                "its variant needs", None)  # fmt: skip
     attempt: int | None = d("which attempt this is", None)
 
     model_config = {**Part.model_config, "populate_by_name": True}
@@ -120,7 +120,8 @@ class RunRecord(Part):
 
     @property
     def status(self) -> str:
-        """valid / invalid (ran, failed a check) / not run / waiting (for its kernel)."""
+        """valid / invalid (ran, failed a check) / not run / waiting (for its kernel or
+        boot tunables)."""
         if self.waiting is not None:
             return "waiting"
         return "not run" if self.skipped else "valid" if self.valid else "invalid"

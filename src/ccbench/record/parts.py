@@ -256,11 +256,23 @@ class Recorded(Part):
     qdisc_config: list[str] | None = d("raw/qdisc-config.txt, by line")
 
 
+class LoaderWait(Part):
+    role: str = d("senders or receivers: the role whose `loader` settings these are")
+    asked: dict[str, str] = d("boot tunable -> the value asked")
+    found: dict[str, str | None] = d("boot tunable -> what the loader passed (kenv; null: "
+                                     "nothing)")  # fmt: skip
+    wrote: bool = d("ccbench wrote its lines into /boot/loader.conf at this check (false: "
+                    "they were there already, waiting for the reboot)")  # fmt: skip
+
+
 class Waiting(Part):
-    label: str = d("the kernel the variant waits for")
-    match: str = d("its regex")
+    label: str = d("the kernel the variant waits for ('': it waits for boot tunables only)",
+                   "")  # fmt: skip
+    match: str = d("its regex", "")
     senders: dict[str, str] = d("node -> the kernel it ran when checked")
     checked_unix: float = d("when it was checked")
+    loader: dict[str, LoaderWait] = d("node -> the FreeBSD boot tunables (hosts.loader) it "
+                                      "did not report as asked", {})  # fmt: skip
 
 
 class RetransmitCauses(Part):

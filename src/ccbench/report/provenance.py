@@ -338,7 +338,8 @@ def run_order(matrix: Matrix, runs: pd.DataFrame, runs_dir: Path) -> list[dict[s
             skipped = bool(r.get("skipped", False))
             status = "not run" if skipped else "valid" if r["valid"] else "invalid"
             if str(r.get("status", "")) == "waiting":
-                status = "waiting for kernel"
+                waits_kernel = str(r.get("waiting_kernel", "") or "") not in ("", "nan")
+                status = "waiting for kernel" if waits_kernel else "waiting for boot tunables"
             row.update(
                 executed="-" if skipped else str(r["order"]),
                 started=utc(r["started_unix"]),

@@ -180,6 +180,9 @@ def variant_kernels(runs: pd.DataFrame, v: Variant) -> dict[str, Any]:
                 seen[part] = seen.get(part, 0) + 1
     n_wait = int((g["status"] == "waiting").sum())
     n_done = int((~g["skipped"]).sum())
+    # What the waiting runs wait for, as each recorded it: the kernel, boot tunables.
+    why = g.loc[g["status"] == "waiting", "not_run_reason"] if "not_run_reason" in g else []
+    waits = [w for w in dict.fromkeys(map(str, why)) if w and w != "nan"]
     # Finished runs judged on a regex other than the config's now (it changed between
     # reboots): say which, so no run is read as checked against a regex it never met.
     judged: dict[str, int] = {}
@@ -190,7 +193,7 @@ def variant_kernels(runs: pd.DataFrame, v: Variant) -> dict[str, Any]:
     return {
         "kernel_judged": [f"/{m}/ ({n} run{'s' if n > 1 else ''})" for m, n in judged.items()],
         "kernel_ids": [f"{k} ({n} run{'s' if n > 1 else ''})" for k, n in seen.items()],
-        "kernel_wait": f"waiting for kernel '{v.kernel}'" if n_wait else "",
+        "kernel_wait": "; ".join(waits) or (f"waiting for kernel '{v.kernel}'" if n_wait else ""),
         "n_wait": n_wait,
         "kernel_done": n_done,
     }
