@@ -10,14 +10,14 @@ import json
 import sys
 from typing import Any
 
-from ccbench.exec_ssh import BATCH_SEP, batch_argv
+from ccbench.exec_ssh import BATCH_SEP, LOGIN_PROBE, batch_argv
 from ccbench.testbed import lab_checks
 
 
 def reads_only(argv: list[str]) -> bool:
-    """The commands a refused `up` may run: each only reads (reachable, the interfaces,
-    the qdiscs, the programs there)."""
-    return (argv == ["true"] or argv == ["ip", "-j", "-4", "addr", "show"]
+    """The commands a refused `up` may run: each only reads (reachable with its login
+    shell, the interfaces, the qdiscs, the programs there)."""
+    return (argv == LOGIN_PROBE or argv == ["ip", "-j", "-4", "addr", "show"]
             or argv[:5] == list(lab_checks.QDISC_SHOW)
             or argv[:4] == lab_checks.has_programs()[:4])  # fmt: skip
 

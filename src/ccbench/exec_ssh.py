@@ -25,7 +25,15 @@ from pathlib import Path
 
 from ccbench import fetch, leftovers, safe
 from ccbench.errors import CcbenchError
-from ccbench.exec import GATE, CommandFailed, LocalProc, Result, pid_alive, run_captured
+from ccbench.exec import (
+    GATE,
+    CommandFailed,
+    Executor,
+    LocalProc,
+    Result,
+    pid_alive,
+    run_captured,
+)
 from ccbench.fetch import Fetched, FetchFailed
 
 STDERR_PREFIX = "ccb-ssh-"  # + ccbench's pid: spawn()'s temporary stderr files
@@ -58,6 +66,22 @@ BATCH_SEP = "--ccbench-next--"
 _RC = re.compile(r"^ccbench-rc (\d+)$", re.M)
 
 
+def reachable(ex: Executor) -> None:
+    """The host behind `ex` answers (else its CcbenchError, as run raises it) and its
+    login shell runs ccbench's commands (LOGIN_PROBE); else one line naming the shell
+    and what to do."""
+    res = ex.run(LOGIN_PROBE, check=False, timeout=30)
+    if res.ok:
+        return
+    shell = ex.login_shell() if isinstance(ex, SshExecutor) else "?"
+    said = (res.stderr.strip().splitlines() or [f"exit {res.returncode}"])[-1]
+    raise CcbenchError(
+        f"{ex.name}: its login shell {shell} does not run ccbench's commands ({said!r} for "
+        "a quoted newline, which csh and tcsh reject): make sh or bash the login shell of "
+        "that account (on Emulab: Manage Account, Default Shell) and try again"
+    )
+
+
 def batch_argv(argvs: Sequence[Sequence[str]]) -> list[str]:
     """One command that runs `argvs` in order on a node (one ssh round trip, not one
     each: the hosts' `down` and its checks); batch_rcs reads their exit codes."""
@@ -73,6 +97,12 @@ def batch_rcs(stdout: str) -> list[int]:
     """The exit code of each command a batch_argv ran, in order (fewer: it was cut short)."""
     return [int(m) for m in _RC.findall(stdout)]
 
+
+# What `up` first asks each host: it answers, and its login shell runs what ccbench sends,
+# one ssh command string (sshd hands it to the user's login shell, `-c`) whose scripts
+# hold newlines inside quotes. sh and bash run it; csh and tcsh (Emulab lets a user's
+# login shell be tcsh) reject it: "Unmatched '''." (tcsh 6.24, checked on this machine).
+LOGIN_PROBE = ["sh", "-c", "exit 0\n"]
 
 # An ssh_config option as `-o` takes it: "Keyword=value" or "Keyword value", one line.
 _OPTION = re.compile(r"^[A-Za-z][A-Za-z0-9]*(=| +)[^\n\r]+$")
@@ -196,6 +226,13 @@ class SshExecutor:
         if check and not res.ok:
             raise CommandFailed(self.name, res)
         return res
+
+    def login_shell(self, timeout: float = 30.0) -> str:
+        """The login user's shell there, as sshd sets $SHELL (this one string reads the
+        same in sh and the csh family; no sudo in front)."""
+        got = run_captured([*self.base, "--", self.target.dest, "echo $SHELL"], self.name,
+                           input=None, timeout=timeout, shown=["echo", "$SHELL"])  # fmt: skip
+        return got.stdout.strip() or "?"
 
     def run_where_tools_run(
         self, argv: Sequence[str], *, check: bool = True, timeout: float | None = 60.0

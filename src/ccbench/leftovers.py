@@ -5,7 +5,8 @@ servers and clients, samplers and probes running on the nodes: killing the local
 client does not end the remote command (there is no terminal to hang up). So every
 process ccbench spawns over SSH records itself first: the wrapper writes its start
 time (`ps -o lstart=`, the same on Linux and FreeBSD) to PROC_DIR/<testbed>/<pid>, then
-execs the command under the same pid. The next `testbed up` or run sweeps the node
+execs the command under the same pid, the leader of its own process group whether sshd
+or `sudo -n` started the wrapper (_RECORD). The next `testbed up` or run sweeps the node
 (every testbed's records), and the testbed's `down` its own: a pid whose process still
 runs with the recorded start time (not a reused pid) is sent SIGTERM, then SIGKILL if it
 has not ended after 2 s; files of processes that are gone are removed, and `down`
@@ -29,21 +30,38 @@ from dataclasses import dataclass
 ROOT_DIR = "/var/tmp/ccbench"  # ccbench's own directory on a node
 PROC_DIR = f"{ROOT_DIR}/procs"
 
-# Records the process, prints its pid for SshProc.stop(), then becomes the command.
-_RECORD = (
+# Records the process, prints its pid for SshProc.stop(), then becomes the command, the
+# leader of a process group of its own, so the sweep ends what it starts with it (flent,
+# fping and irtt under the flent probe's shell). sshd makes a command a session leader
+# (OpenSSH session.c, do_exec_no_pty: setsid), but `sudo -n` without a pty forks it and
+# execs with no setpgid (sudo src/exec_nopty.c, exec_nopty), so under sudo the shell here
+# leads nothing: it becomes a session leader in place (setsid(1) forks only when it leads
+# a group already: util-linux sys-utils/setsid.c), or, with no setsid (FreeBSD's base
+# system), starts the command as a job of its own group (`set -m`: FreeBSD's sh turns job
+# control on without a tty when not interactive, bin/sh/jobs.c jobctl_notty) and waits.
+_LEAF = (
     'd="$1"; shift; mkdir -p "$d" 2>/dev/null && ps -o lstart= -p $$ > "$d/$$" 2>/dev/null; '
     'echo "ccbench-pid $$" >&2; exec "$@"'
 )
+# $1 _LEAF, $2 the directory, the rest the command. Recorded once it leads its group.
+_RECORD = r"""leaf=$1; shift
+if [ "$(ps -o pgid= -p $$ | tr -d ' ')" = "$$" ]; then exec sh -c "$leaf" ccbench-pid "$@"; fi
+if command -v setsid >/dev/null 2>&1; then exec setsid sh -c "$leaf" ccbench-pid "$@"; fi
+d=$1; shift; set -m; "$@" & p=$!
+mkdir -p "$d" 2>/dev/null && ps -o lstart= -p $p > "$d/$p" 2>/dev/null
+echo "ccbench-pid $p" >&2; wait $p"""
 
 # $1 the directory, $2 "all" (its files and its testbeds' subdirectories' files) or
 # "one" (its files only). SIGTERM first; SIGKILL for what has not ended after 2 s (polled:
 # a sweep of processes that end at once takes no 2 s); what even SIGKILL left (a process
 # in uninterruptible sleep) is named `alive` and its file kept, so it is still known.
-# A recorded process that leads its own process group (sshd makes each command a session
-# leader: OpenSSH session.c, do_exec_no_pty, setsid) is ended with its group: a wrapper
-# shell's children (flent under the flent probe's sh) end with it, and one that outlives
-# the shell keeps the group's id in use, so it is still found (`kill -SIG -PGID` is the
-# form both dash and FreeBSD's kill(1) read as a group).
+# A recorded process that leads its own process group (every one _RECORD starts) is ended
+# with its group: a wrapper shell's children (flent under the flent probe's sh) end with
+# it, and one that outlives the shell keeps the group's id in use, so it is still found
+# (`kill -SIG -PGID` is the form both dash and FreeBSD's kill(1) read as a group).
+# One `-o` a column: FreeBSD's ps reads an item with `=` as the last of its -o argument,
+# the rest its header (bin/ps/keyword.c, parsefmt), so `-o pgid=,stat=` would print the
+# pgid alone.
 _SWEEP = r"""d="$1"; left=""; groups=" "
 # the recorded process ($1, its file $2) still running (a zombie has ended)
 ours() {
@@ -53,7 +71,7 @@ ours() {
 }
 # a process of group $1 still running (its leader gone or not)
 grp() {
-  ps -A -o pgid=,stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'
+  ps -A -o pgid= -o stat= 2>/dev/null | awk -v g="$1" '$1 == g && $2 !~ /^Z/ {f=1} END {exit !f}'
 }
 # pid $1's process, or its group when it leads one we signalled, still running
 running() {
@@ -104,7 +122,7 @@ def proc_dir(tb_id: str) -> str:
 
 def wrapper(proc_dir: str = PROC_DIR) -> list[str]:
     """The argv prefix of every process ccbench spawns on a remote node."""
-    return ["sh", "-c", _RECORD, "ccbench-pid", proc_dir]
+    return ["sh", "-c", _RECORD, "ccbench-pid", _LEAF, proc_dir]
 
 
 def sweep_argv(proc_dir: str = PROC_DIR, every_testbed: bool = True) -> list[str]:
@@ -123,24 +141,58 @@ def rmdirs_argv(*dirs: str) -> list[str]:
     return ["sh", "-c", _RMDIRS, "ccbench-rmdir", *dirs]
 
 
+# A directory whose entries are each named by the pid of the process that made it
+# (flent's data directories: probes.flent FLENT_SH), given as PIDS + its path: only the
+# entries of processes no longer running are a `down`'s to remove (its own, ended by
+# then), never another testbed's live one; the directory goes when empty.
+PIDS = "pids:"
 # Removes each path given (a directory with what is in it), printing `file PATH` for
-# each that was there.
-_REMOVE = (
-    'for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then rm -rf -- "$f"; echo "file $f"; '
-    "fi; done; true"
-)
-# Prints `ccbench-left PATH` for each path given that is there; exits 1 if any is.
-_LEFT = (
-    'r=0; for f in "$@"; do if [ -e "$f" ] || [ -L "$f" ]; then echo "ccbench-left $f"; '
-    "r=1; fi; done; exit $r"
-)
+# each that was there; of a PIDS directory, the entries of ended processes. A PIDS
+# directory that is a link or not the caller's is not ccbench's: left alone, named
+# (`foreign PATH`).
+_REMOVE = r"""for f in "$@"; do
+  case "$f" in
+  pids:*)
+    d=${f#pids:}
+    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -O "$d" ]; }; then echo "foreign $d"; continue; fi
+    for e in "$d"/*; do
+      p=${e##*/}
+      case "$p" in ''|*[!0-9]*) continue ;; esac
+      kill -0 "$p" 2>/dev/null && continue
+      rm -rf -- "$e"; echo "file $e"
+    done
+    rmdir "$d" 2>/dev/null ;;
+  *) if [ -e "$f" ] || [ -L "$f" ]; then rm -rf -- "$f"; echo "file $f"; fi ;;
+  esac
+done; true"""
+# Prints `ccbench-left PATH` for each path given that is there (of a PIDS directory, each
+# entry of an ended process); exits 1 if any is.
+_LEFT = r"""r=0; for f in "$@"; do
+  case "$f" in
+  pids:*)
+    for e in "${f#pids:}"/*; do
+      p=${e##*/}
+      case "$p" in ''|*[!0-9]*) continue ;; esac
+      kill -0 "$p" 2>/dev/null || { echo "ccbench-left $e"; r=1; }
+    done ;;
+  *) if [ -e "$f" ] || [ -L "$f" ]; then echo "ccbench-left $f"; r=1; fi ;;
+  esac
+done; exit $r"""
 _LEFT_LINE = re.compile(r"^ccbench-left (\S+)$", re.M)
+
+
+def per_process(path: str) -> str:
+    """`path` (node_path) as a directory of per-process entries (PIDS)."""
+    return PIDS + node_path(path)
 
 
 def node_path(path: str) -> str:
     """`path` when it may be given to `rm -rf` on a node: absolute, under /var/tmp, its
     name there beginning with `ccbench`, no `..`, no whitespace (what an instrument
-    declares it writes: a mistake in a declaration raises, not removes)."""
+    declares it writes: a mistake in a declaration raises, not removes); PIDS + such a
+    path as well (per_process)."""
+    if path.startswith(PIDS):
+        return PIDS + node_path(path[len(PIDS) :])
     parts = path.split("/")
     if (not path.startswith("/var/tmp/ccbench") or ".." in parts or "" in parts[1:]
             or any(c.isspace() for c in path)):  # fmt: skip
@@ -167,17 +219,18 @@ def files_left(stdout: str) -> list[str]:
 @dataclass(frozen=True)
 class Swept:
     """What a sweep found: processes ended ("pid name"), of those the ones that needed
-    SIGKILL, those even SIGKILL left running ("pid name"), loggers turned off, and
-    files removed."""
+    SIGKILL, those even SIGKILL left running ("pid name"), loggers turned off, files
+    removed, and directories left alone as not ccbench's (`foreign`)."""
 
     ended: tuple[str, ...] = ()
     killed: tuple[str, ...] = ()
     loggers: tuple[str, ...] = ()
     alive: tuple[str, ...] = ()
     files: tuple[str, ...] = ()
+    foreign: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
-        return bool(self.ended or self.loggers or self.alive or self.files)
+        return bool(self.ended or self.loggers or self.alive or self.files or self.foreign)
 
     def summary(self) -> str:
         """One clause for a log line: 'ended 2 process(es) (iperf3, ss); siftr off'."""
@@ -190,6 +243,9 @@ class Swept:
             parts.append(f"turned off {', '.join(self.loggers)}")
         if self.files:
             parts.append(f"removed {', '.join(self.files)}")
+        if self.foreign:
+            parts.append(f"left alone {', '.join(self.foreign)} (a link or another user's: "
+                         "not ccbench's)")  # fmt: skip
         return "; ".join(parts)
 
 
@@ -197,12 +253,13 @@ def _names(procs: tuple[str, ...]) -> str:
     return ", ".join(sorted({e.split(" ", 1)[1] if " " in e else "?" for e in procs}))
 
 
-_LINE = re.compile(r"^(left|killed|alive|logger|file) (\S+)(?: (.*))?$")
+_LINE = re.compile(r"^(left|killed|alive|logger|file|foreign) (\S+)(?: (.*))?$")
 
 
 def parse_sweep(stdout: str) -> Swept:
     """sweep_argv's output; lines it does not know are ignored (a shell's noise)."""
-    found: dict[str, list[str]] = {k: [] for k in ("left", "killed", "alive", "logger", "file")}
+    found: dict[str, list[str]] = {k: [] for k in ("left", "killed", "alive", "logger", "file",
+                                                   "foreign")}  # fmt: skip
     for line in stdout.splitlines():
         m = _LINE.match(line.strip())
         if not m:
@@ -211,9 +268,9 @@ def parse_sweep(stdout: str) -> Swept:
         named = f"{first} {(rest or '?').strip() or '?'}"
         found[what].append(named if what in ("left", "alive") else first)
     return Swept(tuple(found["left"]), tuple(found["killed"]), tuple(found["logger"]),
-                 tuple(found["alive"]), tuple(found["file"]))  # fmt: skip
+                 tuple(found["alive"]), tuple(found["file"]), tuple(found["foreign"]))  # fmt: skip
 
 
-__all__ = ["PROC_DIR", "ROOT_DIR", "Swept", "files_left", "files_left_argv", "node_path",
-           "parse_sweep", "proc_dir", "remove_files_argv", "rmdirs_argv", "sweep_argv",
-           "wrapper"]  # fmt: skip
+__all__ = ["PIDS", "PROC_DIR", "ROOT_DIR", "Swept", "files_left", "files_left_argv",
+           "node_path", "parse_sweep", "per_process", "proc_dir", "remove_files_argv",
+           "rmdirs_argv", "sweep_argv", "wrapper"]  # fmt: skip

@@ -30,8 +30,24 @@ class Needs:
 
 NOTHING = Needs()
 # Kernel features by name, each a test in sh that succeeds when the node has it.
-# tracefs: the kernel can mount it (tcp_probe mounts it when it is not).
-FEATURES = {"tracefs": "grep -qw tracefs /proc/filesystems"}
+FEATURES = {
+    # the kernel can mount it (tcp_probe mounts it when it is not)
+    "tracefs": "grep -qw tracefs /proc/filesystems",
+    # FreeBSD: the logger instruments.siftr will start, in its order (hosts.freebsd
+    # siftr2_probe_plan, then siftr_start's kldload): siftr2's tree, else siftr(4) in the
+    # kernel (kldstat -q -m: modfind, sbin/kldstat/kldstat.c) or loaded now (kldload -n),
+    # before any traffic rather than after the servers and clients started
+    "siftr": (
+        "sysctl -N net.inet.siftr2 >/dev/null 2>&1 || kldload -n siftr2 2>/dev/null || "
+        "kldstat -q -m siftr || kldload -n siftr 2>/dev/null"
+    ),
+    # FreeBSD: BBLog's kernel side, `options TCP_BLACKBOX` (the net.inet.tcp.bb tree of
+    # sys/netinet/tcp_log_buf.c, whose log_auto_all instruments.bblog sets)
+    "tcp_blackbox": "sysctl -N net.inet.tcp.bb.log_auto_all >/dev/null 2>&1",
+    # $EPOCHREALTIME (bash 5.0), which the Linux sampler loops time themselves with
+    # (hosts.linux SS_LOOP, QDISC_LOOP); older bash leaves it unset
+    "bash5": "bash -c '[ \"${BASH_VERSINFO[0]}\" -ge 5 ]' 2>/dev/null",
+}
 FEATURE = "feature:"  # how a feature is told from a program in the check's arguments
 # Prints each argument the node lacks, one a line; names come in as arguments, the
 # tests are this module's constants.

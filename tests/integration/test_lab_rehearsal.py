@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bench.sshnode import sshd_argv
 from ccbench import ledger
 from ccbench.native import ccdelay_path
 from ccbench.probes import flent
@@ -37,7 +38,6 @@ from tests.integration.conftest import (
     kill_mid_traffic,
     measure_fidelity,
     plant_instrument_files,
-    spawn_sshd,
 )
 from tests.lab_recording import reads_only
 
@@ -49,6 +49,39 @@ HOSTS = {"s1": 11, "s2": 12, "r1": 21, "rt1": 31}  # management address 198.19.2
 DATA = {"s1": "198.18.10.1", "s2": "198.18.10.2", "r1": "198.18.10.10", "rt1": "198.18.10.254"}
 TB = "itlabr"
 PORTS = [5202, 5210]  # flow 1 on 5201 + 1; flow 2 on the port s2 pins
+# `sudo -n` as sudo runs a command without a pty (sudo src/exec_nopty.c, exec_nopty):
+# fork, exec in the child with no setpgid (it stays in sudo's process group), relay the
+# signals sudo relays, wait, end as the command ended (its code, or its signal raised on
+# itself). The hosts' sessions find it first on their PATH (sshd SetEnv); everything
+# runs as root already, so it asks for nothing. Perl: a few ms a command (base Debian).
+SUDO_NOPTY = r"""#!/usr/bin/perl
+use strict;
+use warnings;
+use POSIX ();
+while (@ARGV && $ARGV[0] =~ /^-/) {
+    my $o = shift @ARGV;
+    last if $o eq '--';
+    die "sudo (stand-in): option $o not supported\n" unless $o eq '-n';
+}
+die "usage: sudo -n command ...\n" unless @ARGV;
+my $pid = fork() // die "sudo: unable to fork: $!\n";
+if ($pid == 0) {
+    { no warnings 'exec'; exec { $ARGV[0] } @ARGV; }
+    print STDERR "sudo: $ARGV[0]: command not found\n";
+    POSIX::_exit(1);
+}
+my @relayed = qw(TERM INT HUP QUIT USR1 USR2 ALRM PIPE CONT);
+$SIG{$_} = sub { kill $_[0], $pid } for @relayed;
+waitpid($pid, 0);
+my $st = $?;
+if (my $sig = $st & 127) {
+    $SIG{$_} = 'DEFAULT' for @relayed;
+    kill $sig, $$;
+    exit 128 + $sig;
+}
+exit $st >> 8;
+"""
+SESSION_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 SYSCTLS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_no_metrics_save",
            "net.core.rmem_max", "net.core.wmem_max")  # fmt: skip
 
@@ -64,6 +97,14 @@ def ns(host: str) -> str:
 def in_ns(host: str, *argv: str) -> str:
     return subprocess.run(["ip", "netns", "exec", ns(host), *argv], capture_output=True,
                           text=True).stdout  # fmt: skip
+
+
+def spawn_sshd(netns: str, listen: str, d: Path, name: str) -> subprocess.Popen[bytes]:
+    """As tests/integration/conftest.spawn_sshd, its sessions' PATH beginning with d/bin,
+    where the `sudo -n` stand-in is (SUDO_NOPTY: used by the inventories with sudo)."""
+    argv = [*sshd_argv(netns, listen, d, pid_file=d / f"{name}.pid"),
+            "-o", f"SetEnv=PATH={d / 'bin'}:{SESSION_PATH}"]  # fmt: skip
+    return subprocess.Popen(argv, stderr=subprocess.DEVNULL)
 
 
 def host_state() -> dict[str, Any]:
@@ -127,6 +168,9 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "hostkey"))
         sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / "clientkey"))
         shutil.copy(d / "clientkey.pub", d / "authorized_keys")
+        (d / "bin").mkdir()
+        (d / "bin" / "sudo").write_text(SUDO_NOPTY)
+        (d / "bin" / "sudo").chmod(0o755)
         Path("/run/sshd").mkdir(exist_ok=True)
         for n in [CTL, SWITCH, *map(ns, HOSTS)]:
             sh("ip", "netns", "add", n)
@@ -170,6 +214,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         for name, addr in (("lab-badrouter.yaml", "198.18.10.99"),
                            ("lab-router.yaml", DATA["rt1"])):  # fmt: skip
             (d / name).write_text(yaml.safe_dump({**inv, "router": {**rt1, "address": addr}}))
+        # as Emulab logs in: `sudo -n` before every command, no pty (SUDO_NOPTY)
+        (d / "lab-sudo.yaml").write_text(
+            yaml.safe_dump({**inv, "ssh": {**inv["ssh"], "sudo": True}})
+        )
         inv["emulation"]["loss"] = "nftables"
         (d / "lab-nft.yaml").write_text(yaml.safe_dump(inv))
         time.sleep(0.5)
@@ -276,11 +324,12 @@ def assert_as(before: dict[str, Any]) -> None:
     assert not any(differs.values()), differs
 
 
-def killed_run(cfg: Path, out: Path) -> list[Path]:
+def killed_run(cfg: Path, out: Path, under_sudo: bool = False) -> list[Path]:
     """A run whose control side is SIGKILLed (its whole process group) while its
     flows and its flent probe run: its iperf3 clients and servers stay on the hosts, and
     flent (under its wrapper shell, with fping and irtt under it) with its data
-    directory; and its instruments' files (planted). Returns the files."""
+    directory; and its instruments' files (planted). `under_sudo`: each tool's parent is
+    the `sudo -n` stand-in. Returns the files."""
 
     def sending() -> bool:
         now = host_state()
@@ -290,24 +339,28 @@ def killed_run(cfg: Path, out: Path) -> list[Path]:
     left = host_state()
     assert all("iperf3" in left[h]["processes"] for h in ("s1", "s2", "r1")), left
     assert "flent" in left["s1"]["processes"], left["s1"]
+    assert ("sudo" in left["s1"]["processes"]) == under_sudo, left["s1"]
     assert flent.DATA_DIR in left["s1"]["files"], left["s1"]["files"]
     return [*plant_instrument_files(), Path(flent.DATA_DIR)]
 
 
 def test_lab_rehearsal_short(lab: Path) -> None:
-    """A valid run on the pinned port; then a run SIGKILLed mid-traffic, and `down`
-    alone: no process or file of it on any host, every host as before `up`, about as
-    fast as a `down` after a clean run (it was 16 s against 4 s when the killed run's
-    flows were left sending)."""
+    """Every command under `sudo -n` without a pty, as on Emulab (SUDO_NOPTY: the tools
+    are children of sudo, in its process group): a valid run on the pinned port; then
+    a run SIGKILLed mid-traffic, and `down` alone: no process or file of it on any host
+    (flent, fping and irtt included: each spawned tool leads its own group,
+    ccbench.leftovers), every host as before `up`, about as fast as a `down` after a
+    clean run (it was 16 s against 4 s when the killed run's flows were left sending)."""
     before = host_state()
-    cfg = config(lab, "short.yaml", 6)
+    cfg = config(lab, "short.yaml", 6, inventory="lab-sudo.yaml")
     up(cfg)
     during = host_state()
     assert any("NFQUEUE" in r for r in during["r1"]["iptables"]), during["r1"]["iptables"]
     assert any("statistic" in r for r in during["r1"]["iptables"]), during["r1"]["iptables"]
     assert "ccdelay" in during["r1"]["processes"]
     run_and_check(lab, cfg, lab / "short")
-    left = killed_run(config(lab, "killed.yaml", 30, probe_tool="flent"), lab / "killed")
+    left = killed_run(config(lab, "killed.yaml", 30, inventory="lab-sudo.yaml",
+                             probe_tool="flent"), lab / "killed", under_sudo=True)  # fmt: skip
     took = down_and_compare(before, left)
     assert took < 8, f"down after a killed run took {took:.1f} s"
 

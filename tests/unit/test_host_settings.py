@@ -378,20 +378,29 @@ def _reading(offloads: str, sysctl: dict[str, str | None], mtu: int = 1500) -> E
                            sysctl)  # fmt: skip
 
 
-def test_the_read_back_names_host_setting_asked_and_found() -> None:
-    base = LinuxSettings().baseline(netns_local=True)
-    want = RoleSettings(sysctl=(("net.ipv4.tcp_wmem", "4096 16384 5242880"),)).over(base)
-    r = _reading("ethtool-k-veth-default.txt", {"net.ipv4.tcp_wmem": "4096\t16384\t10485760"}, 1500)
-    found, reasons = judge("s1", r, want, RoleSettings(), 9000)
+def test_the_read_back_judges_what_the_run_asked_and_lists_the_baselines_rest() -> None:
+    """What the config asked (and the path MTU) makes the run invalid when the host reports
+    otherwise; where the host differs from ccbench's baseline in what the run did not ask
+    (a namespace's host-wide net.core.*, say), that is listed beside, not judged."""
+    base = LinuxSettings().baseline(netns_local=False)
+    explicit = RoleSettings(sysctl=(("net.ipv4.tcp_wmem", "4096 16384 5242880"),),
+                            offloads=(("gso", False),))  # fmt: skip
+    want = explicit.over(base)
+    host = {"net.ipv4.tcp_wmem": "4096\t16384\t10485760", "net.core.rmem_max": "4194304"}
+    r = _reading("ethtool-k-veth-default.txt", dict(host))
+    found, reasons = judge("s1", r, want, explicit, 9000)
     assert reasons == [
         "s1/s1-eth0: MTU asked 9000, found 1500",
         "s1/s1-eth0: offload gso asked off, found on",
-        "s1/s1-eth0: offload tso asked off, found on",
         "s1: sysctl net.ipv4.tcp_wmem asked '4096 16384 5242880', found '4096\\t16384\\t10485760'",
+    ]
+    assert found.baseline_differs == [
+        "s1/s1-eth0: offload tso asked off, found on",
+        "s1: sysctl net.core.rmem_max asked '10485760', found '4194304'",
     ]
     assert found.interface == "s1-eth0" and found.offloads["lro"] == "off [fixed]"
     ok = _reading("ethtool-k-veth-offloads-off.txt", {"net.ipv4.tcp_wmem": "4096\t16384\t5242880"})
-    assert judge("s1", ok, want, RoleSettings(), 1500)[1] == []
+    assert judge("s1", ok, want, explicit, 1500)[1] == []
 
 
 def test_a_fixed_offload_the_run_did_not_ask_to_change_is_the_testbeds_own() -> None:

@@ -131,13 +131,14 @@ def test_container_tools_over_ssh_command_plan(tmp_path: Path, monkeypatch) -> N
     remote = shlex.split(seen[0][-1])
     assert remote[:2] == ["sudo", "-n"]
     # recorded on the node for a later sweep (ccbench.leftovers), then gated
-    assert remote[2:7] == leftovers.wrapper() and remote[6] == "/var/tmp/ccbench/procs"
-    assert remote[7:11] == ["sh", "-c", 'read _go; exec "$@"', "ccbench-gate"]
+    w = 2 + len(leftovers.wrapper())
+    assert remote[2:w] == leftovers.wrapper() and remote[w - 1] == "/var/tmp/ccbench/procs"
+    assert remote[w : w + 4] == ["sh", "-c", 'read _go; exec "$@"', "ccbench-gate"]
     name = remote[remote.index("--name") + 1]
     assert name.startswith("ccb-t1-s1-4242-")
-    assert remote[11:] == ["podman", "run", "--rm", "--pull=never", "--init", "--network", "host",
-                           "--privileged", "--dns", "127.0.0.1", "--name", name,
-                           "localhost/ccbench-linux-node:latest",
-                           "iperf3", "-c", "10.1.3.11", "-C", "bbr"]  # fmt: skip
+    assert remote[w + 4 :] == [
+        "podman", "run", "--rm", "--pull=never", "--init", "--network", "host", "--privileged",
+        "--dns", "127.0.0.1", "--name", name, "localhost/ccbench-linux-node:latest",
+        "iperf3", "-c", "10.1.3.11", "-C", "bbr"]  # fmt: skip
     # set-up commands are not wrapped: sysctl, tc and ip use the host's tools
     assert shlex.split(ex.command(["sysctl", "-n", "x"])[-1]) == ["sudo", "-n", "sysctl", "-n", "x"]

@@ -27,8 +27,9 @@ from tests.lab_recording import commands, reads_only
 ADDRS = {"s1": "10.0.0.1", "s2": "10.0.0.2", "r1": "10.0.1.9", "rt1": "10.0.1.1"}
 DEFAULT_ROOT = [{"kind": "fq_codel", "handle": "0:", "root": True}]
 TOPO = Topology(pairs=2, rate_mbit=100, rtt_ms=40, loss_mode="nth", loss_rate=0.01)
-# What the instruments and probes declare they write on a node (test_leftovers has the list).
-NODE_FILES = remote.node_files()
+# What the instruments and probes declare they write on a node (test_leftovers has the
+# list), as `down` removes and checks them (flent's directory per process).
+NODE_FILES = remote.down_paths()
 
 
 class Host:

@@ -20,6 +20,7 @@ from ccbench.testbed import base, kinds, lab_checks
 from ccbench.testbed import lab_plans as plans
 from ccbench.testbed.lab import LabTestbed
 from ccbench.unproven import Scope, check_path_rtt, not_checkable, scope_of
+from tests.freebsd_standin import FreeBSDStandin
 from tests.lab_recording import commands
 
 NTH = Topology(pairs=2, rtt_ms=40, loss_mode="nth", loss_rate=0.01)
@@ -84,7 +85,17 @@ def test_ccdelay_stop_and_its_check_for_real(
     """The stop plan and its check, run here on a process named ccdelay (sleep under
     that name: the plans recognise it by /proc/PID/comm) and its three files. Its parent
     never reaps it, as a late-reaping init (this VM's) leaves an orphan: the zombie it
-    stays counts as ended, at once, not after the 2 s a live one is given."""
+    stays counts as ended, at once, not after the 2 s a live one is given.
+
+    No step depends on the scheduler: `$!` is printed when the shell has forked, and
+    the child may not have exec'd yet (measured under two busy loops on this 2-CPU
+    machine: 63 of 200 pids still had comm `sh` when read), and the stop plan rightly
+    leaves a pid that is not a ccdelay alone. So the test waits, bounded, for the pid
+    to be a ccdelay before it stops it; once the stop has returned, the state is
+    settled (the plan waits for it), so it is read once. "At once" is the plan's, not a
+    clock's: the stop never ran its wait loop's `sleep` (a `sleep` first on its PATH
+    records each call), however slowly a loaded machine ran it."""
+    import os
     import shutil
     import subprocess
     import time
@@ -101,13 +112,23 @@ def test_ccdelay_stop_and_its_check_for_real(
     try:
         assert parent.stdout is not None
         pid = int(parent.stdout.readline())
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{pid}/comm").read_text().strip() != "ccdelay":
+            assert time.monotonic() < deadline, "the child never exec'd ccdelay"
+            time.sleep(0.01)
+        assert subprocess.run(el.gone(pid)).returncode == 1  # running (no files yet)
         for f in el.files():
             Path(f).write_text("x")
-        assert subprocess.run(el.gone(pid)).returncode == 1  # running, files there
-        t0 = time.monotonic()
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "sleep").write_text(
+            '#!/bin/sh\necho "$@" >> "$SLEPT"\nexec /bin/sleep "$@"\n'
+        )
+        (tmp_path / "bin" / "sleep").chmod(0o755)
+        env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+               "SLEPT": str(tmp_path / "slept")}  # fmt: skip
         for argv in el.stop(pid):
-            assert subprocess.run(argv, timeout=10).returncode == 0
-        assert time.monotonic() - t0 < 1.5
+            assert subprocess.run(argv, timeout=30, env=env).returncode == 0
+        assert not (tmp_path / "slept").exists()  # no wait: the zombie counted as ended
         assert "Z" in Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
         assert not any(Path(f).exists() for f in el.files())
         assert subprocess.run(el.gone(pid)).returncode == 0
@@ -380,3 +401,72 @@ def test_a_lab_with_two_ccdelay_receivers_records_both(
     tb.write_state({"ccdelay_pids": {"r1": 101}})  # one element: its own output, unchanged
     tb.snapshot_delay(tmp_path / "delay-one.json")
     assert (tmp_path / "delay-one.json").read_text() == json.dumps(_scaled(1, 1.0))
+
+
+# --- a FreeBSD sender: a rack run's defaults and modules put back in dependency order ---
+@pytest.fixture
+def freebsd_lab(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[LabTestbed, FreeBSDStandin]:
+    """A lab whose sender s1 is a stand-in FreeBSD kernel (tests/freebsd_standin.py:
+    its sysctl and kld tools run here, refusing what FreeBSD refuses); r1 records."""
+    monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
+    inv = {"senders": {"s1": {"host": "a", "os": "freebsd", "address": "10.0.0.1"}},
+           "receivers": {"r1": {"host": "c", "address": "10.0.0.9"}},
+           "emulation": {"delay": "none"}}  # fmt: skip
+    (tmp_path / "lab.yaml").write_text(yaml.safe_dump(inv))
+    cfg = kinds.TestbedConfig(kind="lab", id="t4", inventory=str(tmp_path / "lab.yaml"))
+    tb = LabTestbed(cfg, Topology(pairs=1, rtt_ms=0))
+    host = FreeBSDStandin(tmp_path / "s1")
+    log: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(tb, "ex", lambda n: host if tb.host_of(n) == "s1" else Rec("r1", log))
+    monkeypatch.setattr(tb, "run_files", lambda: [])  # this machine's /var/tmp is not s1's
+    return tb, host
+
+
+def rack_run(host: FreeBSDStandin) -> None:
+    """What a run of variant {cc: htcp, stack: rack} does to its sender (run_senders)."""
+    from ccbench.hosts.freebsd import FreeBSDHost
+
+    for step in FreeBSDHost().variant_plan("htcp", "rack"):
+        assert host.run(step.argv).ok or step.allow_fail, step
+
+
+def test_a_freebsd_senders_rack_run_is_put_back_defaults_first(
+    freebsd_lab: tuple[LabTestbed, FreeBSDStandin],
+) -> None:
+    """Plan test on a stand-in FreeBSD kernel: after a rack + htcp run, `down` sets the
+    default stack and CC back before it unloads tcp_rack and cc_htcp (FreeBSD refuses to
+    unload a default with EBUSY: tcp_subr.c deregister_tcp_functions, cc.c
+    cc_check_default), tcp_rack before the tcphpts it loaded; every check then passes.
+    The old order (modules first) leaves both modules loaded on the stand-in."""
+    from ccbench.leftovers import Swept
+    from ccbench.testbed import lab_guard
+    from ccbench.testbed.lab import KLD_RESTORE
+
+    tb, host = freebsd_lab
+    st: dict[str, Any] = {"devs": {}}
+    tb._apply(st)
+    found = host.modules()
+    rack_run(host)
+    assert host.modules() == [*found, "tcphpts.ko", "tcp_rack.ko", "cc_htcp.ko"]
+    assert host.sysctl("net.inet.tcp.functions_default") == "rack"
+    host.log.clear()
+    tb._undo(st["changes"], "down")
+    (batch,) = host.log
+    undo = commands(batch)
+    kld = next(i for i, a in enumerate(undo) if a[:3] == ["sh", "-c", KLD_RESTORE])
+    # the defaults back before the modules go
+    assert undo[:kld] == [["sysctl", "net.inet.tcp.cc.algorithm=cubic"],
+                          ["sysctl", "net.inet.tcp.functions_default=freebsd"]]  # fmt: skip
+    assert host.modules() == found and host.sysctl("net.inet.tcp.cc.algorithm") == "cubic"
+    changes = [lab_checks.Change.from_dict(d) for d in st["changes"]]
+    assert lab_guard.not_as_found(tb, changes, {"s1": Swept()}, {}) == []
+    # modules first, as before: tcp_rack and cc_htcp are the defaults still (EBUSY)
+    rack_run(host)
+    for c in sorted(changes, key=lambda c: not c.what.startswith("kernel modules")):
+        for argv in c.undo:
+            host.run(argv)
+    assert "tcp_rack.ko" in host.modules() and "cc_htcp.ko" in host.modules()
+    assert lab_guard.not_as_found(tb, changes, {"s1": Swept()}, {}) == [
+        "s1: kernel modules loaded since up: not put back"]  # fmt: skip

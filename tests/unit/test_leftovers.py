@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -190,7 +192,7 @@ def test_the_instruments_and_probes_declare_their_node_files() -> None:
             leftovers.remove_files_argv([bad])
 
 
-def script(argv: list[str], paths: list[Path]) -> subprocess.CompletedProcess[str]:
+def script(argv: list[str], paths: list[Path] | list[str]) -> subprocess.CompletedProcess[str]:
     """One of leftovers' scripts (its sh -c head) run here on `paths` (tmp_path's: the
     node_path guard is the test above)."""
     return subprocess.run([*argv[:4], *map(str, paths)], capture_output=True, text=True,
@@ -215,3 +217,128 @@ def test_files_removed_then_checked_gone_for_real(tmp_path: Path) -> None:
     assert swept.summary() == f"removed {log}, {trace}, {dangling}"
     gone = script(leftovers.files_left_argv([]), paths)
     assert gone.returncode == 0 and gone.stdout == ""
+
+
+def ps_columns(script: str) -> list[list[str]]:
+    """The `-o` arguments of each `ps` in `script`, one list a ps."""
+    return [re.findall(r"-o\s+(\S+)", m) for m in re.findall(r"\bps( -[^|;\n)]*)", script)]
+
+
+def test_every_ps_names_one_column_an_o() -> None:
+    """Plan test (no FreeBSD here): FreeBSD's ps reads an `-o` item that has `=` as the
+    last of its argument, the rest its header (bin/ps/keyword.c, parsefmt: "If an item
+    contains an equals sign, it specifies a column header, may contain embedded
+    separator characters and is always the last item"), so `-o pgid=,stat=` prints the
+    pgid under a header `,stat=`. Every ps in the node scripts gives each `=` column an
+    -o of its own; the sweep's group test reads pgid and stat as two columns."""
+    scripts = [leftovers._LEAF, leftovers._RECORD, leftovers._SWEEP]
+    found = [cols for s in scripts for cols in ps_columns(s)]
+    assert ["pgid=", "stat="] in found  # the group test
+    for cols in found:
+        assert cols and all("=" not in c or (c.endswith("=") and "," not in c) for c in cols), cols
+    assert ps_columns("ps -A -o pgid=,stat= 2>/dev/null") == [["pgid=,stat="]]  # the old form
+
+
+def under_sudo_nopty(proc_dir: Path, *argv: str, shell: str = "sh",
+                     env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
+    """`argv` under the wrapper as `sudo -n` without a pty starts it (sudo src/exec_nopty.c,
+    exec_nopty: fork, then exec with no setpgid): a stand-in for sudo that leads the
+    session sshd made (start_new_session) forks the wrapper, which leads nothing; `shell`
+    runs the wrapper's script (bash stands in for FreeBSD's sh: dash has no job control
+    without a tty)."""
+    wrapper = [shell, *leftovers.wrapper(str(proc_dir))[1:]]
+    return subprocess.Popen(["sh", "-c", '"$@"; exit $?', "sudo", *wrapper, *argv],
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env)  # fmt: skip
+
+
+def recorded(proc_dir: Path) -> int:
+    deadline = time.monotonic() + 10
+    while not any(f.stat().st_size for f in proc_dir.glob("*")):
+        assert time.monotonic() < deadline, "the wrapper recorded nothing"
+        time.sleep(0.01)
+    return int(next(f.name for f in proc_dir.glob("*") if f.stat().st_size))
+
+
+def no_setsid(tmp_path: Path) -> dict[str, str]:
+    """A PATH with the tools the wrapper and its command use, and no setsid(1) (as
+    FreeBSD's base system)."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    for tool in ("sh", "bash", "ps", "tr", "mkdir", "sleep"):
+        (d / tool).symlink_to(shutil.which(tool) or tool)
+    return {**os.environ, "PATH": str(d)}
+
+
+@pytest.mark.parametrize("how", ["setsid", "job control"])
+def test_under_sudo_without_a_pty_the_sweep_ends_the_whole_group(tmp_path: Path, how: str) -> None:
+    """The flent probe's shape (a shell whose children would outlive it) under `sudo -n`
+    without a pty: the recorded process leads a group of its own (setsid(1) on Linux;
+    where there is none, a job of its own group under `set -m`), so the sweep ends the
+    shell and its children, and sudo's stand-in ends with them."""
+    procs = tmp_path / "procs"
+    env = no_setsid(tmp_path) if how == "job control" else None
+    sudo = under_sudo_nopty(procs, "sh", "-c", "sleep 60 & sleep 61; wait",
+                            shell="bash" if env else "sh", env=env)  # fmt: skip
+    try:
+        pid = recorded(procs)
+        assert os.getpgid(sudo.pid) == sudo.pid != pid  # sudo leads; the tool is its child's
+        assert os.getpgid(pid) == pid  # ... and leads a group of its own
+        deadline = time.monotonic() + 5
+        while len(group(pid)) < 3:
+            assert time.monotonic() < deadline, group(pid)
+            time.sleep(0.02)
+        got = sweep(procs)
+        assert got.ended == (f"{pid} sh",) and got.alive == () and got.killed == ()
+        assert group(pid) == [] and list(procs.iterdir()) == []
+        assert sudo.wait(timeout=5) != 0  # its command ended by SIGTERM
+    finally:
+        for g in (sudo.pid, *([pid] if "pid" in locals() else [])):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(g, signal.SIGKILL)
+        sudo.wait()
+
+
+def test_a_per_process_directory_loses_only_ended_processes_entries(tmp_path: Path) -> None:
+    """flent's data directory on a node holds one entry per flent, named by its
+    wrapper's pid: `down` (its own processes ended) removes the entries of processes
+    that no longer run, never a live one (another testbed's run on the same node), and
+    the directory once empty; a directory that is a link or another user's is not
+    ccbench's: left alone and named. For real, here (remote.down_paths: the plan)."""
+    from ccbench.testbed import remote
+
+    assert remote.down_paths()[-1] == leftovers.per_process("/var/tmp/ccbench-flent")
+    with pytest.raises(ValueError, match="not a node path"):
+        leftovers.remove_files_argv([leftovers.PIDS + "/etc"])
+    d = tmp_path / "flent"
+    live = subprocess.Popen(["sleep", "60"])
+    try:
+        ended = subprocess.Popen(["true"])
+        ended.wait()
+        for p in (live.pid, ended.pid):
+            (d / str(p)).mkdir(parents=True)
+            (d / str(p) / "x.flent.gz").write_text("x")
+        (d / "notes").write_text("not an entry of a process")
+        arg = [leftovers.PIDS + str(d)]
+        left = script(leftovers.files_left_argv([]), arg)
+        assert left.returncode == 1 and leftovers.files_left(left.stdout) == [f"{d}/{ended.pid}"]
+        got = leftovers.parse_sweep(script(leftovers.remove_files_argv([]), arg).stdout)
+        assert got.files == (f"{d}/{ended.pid}",)
+        assert sorted(p.name for p in d.iterdir()) == sorted([str(live.pid), "notes"])
+        assert script(leftovers.files_left_argv([]), arg).returncode == 0
+        live.kill()
+        live.wait()
+        (d / "notes").unlink()
+        script(leftovers.remove_files_argv([]), arg)
+        assert not d.exists()  # empty: gone
+    finally:
+        live.kill()
+        live.wait()
+    link, theirs = tmp_path / "link", tmp_path / "theirs"
+    link.symlink_to(tmp_path)
+    (theirs / "1").mkdir(parents=True)
+    os.chown(theirs, 65534, 65534)  # nobody's
+    both = [leftovers.PIDS + str(link), leftovers.PIDS + str(theirs)]
+    got = leftovers.parse_sweep(script(leftovers.remove_files_argv([]), both).stdout)
+    assert got.foreign == (str(link), str(theirs)) and got.files == ()
+    assert (theirs / "1").exists() and "left alone" in got.summary()

@@ -141,3 +141,35 @@ def test_the_check_runs_in_sh_here() -> None:
         needs.check_argv(Needs(features=("nope",)))
     line = needs.refusal([Need("here", ex, Needs(("ccbench-no-such-program",)), "a test")])
     assert line == "here has no ccbench-no-such-program (needed by a test); nothing was started"
+
+
+def test_freebsd_kernel_features_are_checked_before_traffic(tmp_path: Path) -> None:
+    """Run for real on stand-in FreeBSD kernels (tests/freebsd_standin.py): siftr is
+    there when siftr2's tree is, or siftr(4) is in the kernel or loads (it is loaded by
+    the check, before any traffic, not at its first use); BBLog needs the kernel's black
+    box (net.inet.tcp.bb, `options TCP_BLACKBOX`: sys/netinet/tcp_log_buf.c) beside
+    tcplog_dumper. The instruments declare them, so a run asks before it starts."""
+    from ccbench.instruments.bblog import Bblog
+    from ccbench.instruments.siftr import Siftr
+    from tests.freebsd_standin import FreeBSDStandin
+
+    assert Siftr.needs["freebsd"] == Needs(features=("siftr",))
+    assert Bblog.needs["freebsd"] == Needs(("tcplog_dumper",), ("tcp_blackbox",))
+    kernel = Needs(features=("siftr", "tcp_blackbox"))
+    loadable = FreeBSDStandin(tmp_path / "a")  # siftr.ko there, not loaded; no black box
+    assert needs.lacking(loadable, kernel) == ["tcp_blackbox"]
+    assert "siftr.ko" in loadable.modules()  # loaded by the check
+    bare = FreeBSDStandin(tmp_path / "b", available=(),
+                          sysctls={"net.inet.tcp.bb.log_auto_all": "0"})  # fmt: skip
+    assert needs.lacking(bare, kernel) == ["siftr"]
+    siftr2 = FreeBSDStandin(tmp_path / "c", available=(),
+                            sysctls={"net.inet.siftr2.enabled": "0"})  # fmt: skip
+    assert needs.lacking(siftr2, Needs(features=("siftr",))) == []
+    assert siftr2.modules() == ["kernel"]  # siftr2 found: siftr(4) not loaded
+    assert needs.refusal([Need("s1", bare, kernel, "siftr")]) == (
+        "s1 has no siftr (needed by siftr); nothing was started")  # fmt: skip
+
+
+def test_bash5_for_the_sampler_loops() -> None:
+    """$EPOCHREALTIME came with bash 5.0: the feature's test, run here (bash 5.2)."""
+    assert needs.lacking(NetnsExecutor(None), Needs(features=("bash5",))) == []

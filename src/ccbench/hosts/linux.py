@@ -22,7 +22,10 @@ OFFLOADS = ("tso", "gso", "gro")
 
 # ccbench.parse.qdisc reads what this prints. $1: interval in microseconds, $2: device.
 # tc exits at its first failed command (device gone): the loop then ends too.
+# LC_ALL=C: bash writes $EPOCHREALTIME with the locale's decimal point (a `,` under a
+# de_DE LC_NUMERIC that ssh forwards), which ${EPOCHREALTIME/./} would not remove.
 QDISC_LOOP = r"""set -u
+export LC_ALL=C
 exec {nap}<> <(:)
 coproc TC { exec tc -s -j -batch -; }
 trap 'kill "$TC_PID" 2>/dev/null; exit 0' INT TERM HUP
@@ -47,8 +50,9 @@ done
 # load ss may start tens of ms after TS, so the samples are stamped TE). Every $1
 # microseconds against a deadline (a late sample is taken at once and the schedule
 # restarts from it: no burst). Bash builtins time it; only ss itself starts per sample.
-# The interval is a positional argument of a constant script.
+# The interval is a positional argument of a constant script. LC_ALL=C: as QDISC_LOOP.
 SS_LOOP = r"""set -u
+export LC_ALL=C
 exec {nap}<> <(:)
 trap 'exit 0' INT TERM HUP
 step=$1 next=${EPOCHREALTIME/./}

@@ -46,7 +46,9 @@ class Bblog(Instrument):
     optional = True
     summary_key = "bblog"
     node_files = (DIR,)
-    needs = {"freebsd": Needs(("tcplog_dumper",))}  # a package, not in the base system
+    # tcplog_dumper: a package, not in the base system; the kernel's black box
+    # (needs.FEATURES), without which the dumper would record nothing
+    needs = {"freebsd": Needs(("tcplog_dumper",), ("tcp_blackbox",))}
 
     # node -> {"files": [{file, node_bytes, fetched_bytes, blocks, problem}], "problem"}
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)

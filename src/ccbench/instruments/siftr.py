@@ -22,6 +22,7 @@ from ccbench.instruments.base import (
     need,
 )
 from ccbench.layout import RawDir
+from ccbench.needs import Needs
 from ccbench.part import Part, d
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -72,6 +73,7 @@ class Siftr(Instrument):
     sender_rank = 3
     summary_key = "siftr"
     node_files = (LOG,)
+    needs = {"freebsd": Needs(features=("siftr",))}  # a logger there (needs.FEATURES)
 
     # node -> {logger, ppl, port_filter, log_bytes_est, within_budget, resolution,
     #          fetch: {node_bytes, fetched_bytes, compressed, seconds} | {error}}

@@ -32,7 +32,7 @@ from typing import Any
 from ccbench import calibration, jsonio, lab_inventory, ledger, roles
 from ccbench.calibration import PathExpectation
 from ccbench.errors import CalibrationFailed, CcbenchError
-from ccbench.exec_ssh import batch_argv
+from ccbench.exec_ssh import batch_argv, reachable
 from ccbench.hosts.base import Argv
 from ccbench.hosts.linux import LinuxHost
 from ccbench.inventory import Node
@@ -49,10 +49,11 @@ from ccbench.testbed.remote import RemoteTestbed, SudoSsh
 # FreeBSD senders: what a run's variant set-up changes host-wide (run_senders,
 # hosts.freebsd set_cc_plan/set_stack_plan), read at `up` and put back by `down`.
 FREEBSD_WATCHED = ("net.inet.tcp.functions_default", "net.inet.tcp.cc.algorithm")
-# Unloads the kernel modules loaded since `up` ($1: the names loaded then).
+# Unloads the kernel modules loaded since `up` ($1: the names loaded then), the last
+# loaded first: a module loaded for another (tcphpts for tcp_rack) goes after it.
 KLD_RESTORE = (
-    'for m in $(kldstat | awk \'NR > 1 {print $5}\'); do case " $1 " in *" $m "*) ;; '
-    '*) kldunload -n "$m" 2>/dev/null ;; esac; done; true'
+    "for m in $(kldstat | awk 'NR > 1 {m[NR] = $5} END {for (i = NR; i > 1; i--) print m[i]}'); "
+    'do case " $1 " in *" $m "*) ;; *) kldunload -n "$m" 2>/dev/null ;; esac; done; true'
 )
 KLD_LIST = ["sh", "-c", "kldstat | awk 'NR > 1 {print $5}'"]
 # Exits 0 when the modules loaded are $1 again (in kldstat's order).
@@ -187,7 +188,7 @@ class LabTestbed(RemoteTestbed):
     # --- up / down -------------------------------------------------------------------
     def up(self) -> dict[str, Any]:
         t0 = time.monotonic()
-        self._all(lambda n: self.ex(n).run(["true"], timeout=30))  # reachable, or say who not
+        self._all(lambda n: reachable(self.ex(n)))  # reachable, or say who not
         stale = self.read_state() or {}
         # Every check that can refuse, before the first change on any host.
         try:
@@ -302,19 +303,24 @@ class LabTestbed(RemoteTestbed):
 
     def _watch_freebsd(self, n: str, did: Any) -> None:
         """A FreeBSD sender's variant set-up (each run) changes its default stack and CC
-        and loads modules: what they are now is what `down` puts back."""
-        for key in FREEBSD_WATCHED:
-            old = self.ex(n).run(["sysctl", "-n", key], check=False)
-            if old.ok and old.stdout.strip():
-                did(Change(n, f"sysctl {key} (the runs' variants set it)",
-                           plans.argvs(["sysctl", f"{key}={old.stdout.strip()}"]),
-                           plans.argvs(sysctl_is(key, old.stdout))))  # fmt: skip
+        and loads modules: what they are now is what `down` puts back. The modules are
+        recorded first, so undone last (`_undo`: last first): FreeBSD refuses to unload
+        the default stack or CC with EBUSY (sys/netinet/tcp_subr.c,
+        deregister_tcp_functions: "You can't free the current default"; sys/netinet/cc/
+        cc.c, cc_modevent MOD_UNLOAD and cc_deregister_algo_locked via cc_check_default),
+        so the defaults go back before tcp_rack or cc_htcp is unloaded."""
         mods = self.ex(n).run(KLD_LIST, check=False)
         if mods.ok:
             keep = " ".join(mods.stdout.split())
             did(Change(n, "kernel modules loaded since up",
                        plans.argvs(["sh", "-c", KLD_RESTORE, "ccbench-kld", keep]),
                        plans.argvs(["sh", "-c", KLD_SAME, "ccbench-kld", keep])))  # fmt: skip
+        for key in FREEBSD_WATCHED:
+            old = self.ex(n).run(["sysctl", "-n", key], check=False)
+            if old.ok and old.stdout.strip():
+                did(Change(n, f"sysctl {key} (the runs' variants set it)",
+                           plans.argvs(["sysctl", f"{key}={old.stdout.strip()}"]),
+                           plans.argvs(sysctl_is(key, old.stdout))))  # fmt: skip
 
     def _apply_bottleneck(self, did: Any, dev: str) -> str:
         """The router's egress `dev` (its root a kernel default: lab_guard checked)."""

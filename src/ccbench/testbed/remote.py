@@ -33,11 +33,12 @@ from ccbench import (
 from ccbench.container import DEFAULT_IMAGE, INIT_PATH, host_network_argv, init_missing
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.exec import Result
-from ccbench.exec_ssh import SshExecutor, SshProc, batch_argv, remove_stale_stderr
+from ccbench.exec_ssh import SshExecutor, SshProc, batch_argv, reachable, remove_stale_stderr
 from ccbench.hosts import driver_for
 from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
 from ccbench.leftovers import Swept
+from ccbench.probes import flent
 from ccbench.progress import info
 from ccbench.roles import (
     BOTTLENECK_ROUTER,
@@ -244,15 +245,14 @@ class RemoteTestbed(TestbedBase):
         mine = leftovers.proc_dir(self.id)
         return self._sweep_nodes([leftovers.sweep_argv(mine, every_testbed=False)],
                                  must_reach=False,
-                                 then=[leftovers.remove_files_argv(node_files()),
+                                 then=[leftovers.remove_files_argv(down_paths()),
                                        leftovers.rmdirs_argv(mine, leftovers.PROC_DIR,
                                                              leftovers.ROOT_DIR)])  # fmt: skip
 
     def run_files(self) -> list[str]:
-        """Every file and directory this testbed's runs may leave on a node: what its
-        instruments and probes write (node_files) and its processes' records (what
-        `down` checks is gone)."""
-        return [*node_files(), leftovers.proc_dir(self.id)]
+        """What this testbed's runs may leave on a node (what `down` checks is gone): what
+        its instruments and probes write (down_paths), its processes' records."""
+        return [*down_paths(), leftovers.proc_dir(self.id)]
 
     def _sweep_nodes(
         self, sweeps: list[list[str]], must_reach: bool, then: list[list[str]] | None = None
@@ -278,7 +278,7 @@ class RemoteTestbed(TestbedBase):
 
     def up(self) -> dict[str, Any]:
         t0 = time.monotonic()
-        self._all(lambda n: self.ex(n).run(["true"], timeout=30))  # reachable, or say who not
+        self._all(lambda n: reachable(self.ex(n)))  # reachable, or say who not
         self.end_leftovers()
         if self.cfg.tools == "container":
             self.check_image()
@@ -470,6 +470,13 @@ def node_files() -> list[str]:
     and the probes' declared node_files): a run killed before it removed them leaves
     them, and `down` removes them."""
     return [*instruments.node_files(), *probes.node_files()]
+
+
+def down_paths() -> list[str]:
+    """node_files as `down` removes and checks them. flent's directory holds one entry
+    per flent, named by its recorded wrapper's pid (probes.flent FLENT_SH), and several
+    testbeds may share a node: only entries of ended processes go (leftovers.PIDS)."""
+    return [leftovers.per_process(f) if f == flent.DATA_DIR else f for f in node_files()]
 
 
 def down_from_state(tb_id: str, st: dict[str, Any]) -> str:
