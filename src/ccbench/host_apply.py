@@ -4,9 +4,11 @@ back after the run.
 
 Everything that can be refused is refused before the first change, in one line: a sysctl
 the host does not have, an offload the interface cannot switch ('[fixed]') or its OS has
-no switch for. What only the host can refuse (a value a sysctl rejects, a namespace's
+no switch for, a firewall ruleset the host's own tool does not take in a dry run
+(hosts.firewall). What only the host can refuse (a value a sysctl rejects, a namespace's
 read-only knob) is found when it is set: every change made before it is put back, and the
-commands run are in raw/host-changes.json either way.
+commands run are in raw/host-changes.json either way. A ruleset is loaded after the
+node's sysctls and offloads and removed before them.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ccbench import jsonio, layout
+from ccbench import jsonio, layout, progress
 from ccbench.errors import Refused
 from ccbench.host_settings import RoleSettings
+from ccbench.hosts import firewall, loader
 from ccbench.hosts.settings import OsSettings, for_os, read_endpoint, same_value
 from ccbench.instruments.host_settings import endpoints
 from ccbench.spec import RunSpec
@@ -29,13 +32,19 @@ class Change:
     the value found before."""
 
     node: str
-    setting: str  # "sysctl NAME" or "offload NAME on DEV"
-    name: str  # the sysctl's or the offload's
+    setting: str  # "sysctl NAME", "offload NAME on DEV" or "firewall STEP"
+    name: str  # the sysctl's, the offload's or the firewall step's
     dev: str | None  # the interface an offload is switched on
     before: str
     after: str
     argv: list[str]
     undo: list[str]
+    # A firewall step (hosts.firewall): its kind, the ruleset its command and its undo
+    # read on stdin, and what the user is told when it is made
+    firewall: str | None = None
+    input: str | None = None
+    undo_input: str | None = None
+    note: str = ""
 
 
 def plan(tb: Testbed, spec: RunSpec) -> list[Change]:
@@ -48,6 +57,7 @@ def plan(tb: Testbed, spec: RunSpec) -> list[Change]:
             continue
         plans = for_os(tb.driver(node).os)
         changes += _node_changes(tb, node, role, plans, want)
+        changes += _firewall_changes(tb, node, role, want)
     return changes
 
 
@@ -55,8 +65,8 @@ def _node_changes(
     tb: Testbed, node: str, role: str, plans: OsSettings, want: RoleSettings
 ) -> list[Change]:
     where = f"testbed {tb.id}: {node} ({role})"
-    if want.loader or want.firewall is not None:
-        raise Refused(f"{where}: loader tunables and firewalls are not applied yet")
+    if want.loader:  # boot tunables: the run waited for the reboot (lifecycle); proven here
+        loader.check_booted(tb.ex(node), where, plans.os, dict(want.loader))
     no_switch = plans.unsupported(dict(want.offloads))
     if no_switch:
         known = ", ".join(plans.switches)
@@ -90,9 +100,21 @@ def _node_changes(
                                    f"({state.offloads[name]})")  # fmt: skip
             now, then = ("on" if is_on else "off"), ("on" if on else "off")
             out.append(Change(node, f"offload {name} on {state.name}", name, state.name, now, then,
-                              *plans.offloads_set(state.name, {name: on}),
-                              *plans.offloads_set(state.name, {name: is_on})))  # fmt: skip
+                              plans.offloads_set(state.name, {name: on})[0],
+                              plans.offloads_set(state.name, {name: is_on})[0]))  # fmt: skip
     return out
+
+
+def _firewall_changes(tb: Testbed, node: str, role: str, want: RoleSettings) -> list[Change]:
+    """The run's ruleset on `node`, loaded after its sysctls and offloads (a ruleset
+    may count what they change): checked on the host without loading it first."""
+    if want.firewall is None:
+        return []
+    where = f"testbed {tb.id}: {node} ({role})"
+    fw = firewall.for_kind(want.firewall.kind, tb.driver(node).os, where)
+    return [Change(node, f"firewall {s.what}", s.what, None, s.before, s.after, s.argv, s.undo,
+                   fw.kind, s.input, s.undo_input, s.note)
+            for s in fw.plan(tb.ex(node), want.firewall.rules, where)]  # fmt: skip
 
 
 def apply(tb: Testbed, spec: RunSpec, raw: Path) -> list[Change]:
@@ -102,7 +124,9 @@ def apply(tb: Testbed, spec: RunSpec, raw: Path) -> list[Change]:
     done: list[Change] = []
     log: list[Ran] = []
     for c in changes:
-        res = tb.ex(c.node).run(c.argv, check=False)
+        if c.note:
+            progress.info(f"testbed {tb.id}: {c.node}: {c.note}")
+        res = tb.ex(c.node).run(c.argv, input=c.input, check=False)
         # The exit status is not the host's word: procps sysctl -w exits 0 on EINVAL (a
         # namespace's read-only net.core.*) and a kernel may take part of a value; what
         # the host reports after the change is.
@@ -138,8 +162,10 @@ def _write(raw: Path, done: list[Change], ran: list[Ran]) -> None:
 
 def _found(tb: Testbed, c: Change, want: str) -> str | None:
     """None when the host reports `c`'s setting at `want`; else what it reports."""
-    plans = for_os(tb.driver(c.node).os)
     ex = tb.ex(c.node)
+    if c.firewall is not None:
+        return firewall.REGISTRY[c.firewall].found(ex, c.name, want)
+    plans = for_os(tb.driver(c.node).os)
     if c.dev is None:
         r = ex.run(plans.sysctl_read(c.name), check=False)
         ok = r.ok and same_value(want, r.stdout)
@@ -158,7 +184,7 @@ def put_back(tb: Testbed, changes: list[Change]) -> list[Ran]:
     `tx off` takes TSO with it); every undo is tried and checked."""
     ran = []
     for c in reversed(changes):
-        res = tb.ex(c.node).run(c.undo, check=False)
+        res = tb.ex(c.node).run(c.undo, input=c.undo_input, check=False)
         ran.append(Ran(c.node, c.undo, res.returncode, _found(tb, c, c.before)))
     return ran
 

@@ -1,6 +1,7 @@
-"""The host as an axis on real namespaces: a run's endpoint settings (sysctls, offloads)
-set, read back into its record and put back; a path MTU of 9000 carried end to end (MSS
-8948 in ss); a setting the namespace refuses changes nothing and is not retried.
+"""The host as an axis on real namespaces: a run's endpoint settings (sysctls, offloads,
+an nftables ruleset counting the flow on the receiver) set, read back into its record and
+put back; a path MTU of 9000 carried end to end (MSS 8948 in ss); a setting the namespace
+refuses changes nothing and is not retried, nor does a ruleset nft does not take.
 
 Their subject is what the hosts were set to, not fidelity: a run the host stalled is
 accepted as judged (run_judged), so they share the CPU (shares_cpu)."""
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ccbench import layout
 from tests.conftest import ccbench
 from tests.integration.conftest import run_judged, write_config
 from tests.integration.conftest import testbed_up as built
@@ -23,11 +25,18 @@ from tests.integration.conftest import testbed_up as built
 pytestmark = [pytest.mark.netns, pytest.mark.shares_cpu]
 
 FIVE_MB = 5242880  # seed 001's tri-point lab: sendbuf_max/recvbuf_max and tcp_rmem's max
+# The body of ccbench's table inet ccbench on the receiver: flow 1's packets counted
+COUNT_FLOW = f"""chain input {{
+    type filter hook input priority filter; policy accept;
+    tcp dport {layout.BASE_PORT + 1} counter
+}}
+"""
 ASKED = {
     "senders": {"sysctl": {"net.ipv4.tcp_wmem": f"4096 16384 {FIVE_MB}"},
                 "offloads": {"gso": "on"}},
     "receivers": {"sysctl": {"net.ipv4.tcp_rmem": f"4096 131072 {FIVE_MB}"},
-                  "offloads": {"gro": "on"}},
+                  "offloads": {"gro": "on"},
+                  "firewall": {"kind": "nftables", "rules": COUNT_FLOW}},
 }  # fmt: skip
 
 
@@ -71,15 +80,27 @@ def test_settings_are_set_read_back_and_put_back(tmp_path: Path) -> None:
         assert r1["sysctl"]["net.ipv4.tcp_rmem"].split() == ["4096", "131072", str(FIVE_MB)]
         assert s1["mtu"] == r1["mtu"] == 1500
         assert not [r for r in s["reasons"] if "asked" in r]
-        q = json.loads((tmp_path / "out" / "raw" / "host-changes.json").read_text())
+        # the ruleset as r1 listed it before the traffic, its counter after: the flow's
+        # bytes at IP level, at least the payload iperf3 says r1 received
+        fw = r1["firewall"]
+        assert fw["kind"] == "nftables" and fw["loaded"] and "table inet ccbench" in fw["rules"]
+        [counted] = fw["counters"]
+        assert counted["rule"] == f"input: tcp dport {layout.BASE_PORT + 1} counter"
+        raw = tmp_path / "out" / "raw"
+        got = json.loads((raw / "iperf3-1.json").read_text())["end"]["sum_received"]["bytes"]
+        assert counted["packets"] > 0 and got <= counted["bytes"] <= 1.1 * got
+        q = json.loads((raw / "host-changes.json").read_text())
         assert [c["setting"].split(" on ")[0] for c in q["changes"]] == [
             "sysctl net.ipv4.tcp_wmem", "offload gso",
-            "sysctl net.ipv4.tcp_rmem", "offload gro"]  # fmt: skip
-        assert [p["differs"] for p in q["put_back"]] == [None] * 4
-        # put back: the testbed is as `up` left it
+            "sysctl net.ipv4.tcp_rmem", "offload gro",
+            "firewall nftables table inet ccbench"]  # fmt: skip
+        assert [p["differs"] for p in q["put_back"]] == [None] * 5
+        assert q["put_back"][0]["argv"] == ["nft", "delete", "table", "inet", "ccbench"]
+        # put back: the testbed is as `up` left it, r1's own nftables tables untouched
         up = ("gso off, gro off", "10485760", "10485760")
         assert _node_state("ihost", "s1", s1["interface"]) == up
         assert _node_state("ihost", "r1", r1["interface"]) == up
+        assert "ccbench" not in _in("ccb-ihost-r1", "nft", "list", "tables")
 
         # A knob the namespace refuses (net.core.* is the host's; procps exits 0): s1's
         # change, made first, is put back, the run says why and is not tried again.
@@ -93,6 +114,21 @@ def test_settings_are_set_read_back_and_put_back(tmp_path: Path) -> None:
         tries = json.loads((tmp_path / "bad" / "attempts.json").read_text())["attempts"]
         assert len(tries) == 1
         assert _node_state("ihost", "s1", s1["interface"])[1] == "10485760"
+
+        # A ruleset nft does not take is refused before anything changes (s1's sysctl
+        # included), in one line with nft's own word; no table is left.
+        misspelt = COUNT_FLOW.replace("counter", "countr")
+        typo = {"senders": ASKED["senders"],
+                "receivers": {"firewall": {"kind": "nftables", "rules": misspelt}}}  # fmt: skip
+        bad = _config(tmp_path / "typo.yaml", "ihost", typo)
+        ccbench("run", "--config", str(bad), "--out", str(tmp_path / "typo"), "--attempts", "2")
+        rec = json.loads((tmp_path / "typo" / "summary.json").read_text())
+        assert not rec["valid"]
+        assert any("r1 (receivers): the nftables ruleset does not load: /dev/stdin:4:" in r
+                   for r in rec["reasons"])  # fmt: skip
+        assert len(json.loads((tmp_path / "typo" / "attempts.json").read_text())["attempts"]) == 1
+        assert _node_state("ihost", "s1", s1["interface"]) == up
+        assert "ccbench" not in _in("ccb-ihost-r1", "nft", "list", "tables")
 
 
 def test_a_jumbo_path_carries_mss_8948(tmp_path: Path) -> None:
