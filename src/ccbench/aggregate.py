@@ -20,6 +20,7 @@ from typing import Any
 import pandas as pd
 
 from ccbench import metric_catalog, metrics, record_load
+from ccbench.instruments import host_cpu
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
 from ccbench.record import RunRecord
 from ccbench.spec import Topology
@@ -38,6 +39,7 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         **_path_columns(t),
         **_throughput_columns(s),
         **_queue_columns(s),
+        **_cpu_columns(s),
         **_probe_columns(s),
         **_convergence_loss_columns(s, t),
         **_status_columns(s),
@@ -100,6 +102,21 @@ def _queue_columns(s: RunRecord) -> dict[str, Any]:
         "router_busy_pct": _num(cpu.busy_pct if cpu else None),
         "router_steal_pct": _num(cpu.steal_pct if cpu else None),
     }
+
+
+def _cpu_columns(s: RunRecord) -> dict[str, Any]:
+    """The senders' and receivers' CPU and service demand (summary `host_cpu`; NaN for
+    runs without it), each with the source its figure is (proc_stat, kern_cp_time,
+    iperf3_process), and the busiest single CPU of each role's hosts."""
+    cpu = host_cpu.of(s)
+    out: dict[str, Any] = {}
+    for name in ("sender", "receiver"):
+        role = getattr(cpu, name) if cpu else None
+        out[f"{name}_cpu_pct"] = _num(role.cpu_pct if role else None)
+        out[f"{name}_sd_us_per_kb"] = _num(role.sd_us_per_kb if role else None)
+        out[f"{name}_busiest_cpu_pct"] = _num(role.busiest_cpu_pct if role else None)
+        out[f"{name}_cpu_source"] = (role.source if role else None) or ""
+    return out
 
 
 def _probe_columns(s: RunRecord) -> dict[str, Any]:

@@ -286,8 +286,10 @@ def _top_host(source: str, cfg: dict[str, Any]) -> HostSettings:
     """The config's top-level `host`: every variant's endpoint settings."""
     top = HostSettings.from_dict(cfg.get("host"), f"{source}: host")
     if top.mtu is not None:
-        raise CcbenchError(f"{source}: host.mtu: the path MTU every variant shares is "
-                           "topology.mtu (a variant's host.mtu changes it for its runs)")
+        raise CcbenchError(
+            f"{source}: host.mtu: the path MTU every variant shares is "
+            "topology.mtu (a variant's host.mtu changes it for its runs)"
+        )
     return top
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # Decimals per kind of quantity: the report's rounding rules (report.fmt.fmt).
-DIGITS = {"mbps": 1, "pct": 1, "jain": 3, "ms": 1, "count": 0, "s": 1, "ratio": 2}
+DIGITS = {"mbps": 1, "pct": 1, "jain": 3, "ms": 1, "count": 0, "s": 1, "ratio": 2, "us_per_kb": 2}
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,26 @@ CATALOG: tuple[Metric, ...] = (
            delta=False),
     Metric("mathis_ratio", "throughput / Mathis", "sum / (n × Mathis)", "", DIGITS["ratio"],
            None, delta=False),
+    # The senders' and receivers' CPU over the traffic and their service demand (CPU µs
+    # per KB delivered, netperf's), summary `host_cpu`: the hosts' own counters where
+    # each host is its own, else (one kernel) the iperf3 processes' CPU.
+    Metric("sender_cpu_pct", "sender CPU", "sender CPU", "%", DIGITS["pct"], False,
+           referable=True),
+    Metric("receiver_cpu_pct", "receiver CPU", "receiver CPU", "%", DIGITS["pct"], False,
+           referable=True),
+    Metric("sender_sd_us_per_kb", "sender service demand", "sender µs/KB", "µs/KB",
+           DIGITS["us_per_kb"], False, referable=True),
+    Metric("receiver_sd_us_per_kb", "receiver service demand", "receiver µs/KB", "µs/KB",
+           DIGITS["us_per_kb"], False, referable=True),
 )  # fmt: skip
 
 BY_KEY = {m.key: m for m in CATALOG}
 KEYS = tuple(BY_KEY)
 RESULTS = tuple(m for m in CATALOG if m.in_results)
 LOAD = (BY_KEY["probe_rtt_p50_ms"], BY_KEY["probe_rtt_p95_ms"])
+# The scenario's CPU table and panel (report.cpu), its deltas vs the baseline with them.
+CPU = tuple(BY_KEY[k] for k in ("sender_cpu_pct", "receiver_cpu_pct", "sender_sd_us_per_kb",
+                                "receiver_sd_us_per_kb"))  # fmt: skip
 DELTA = tuple(m for m in CATALOG if m.delta and (m.in_results or m in LOAD))
 EXPECTABLE = tuple(m.key for m in CATALOG if m.expectable)
 REFERABLE = tuple(m.key for m in CATALOG if m.referable)

@@ -359,8 +359,8 @@ class RunSpec:
     def from_dict(d: dict[str, Any]) -> RunSpec:
         # A field a spec written before it existed lacks takes the dataclass default.
         d = _record_keys_upgraded(d)
-        rest = {f.name for f in fields(RunSpec)} - {"topology", "flows", "variant_def", "record",
-                                                    "host"}
+        typed = {"topology", "flows", "variant_def", "record", "host"}
+        rest = {f.name for f in fields(RunSpec)} - typed
         v = (d.get("extra") or {}).get("variant")
         return RunSpec(
             topology=Topology(**d["topology"]),

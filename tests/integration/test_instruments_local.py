@@ -52,7 +52,8 @@ def test_tcp_probe_gives_every_ack_and_counters_name_the_retransmissions(
     raw = out / "raw"
     meta = json.loads((raw / "meta.json").read_text())
     assert list(meta["instruments"]) == ["ss", "tcp_probe", "qdisc", "host_settings",
-                                         "tcp_counters", "interfaces", "router_cpu"]  # fmt: skip
+                                         "tcp_counters", "interfaces", "host_cpu",
+                                         "router_cpu"]  # fmt: skip
     ts = pd.read_parquet(out / "timeseries.parquet")
     tp = ts[ts["source"] == "tcp_probe"]
     ss = ts[ts["source"] == "ss"]

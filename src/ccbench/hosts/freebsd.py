@@ -193,7 +193,11 @@ class FreeBSDHost:
         return ["sockstat", "-46", "-l", "-q", "-P", proto, "-p", str(port)]
 
     def cpu_counters(self) -> Argv:
-        raise CcbenchError("FreeBSD senders are never the bottleneck router (no /proc/stat)")
+        # Two lines of stathz ticks, CP_USER, CP_NICE, CP_SYS, CP_INTR, CP_IDLE each
+        # (sys/sys/resource.h): all CPUs, then every CPU in a row (sys/kern/kern_clock.c
+        # sysctl_kern_cp_time, sysctl_kern_cp_times; sbin/sysctl prints a long array
+        # space-separated). ccbench.parse.procstat.parse_cp_times reads them.
+        return ["sysctl", "-n", "kern.cp_time", "kern.cp_times"]
 
     def idle_ping(self, dst: str) -> Argv:
         return ["ping", "-n", "-c", "50", "-i", "0.02", "-W", "2000", dst]

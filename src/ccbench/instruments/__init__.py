@@ -24,6 +24,7 @@ from ccbench.instruments.bblog import Bblog
 from ccbench.instruments.bql import TxQueueLimits
 from ccbench.instruments.counters import TcpCounters
 from ccbench.instruments.cpu import RouterCpu
+from ccbench.instruments.host_cpu import HostCpu
 from ccbench.instruments.host_settings import HostSettings
 from ccbench.instruments.interfaces import Interfaces
 from ccbench.instruments.qdisc import QdiscSampler
@@ -39,8 +40,8 @@ if TYPE_CHECKING:
     from ccbench.timeseries_sink import Sink
 
 # Order: started in this order, stopped in this order, read in this order. The counters
-# and the router's CPU come last, closest to the traffic; the sockstat samples end
-# before the CPU is read.
+# and the endpoints' and the router's CPU come last, closest to the traffic; the sockstat
+# samples end before the CPU is read.
 REGISTRY: dict[str, type[Instrument]] = {
     c.name: c
     for c in (
@@ -54,6 +55,7 @@ REGISTRY: dict[str, type[Instrument]] = {
         TcpCounters,
         Interfaces,
         TxQueueLimits,
+        HostCpu,
         RouterCpu,
     )
 }

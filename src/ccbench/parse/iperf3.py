@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # imported where a batch is made: `ccbench run` reads iperf3 without it
@@ -50,6 +50,22 @@ class Iperf3Stream:
 
 
 @dataclass(frozen=True)
+class Iperf3Cpu:
+    """end.cpu_utilization_percent: each process's CPU time over the test as % of ONE
+    CPU (esnet/iperf src/iperf_util.c cpu_util: getrusage(RUSAGE_SELF) user and system
+    time, and clock(), over the wall time since the test started; above 100 with
+    several threads). `host_*` is the process that wrote the document, `remote_*` its
+    peer's as exchanged at the end (a server's document has 0 there)."""
+
+    host_total: float | None
+    host_user: float | None
+    host_system: float | None
+    remote_total: float | None
+    remote_user: float | None
+    remote_system: float | None
+
+
+@dataclass(frozen=True)
 class Iperf3Result:
     """One iperf3 client run. Numeric fields are None when the document lacks them
     (error runs, older iperf3 versions, OSes without TCP_INFO)."""
@@ -78,6 +94,7 @@ class Iperf3Result:
     cwnd_trusted: bool
     streams: list[Iperf3Stream] = field(default_factory=list)
     intervals: list[IntervalRow] = field(default_factory=list)
+    cpu: Iperf3Cpu | None = None  # None: the document has none (an error run)
 
 
 def parse_version(version: str | None) -> tuple[int, ...] | None:
@@ -158,7 +175,17 @@ def parse_iperf3(doc: dict[str, Any]) -> Iperf3Result:
         cwnd_trusted=is_cwnd_trusted(os_name, version),
         streams=streams,
         intervals=_intervals(doc.get("intervals")),
+        cpu=_cpu(end.get("cpu_utilization_percent")),
     )
+
+
+def _cpu(raw: Any) -> Iperf3Cpu | None:
+    where = "end.cpu_utilization_percent"
+    got = _obj(raw, where)
+    if not got:
+        return None
+    return Iperf3Cpu(**{f.name: _float(got.get(f.name), f"{where}.{f.name}")
+                        for f in fields(Iperf3Cpu)})  # fmt: skip
 
 
 def _end_streams(end: dict[str, Any], start: dict[str, Any]) -> list[Iperf3Stream]:

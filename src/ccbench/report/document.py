@@ -21,7 +21,7 @@ from ccbench import instruments, spec
 from ccbench import verdicts as verdicts_mod
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.model import Matrix
-from ccbench.report import causes, checks, data, provenance, style, tables
+from ccbench.report import causes, checks, cpu, data, provenance, style, tables
 from ccbench.report.fmt import fmt
 
 
@@ -97,6 +97,7 @@ def _scenario_figs(figs: list[dict[str, Any]], scen: str) -> dict[str, Any]:
         "metric_figs": [f for f in sf if f["kind"] == "metrics"],
         "load_figs": [f for f in sf if f["kind"] in ("probe", "jain_time")],
         "queue_figs": [f for f in sf if f["kind"] == "queue_cdf"],
+        "cpu_figs": [f for f in sf if f["kind"] == "cpu"],
         "load_figs_title": _load_figs_title(sf),
         "ts_figs": [f for f in sf if f["kind"] == "timeseries"],
         "zoom_figs": [f for f in sf if f["kind"] == "zoom"],
@@ -141,6 +142,7 @@ def _scenario(
         "deltas": tables.delta_table(summ, colours, matrix),
         "sentence": tables.largest_delta_sentence(summ, matrix.baseline) if len(summ) > 1 else "",
         "load": load,
+        "cpu": cpu.cpu_table(summ, runs, colours),
         "probe_what": (
             data.probe_what(data.probe_tools(runs_dir, list(map(str, runs["run_id"]))), cond)
             if cond

@@ -2,11 +2,12 @@
 
 Per scenario: one time-series figure per variant (throughput, cwnd, srtt) and one of its
 first loss episodes zoomed (report.zoom), a bar chart of the throughput sum, a
-throughput-vs-delay scatter, the other metrics, the CDF of RTT
-under load (the probe) and, with several flows, Jain's index over time. Across scenarios
-that differ only in their loss: throughput vs loss rate with the Mathis model. Only
-valid runs are plotted; captions count the invalid (and skipped) ones so nothing
-disappears silently. A scenario whose runs were all skipped has no figures.
+throughput-vs-delay scatter, the other metrics, throughput against the endpoints' CPU
+(report.cpu), the CDF of RTT under load (the probe) and, with several flows, Jain's
+index over time. Across scenarios that differ only in their loss: throughput vs loss
+rate with the Mathis model. Only valid runs are plotted; captions count the invalid
+(and skipped) ones so nothing disappears silently. A scenario whose runs were all
+skipped has no figures.
 
 Every figure is drawn alone from the tables and the runs' files, so worker processes
 draw them side by side (matplotlib draws on one core): each writes the same bytes and
@@ -37,7 +38,7 @@ import pandas as pd  # noqa: E402
 from ccbench import jsonio, timeseries  # noqa: E402
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S  # noqa: E402
 from ccbench.model import Matrix  # noqa: E402
-from ccbench.report import behaviour, data, plots, style, tsplot, zoom  # noqa: E402
+from ccbench.report import behaviour, cpu, data, plots, style, tsplot, zoom  # noqa: E402
 from ccbench.report.figscene import (  # noqa: E402
     LOSS_SIZE,
     PAGE_W,
@@ -287,6 +288,7 @@ _DRAW: dict[str, Callable[[Writer, Scene, int], None]] = {
     "bars": lambda w, sc, i: _bars(w, sc),
     "scatter": lambda w, sc, i: _scatter(w, sc),
     "metrics": lambda w, sc, i: _metrics(w, sc),
+    "cpu": lambda w, sc, i: cpu.draw(w, sc),
 }
 # Rough drawing time (relative), so the workers start with the longest figures.
 _COST = {"zoom": 4, "timeseries": 3, "metrics": 2, "loss": 2}
