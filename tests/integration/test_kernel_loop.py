@@ -132,9 +132,12 @@ def test_runs_pending_then_run_then_compared(tmp_path: Path) -> None:
     after = summary.loc["after"]
     assert after["n_waiting"] == 0
     if after["n_valid"] == 2 and summary.loc["before", "n_valid"] == 2:
-        # Paired by repetition, with the smallest change 2 repetitions resolve.
+        # Paired by repetition, with the smallest change 2 repetitions resolve. Its CI may
+        # be 0: both repetitions of a variant can deliver the same bytes (a CI run's did,
+        # 9,361,320 each: the shaper is exact and the client stops on time), and then the
+        # paired deltas agree.
         assert after["throughput_sum_mbps_delta_paired"]
-        assert after["throughput_sum_mbps_delta_ci95_pct"] > 0
+        assert after["throughput_sum_mbps_delta_ci95_pct"] >= 0
     html = (work / "reports" / "kernel-loop.html").read_text()
     short = " ".join(here.stdout.split()[:2])  # "6.1.0-18-amd64 #1"
     # each side names the kernel its valid runs' senders ran (none if the VM stalled them all)

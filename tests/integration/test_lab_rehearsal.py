@@ -294,6 +294,12 @@ def run_and_check(d: Path, cfg: Path, out: Path) -> None:
         s = json.loads((o / "summary.json").read_text())
         cal = json.loads((o / "raw" / "calibration.json").read_text())
         check_run(s, cal)
+        asked = yaml.safe_load(cfg.read_text())["run"].get("host", {})
+        for node, found in s["host_settings"].items():
+            for name, value in asked.get(found["role"], {}).get("sysctl", {}).items():
+                assert found["sysctl"][name].split() == value.split(), (node, name)
+            for name, on in asked.get(found["role"], {}).get("offloads", {}).items():
+                assert found["offloads"][name] == on, (node, name)
 
     measure_fidelity(measure)
 
@@ -352,7 +358,12 @@ def test_lab_rehearsal_short(lab: Path) -> None:
     ccbench.leftovers), every host as before `up`, about as fast as a `down` after a
     clean run (it was 16 s against 4 s when the killed run's flows were left sending)."""
     before = host_state()
-    cfg = config(lab, "short.yaml", 6, inventory="lab-sudo.yaml")
+    # Seed 001's 5 MB buffers and the senders' GSO: set for the run, read back into its
+    # record, put back after it (down then checks every host as before `up`)
+    host = {"senders": {"sysctl": {"net.ipv4.tcp_wmem": "4096 16384 5242880"},
+                        "offloads": {"gso": "on"}},
+            "receivers": {"sysctl": {"net.ipv4.tcp_rmem": "4096 131072 5242880"}}}  # fmt: skip
+    cfg = config(lab, "short.yaml", 6, inventory="lab-sudo.yaml", host=host)
     up(cfg)
     during = host_state()
     assert any("NFQUEUE" in r for r in during["r1"]["iptables"]), during["r1"]["iptables"]
