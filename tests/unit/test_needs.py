@@ -99,9 +99,9 @@ def test_a_missing_nstat_is_refused_in_one_line_before_anything_runs(tmp_path: P
         assert len(ex.calls) <= 1 and not ex.spawned, n
         assert ex.where_tools_run == ex.calls, n
     assert [argv[4:] for argv in tb.exs["s1"].calls] == [
-        ["iperf3", "fping", "bash", "ss", "nstat", "ip"]
+        ["iperf3", "fping", "bash", "ss", "nstat", "ip", "feature:bash5"]
     ]
-    assert [argv[4:] for argv in tb.exs["rt1"].calls] == [["bash", "tc", "ip"]]
+    assert [argv[4:] for argv in tb.exs["rt1"].calls] == [["bash", "tc", "ip", "feature:bash5"]]
     assert tb.exs["dl"].calls == []  # Emulab's delay node: nothing of the run runs there
     assert not tb.prepared and not list(tmp_path.iterdir())
 

@@ -51,7 +51,7 @@ class QdiscSampler(Instrument):
     cost = Cost.SAMPLED
     oses = ()  # the bottleneck router's, not a sender's
     summary_key = "queue"
-    needs = {"linux": Needs(("bash", "tc"))}  # hosts.linux qdisc_sampler
+    needs = {"linux": Needs(("bash", "tc"), ("bash5",))}  # hosts.linux QDISC_LOOP: $EPOCHREALTIME
 
     node: str = ""
     dev: str = ""

@@ -27,7 +27,7 @@ class Ss(Instrument):
     cost = Cost.SAMPLED
     oses = ("linux",)
     sender_rank = 2
-    needs = {"linux": Needs(("bash", "ss"))}  # hosts.linux SS_LOOP
+    needs = {"linux": Needs(("bash", "ss"), ("bash5",))}  # hosts.linux SS_LOOP: $EPOCHREALTIME
 
     interval_s: float = 0.1
     nodes: list[str] = field(default_factory=list)
