@@ -9,21 +9,30 @@ no switch for, a firewall ruleset the host's own tool does not take in a dry run
 read-only knob) is found when it is set: every change made before it is put back, and the
 commands run are in raw/host-changes.json either way. A ruleset is loaded after the
 node's sysctls and offloads and removed before them.
+
+A run killed with SIGKILL never reaches its put-back: before the first change the changes
+are written beside the testbed's state (`pending_file`), and that list is removed only
+once they are back. The next run's `apply` and the ssh and lab testbeds' `down` put back
+what it lists first (local namespaces go with their testbed, and its state with them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ccbench import jsonio, layout, progress
-from ccbench.errors import Refused
+from ccbench.errors import CcbenchError, Refused
 from ccbench.host_settings import RoleSettings
 from ccbench.hosts import firewall, loader
 from ccbench.hosts.settings import OsSettings, for_os, read_endpoint, same_value
 from ccbench.instruments.host_settings import endpoints
 from ccbench.spec import RunSpec
+from ccbench.testbed import base
 from ccbench.testbed.base import Testbed
+
+PENDING = "host-pending.json"
 
 
 @dataclass(frozen=True)
@@ -119,8 +128,14 @@ def _firewall_changes(tb: Testbed, node: str, role: str, want: RoleSettings) -> 
 
 def apply(tb: Testbed, spec: RunSpec, raw: Path) -> list[Change]:
     """Make the run's changes; on a refusal put back what was made and raise one line.
-    raw/host-changes.json records what ran."""
+    raw/host-changes.json records what ran. What a killed run left is put back first."""
+    left = put_back_pending(tb)
+    if left:
+        raise Refused(f"testbed {tb.id}: what a killed run set is not all put back: "
+                      f"{'; '.join(left)} (`ccbench testbed down --id {tb.id}` "
+                      "retries)")  # fmt: skip
     changes = plan(tb, spec)
+    _keep_pending(tb, changes)  # before the first change: a SIGKILL leaves the list
     done: list[Change] = []
     log: list[Ran] = []
     for c in changes:
@@ -134,7 +149,9 @@ def apply(tb: Testbed, spec: RunSpec, raw: Path) -> list[Change]:
         log.append(Ran(c.node, c.argv, res.returncode, found))
         done.append(c)  # a refused change may still have changed something: put back too
         if found is not None:
-            log += put_back(tb, done)
+            back = put_back(tb, done)
+            log += back
+            _keep_pending(tb, _not_back(done, back))
             _write(raw, done, log)
             err = (res.stderr or res.stdout).strip().splitlines()
             raise Refused(f"testbed {tb.id}: {c.node}: {c.setting} = {c.after} refused: "
@@ -184,8 +201,11 @@ def put_back(tb: Testbed, changes: list[Change]) -> list[Ran]:
     `tx off` takes TSO with it); every undo is tried and checked."""
     ran = []
     for c in reversed(changes):
-        res = tb.ex(c.node).run(c.undo, input=c.undo_input, check=False)
-        ran.append(Ran(c.node, c.undo, res.returncode, _found(tb, c, c.before)))
+        try:
+            res = tb.ex(c.node).run(c.undo, input=c.undo_input, check=False)
+            ran.append(Ran(c.node, c.undo, res.returncode, _found(tb, c, c.before)))
+        except CcbenchError as e:  # a host not reached: the others are still put back
+            ran.append(Ran(c.node, c.undo, -1, f"not reached: {e}"))
     return ran
 
 
@@ -195,8 +215,99 @@ def put_back_recorded(tb: Testbed, raw: Path, changes: list[Change]) -> None:
     if not changes:
         return
     ran = put_back(tb, changes)
+    _keep_pending(tb, _not_back(changes, ran))
     rec = jsonio.read_json(raw / layout.HOST_CHANGES)
     jsonio.write_json(raw / layout.HOST_CHANGES, {**rec, "put_back": [asdict(r) for r in ran]})
     failed = [f"{r.node}: {' '.join(r.argv)} ({r.differs})" for r in ran if r.differs]
     if failed:
         raise Refused(f"testbed {tb.id}: not put back: {'; '.join(failed)}")
+
+
+# --- what a killed run left --------------------------------------------------------------
+
+
+def pending_file(tb_id: str) -> Path:
+    """The changes of testbed `tb_id`'s run not yet put back, beside its state.json (so a
+    local testbed's `down` removes it with its state)."""
+    return base.STATE_ROOT / tb_id / PENDING
+
+
+def _keep_pending(tb: Testbed, changes: list[Change]) -> None:
+    """`changes` as the testbed's pending list (written atomically); none: no list."""
+    if changes:
+        jsonio.write_json(pending_file(tb.id), {"changes": [asdict(c) for c in changes]})
+    else:
+        pending_file(tb.id).unlink(missing_ok=True)
+
+
+def _not_back(changes: list[Change], ran: list[Ran]) -> list[Change]:
+    """The changes whose undo (`ran`, last first as put_back runs them) the host does
+    not report as back, in the order they were made."""
+    return [c for c, r in zip(changes, reversed(ran), strict=True) if r.differs is not None]
+
+
+def put_back_pending(tb: Testbed, skip: Collection[str] = ()) -> list[str]:
+    """Put back what testbed `tb`'s pending list holds (a run killed before its
+    put-back), said in one line; returns what is still not back, each naming its node
+    and setting (kept in the list, as are the changes of the nodes in `skip`: not
+    reached)."""
+    if not pending_file(tb.id).exists():
+        return []
+    d = jsonio.read_json(pending_file(tb.id))
+    try:
+        changes = [Change(**c) for c in d["changes"]]
+    except (TypeError, KeyError) as e:  # not JSON (None), or not such a list
+        return [f"{pending_file(tb.id)} does not read ({type(e).__name__}: {e}): check the "
+                "hosts, then remove it"]  # fmt: skip
+    now = [c for c in changes if c.node not in skip]
+    if now:
+        progress.info(f"testbed {tb.id}: putting back what a killed run set: "
+                      f"{', '.join(f'{c.node} {c.setting}' for c in now)}")  # fmt: skip
+    ran = put_back(tb, now)
+    left = _not_back(now, ran)
+    _keep_pending(tb, [c for c in changes if c.node in skip or c in left])
+    why = {id(c): "not reached" for c in changes if c.node in skip}
+    why |= {id(c): r.differs for c, r in zip(now, reversed(ran), strict=True) if r.differs}
+    return [f"{c.node}: {c.setting} not put back ({why[id(c)]})" for c in changes if id(c) in why]
+
+
+def down_hosts(tb: Testbed, skip: Collection[str] = ()) -> tuple[list[str], str]:
+    """`down` of an ssh or lab testbed, for the hosts' side of its runs: what a killed
+    run set put back, and ccbench's /boot/loader.conf block removed on its FreeBSD hosts
+    (checked gone). Returns what is not as found (one entry each) and what to add to
+    down's line."""
+    problems = put_back_pending(tb, skip)
+    removed = []
+    for node, os_name in sorted(tb.node_os().items()):
+        if os_name != loader.OS:
+            continue
+        if node in skip:
+            problems.append(f"{node}: {loader.LOADER_CONF} not checked (not reached)")
+            continue
+        try:
+            r = tb.ex(node).run(loader.remove_block(), check=False)
+            gone = tb.ex(node).run(loader.block_gone(), check=False).ok
+        except CcbenchError as e:
+            problems.append(f"{node}: {loader.LOADER_CONF} not checked ({e})")
+            continue
+        if not gone:
+            why = (r.stderr or r.stdout).strip().splitlines()
+            problems.append(f"{node}: ccbench's block still in {loader.LOADER_CONF}"
+                            f"{f' ({why[0]})' if why and not r.ok else ''}")  # fmt: skip
+        elif r.stdout.strip() == "written":
+            removed.append(node)
+    if not removed:
+        return problems, ""
+    return problems, (f"; removed ccbench's {loader.LOADER_CONF} block on {', '.join(removed)} "
+                      "(the running kernel keeps its tunables until the next reboot)")  # fmt: skip
+
+
+def down_hosts_or_raise(tb: Testbed, skip: Collection[str] = ()) -> str:
+    """down_hosts for the ssh testbed: what is not as found raises, in one line (its
+    state, the pending list with it, is kept: `down` again retries)."""
+    problems, said = down_hosts(tb, skip)
+    if problems:
+        raise CcbenchError(f"testbed {tb.id}: not put back: {'; '.join(problems)} (its "
+                           f"state is kept: `ccbench testbed down --id {tb.id}` again "
+                           "retries)")  # fmt: skip
+    return said

@@ -82,6 +82,9 @@ if (my $sig = $st & 127) {
 exit $st >> 8;
 """
 SESSION_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# What a run's host settings may switch on the data interface (`ethtool -k` lines).
+OFFLOADS = ("tcp-segmentation-offload", "generic-segmentation-offload",
+            "generic-receive-offload")  # fmt: skip
 SYSCTLS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_no_metrics_save",
            "net.core.rmem_max", "net.core.wmem_max")  # fmt: skip
 
@@ -109,8 +112,8 @@ def spawn_sshd(netns: str, listen: str, d: Path, name: str) -> subprocess.Popen[
 
 def host_state() -> dict[str, Any]:
     """What ccbench may change on each host: iptables rules (without counters), qdiscs,
-    links, sysctls, the processes besides sshd, and ccbench's files (the hosts share
-    this machine's /var/tmp)."""
+    links, sysctls, the data interface's offloads, the processes besides sshd, and
+    ccbench's files (the hosts share this machine's /var/tmp)."""
     out: dict[str, Any] = {}
     files = sorted(str(p) for top in Path("/var/tmp").glob("ccbench*")
                    for p in [top, *(top.rglob("*") if top.is_dir() else [])])  # fmt: skip
@@ -123,6 +126,7 @@ def host_state() -> dict[str, Any]:
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
                 if comm != "sshd":
                     procs.append(comm)
+        ethtool = in_ns(h, "ethtool", "-k", "eth0")
         out[h] = {
             "iptables": rules,
             "nft": nft_tables(h),
@@ -131,6 +135,7 @@ def host_state() -> dict[str, Any]:
                 ln.split(":")[1].strip() for ln in in_ns(h, "ip", "-o", "link", "show").splitlines()
             ),  # fmt: skip
             "sysctls": {k: " ".join(in_ns(h, "sysctl", "-n", k).split()) for k in SYSCTLS},
+            "offloads": [ln for ln in ethtool.splitlines() if ln.split(":")[0] in OFFLOADS],
             "processes": sorted(procs),
             "files": files,
         }
@@ -353,7 +358,8 @@ def killed_run(cfg: Path, out: Path, under_sudo: bool = False) -> list[Path]:
 def test_lab_rehearsal_short(lab: Path) -> None:
     """Every command under `sudo -n` without a pty, as on Emulab (SUDO_NOPTY: the tools
     are children of sudo, in its process group): a valid run on the pinned port; then
-    a run SIGKILLed mid-traffic, and `down` alone: no process or file of it on any host
+    a run SIGKILLed mid-traffic (with the same host settings), and `down` alone: its
+    settings put back, no process or file of it on any host
     (flent, fping and irtt included: each spawned tool leads its own group,
     ccbench.leftovers), every host as before `up`, about as fast as a `down` after a
     clean run (it was 16 s against 4 s when the killed run's flows were left sending)."""
@@ -370,8 +376,11 @@ def test_lab_rehearsal_short(lab: Path) -> None:
     assert any("statistic" in r for r in during["r1"]["iptables"]), during["r1"]["iptables"]
     assert "ccdelay" in during["r1"]["processes"]
     run_and_check(lab, cfg, lab / "short")
+    # the killed run asks the same settings: SIGKILL leaves them on, `down` puts them back
     left = killed_run(config(lab, "killed.yaml", 30, inventory="lab-sudo.yaml",
-                             probe_tool="flent"), lab / "killed", under_sudo=True)  # fmt: skip
+                             probe_tool="flent", host=host), lab / "killed",
+                      under_sudo=True)  # fmt: skip
+    assert "generic-segmentation-offload: on" in host_state()["s1"]["offloads"]
     took = down_and_compare(before, left)
     assert took < 8, f"down after a killed run took {took:.1f} s"
 

@@ -37,6 +37,7 @@ from ccbench.hosts.firewall import (
     pf_conf,
 )
 from ccbench.instruments.host_settings import judge_firewall
+from ccbench.testbed import base
 from tests.unit.test_host_settings import Bed, StandIn, _spec, cap
 
 BODY = cap("nftables-body.nft")
@@ -359,6 +360,12 @@ def test_pf_conf_puts_what_pfctl_printed_in_pf_conf_order() -> None:
 
 
 # --- apply and put back through host_apply ------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _state_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """host_apply keeps its pending list beside the testbed's state: here, not /run."""
+    monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
 
 
 def _asking(role: str, **settings: object) -> object:

@@ -7,8 +7,10 @@ read-back's verdict."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import subprocess
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +18,7 @@ from ccbench import host_apply
 from ccbench.errors import CcbenchError, Refused
 from ccbench.exec import Result
 from ccbench.host_settings import HostSettings, RoleSettings
+from ccbench.hosts import loader
 from ccbench.hosts.linux import LinuxHost
 from ccbench.hosts.settings import (
     EndpointReading,
@@ -26,6 +29,8 @@ from ccbench.hosts.settings import (
 from ccbench.instruments.host_settings import judge
 from ccbench.matrix import expand
 from ccbench.spec import Flow, RunSpec, Topology
+from ccbench.testbed import base
+from tests.unit.test_lab_guard import Host, make_lab
 
 CAPS = Path(__file__).parents[1] / "captures" / "host"
 
@@ -213,6 +218,12 @@ def test_freebsd_plans_and_reads_checked_against_ifconfig() -> None:
 # --- apply and put back, on a stand-in host ----------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _state_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """host_apply keeps its pending list beside the testbed's state: here, not /run."""
+    monkeypatch.setattr(base, "STATE_ROOT", tmp_path / "state")
+
+
 @dataclass
 class StandIn:
     """A Linux endpoint as its tools answer: procps sysctl 4.0.2 (exit 0 with "Invalid
@@ -262,6 +273,9 @@ class Bed:
 
     def ex(self, node: str) -> StandIn:
         return self.hosts[node]
+
+    def node_os(self) -> dict[str, str]:
+        return dict.fromkeys(self.hosts, "linux")
 
     def driver(self, node: str) -> LinuxHost:
         return LinuxHost()
@@ -411,3 +425,146 @@ def test_a_fixed_offload_the_run_did_not_ask_to_change_is_the_testbeds_own() -> 
     r = EndpointReading("senders", "linux", "a", "m1", [json.dumps([{"mtu": 1500}]), text], {})
     base = LinuxSettings().baseline(netns_local=True)
     assert judge("s1", r, base, RoleSettings(), 1500)[1] == []
+
+
+# --- a run killed before its put-back (SIGKILL) ----------------------------------------
+
+WMEM_GSO = {"sysctl": {"net.ipv4.tcp_wmem": "4096 16384 5242880"}, "offloads": {"gso": "on"}}
+# the undo of each change as recorded, last made first
+UNDO = [["ethtool", "-K", "s1-eth0", "gso", "off"],
+        ["sysctl", "-w", "net.ipv4.tcp_wmem=4096\t16384\t10485760"]]  # fmt: skip
+
+
+def _killed(tmp_path: Path, bed: Bed) -> list[host_apply.Change]:
+    """A run that made its changes and was killed: apply, and no put-back."""
+    (tmp_path / "killed").mkdir()
+    return host_apply.apply(bed, _asking(**WMEM_GSO), tmp_path / "killed")  # type: ignore[arg-type]
+
+
+def test_a_killed_run_leaves_its_list_and_the_next_run_puts_it_back_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    said: list[str] = []
+    monkeypatch.setattr(host_apply.progress, "info", said.append)
+    bed = _bed()
+    s1 = bed.hosts["s1"]
+    done = _killed(tmp_path, bed)
+    pending = host_apply.pending_file("t1")
+    assert pending == tmp_path / "state" / "t1" / "host-pending.json"  # beside state.json
+    assert json.loads(pending.read_text())["changes"] == [asdict(c) for c in done]
+    s1.ran.clear()
+    # the next run: what the killed one set goes back before anything is read for its own
+    done = host_apply.apply(bed, _asking(**WMEM_GSO), tmp_path)  # type: ignore[arg-type]
+    assert said == ["testbed t1: putting back what a killed run set: s1 sysctl "
+                    "net.ipv4.tcp_wmem, s1 offload gso on s1-eth0"]  # fmt: skip
+    assert _writes(s1)[:2] == UNDO
+    assert s1.ran.index(UNDO[1]) < s1.ran.index(["sysctl", "-n", "net.ipv4.tcp_wmem"])
+    # so this run found the host as it was, and puts that back after it
+    assert [c.before for c in done] == ["4096\t16384\t10485760", "off"]
+    assert json.loads(pending.read_text())["changes"] == [asdict(c) for c in done]
+    host_apply.put_back_recorded(bed, tmp_path, done)  # type: ignore[arg-type]
+    assert not pending.exists()
+    assert s1.sysctl["net.ipv4.tcp_wmem"] == "4096\t16384\t10485760" and s1.offloads["gso"] == "off"
+
+
+def test_what_does_not_go_back_stays_listed_and_refuses_the_next_run(tmp_path: Path) -> None:
+    bed = _bed()
+    s1 = bed.hosts["s1"]
+    _killed(tmp_path, bed)
+    s1.readonly.add("net.ipv4.tcp_wmem")  # the host now refuses the old value
+    with pytest.raises(Refused) as e:
+        host_apply.apply(bed, _asking(**WMEM_GSO), tmp_path)  # type: ignore[arg-type]
+    assert str(e.value) == (
+        "testbed t1: what a killed run set is not all put back: s1: sysctl net.ipv4.tcp_wmem "
+        "not put back (it reads '4096\\t16384\\t5242880') (`ccbench testbed down --id t1` "
+        "retries)"
+    )
+    assert s1.offloads["gso"] == "off"  # the rest went back
+    left = json.loads(host_apply.pending_file("t1").read_text())["changes"]
+    assert [c["setting"] for c in left] == ["sysctl net.ipv4.tcp_wmem"]
+    s1.readonly.clear()
+    # `down` with s1 not reached: named, and kept for `down` again
+    assert host_apply.down_hosts(bed, {"s1"}) == (  # type: ignore[arg-type]
+        ["s1: sysctl net.ipv4.tcp_wmem not put back (not reached)"],
+        "",
+    )
+    assert host_apply.pending_file("t1").exists()
+    assert host_apply.down_hosts(bed, ()) == ([], "")  # type: ignore[arg-type]
+    assert not host_apply.pending_file("t1").exists()
+    assert s1.sysctl["net.ipv4.tcp_wmem"] == "4096\t16384\t10485760"
+
+
+class LabHost(Host):
+    """A lab host (test_lab_guard's) whose settings are a StandIn's."""
+
+    ROUTED = (["ip", "-j", "addr"], ["ip", "-j", "link"], ["ethtool", "-k"], ["ethtool", "-K"],
+              ["sysctl", "-n"], ["sysctl", "-w"])  # fmt: skip
+
+    def __init__(self, standin: StandIn | None, *args: Any) -> None:
+        super().__init__(*args)
+        self.standin = standin
+
+    def run(self, argv: Any, check: bool = True, timeout: float | None = None,
+            **kw: Any) -> Result:  # fmt: skip
+        argv = [str(a) for a in argv]
+        if self.standin is not None and any(argv[: len(p)] == p for p in self.ROUTED):
+            self.log.append((self.name, argv))
+            return self.standin.run(argv)
+        return super().run(argv, check, timeout)
+
+
+def test_lab_down_puts_back_what_a_killed_run_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`down` alone after a killed run: its processes ended first, then its settings put
+    back in the recorded order, and only then "as found"."""
+    tb, log = make_lab(tmp_path, monkeypatch, {})
+    s1 = _host()
+    monkeypatch.setattr(tb, "ex", lambda n: LabHost(s1 if tb.host_of(n) == "s1" else None,
+                                                    tb.host_of(n), log, {}))  # fmt: skip
+    host_apply.apply(tb, _asking(**WMEM_GSO), tmp_path)
+    assert host_apply.pending_file(tb.id).exists()
+    log.clear()
+    said = tb.down()
+    assert said.startswith("lab hosts put back as found")
+    ran = [a for n, a in log if n == "s1"]
+    swept = next(i for i, a in enumerate(ran) if a[3:4] == ["ccbench-sweep"])
+    assert [a for a in ran if a in UNDO] == UNDO and ran.index(UNDO[0]) > swept
+    assert s1.sysctl["net.ipv4.tcp_wmem"] == "4096\t16384\t10485760" and s1.offloads["gso"] == "off"
+    assert tb.read_state() is None and not host_apply.pending_file(tb.id).exists()
+
+
+class LoaderHost(StandIn):
+    """A FreeBSD host's /boot/loader.conf as a file here: hosts.loader's scripts run on it
+    for real (sh), the file's path in place of /boot/loader.conf."""
+
+    def __init__(self, conf: Path) -> None:
+        super().__init__({})
+        self.conf = conf
+
+    def run(self, argv: list[str], check: bool = True, **kw: object) -> Result:
+        self.ran.append(argv)
+        real = [str(self.conf) if a == loader.LOADER_CONF else a for a in argv]
+        cp = subprocess.run(real, capture_output=True, text=True)
+        return Result(tuple(argv), cp.returncode, cp.stdout, cp.stderr)
+
+
+def test_down_removes_ccbenchs_loader_block_checked_and_says_the_kernel_keeps_it(
+    tmp_path: Path,
+) -> None:
+    conf = tmp_path / "loader.conf"
+    conf.write_text('kern.hz="1000"\n# ccbench begin\nnet.isr.maxthreads="-1"\n# ccbench end\n')
+    bed = Bed({"s1": LoaderHost(conf)})
+    bed.node_os = lambda: {"s1": "freebsd", "rt1": "linux"}  # type: ignore[method-assign]
+    assert host_apply.down_hosts(bed, ()) == ([], (  # type: ignore[arg-type]
+        "; removed ccbench's /boot/loader.conf block on s1 (the running kernel keeps its "
+        "tunables until the next reboot)"))  # fmt: skip
+    assert conf.read_text() == 'kern.hz="1000"\n'  # every other line kept
+    assert bed.hosts["s1"].ran == [loader.remove_block(), loader.block_gone()]
+    assert host_apply.down_hosts(bed, ()) == ([], "")  # type: ignore[arg-type]  # none: no word
+    conf.write_text("# ccbench begin\nx=1\n")  # markers that do not pair up: left, said
+    problems, _ = host_apply.down_hosts(bed, ())  # type: ignore[arg-type]
+    assert problems == ["s1: ccbench's block still in /boot/loader.conf (" + str(conf) +
+                        ": its '# ccbench begin' and '# ccbench end' lines do not pair up: "
+                        "fix them by hand)"]  # fmt: skip
+    assert conf.read_text() == "# ccbench begin\nx=1\n"

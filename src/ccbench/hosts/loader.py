@@ -36,6 +36,7 @@ from ccbench.part import Part, d
 
 LOADER_CONF = "/boot/loader.conf"
 OS = "freebsd"
+BEGIN = "# ccbench begin"  # BLOCK's begin marker, a whole line
 
 # Tunable -> where FreeBSD declares it a CTLFLAG_RDTUN sysctl that holds the value the
 # loader passed (or the kernel's replacement for a value it refused).
@@ -128,6 +129,14 @@ def remove_block() -> Argv:
     """ccbench's block removed from /boot/loader.conf, every other line kept (the
     running kernel keeps its values until the next boot)."""
     return ["sh", "-c", BLOCK, "ccbench-loader", LOADER_CONF]
+
+
+def block_gone() -> Argv:
+    """Exits 0 when /boot/loader.conf holds no ccbench block: no file, or no line that is
+    the begin marker (FreeBSD's grep(1), usr.bin/grep: exit 1 when no line is selected,
+    above 1 on an error, which proves nothing)."""
+    script = 'test ! -e "$1" || { grep -qxF "$2" "$1"; [ $? -eq 1 ]; }'
+    return ["sh", "-c", script, "ccbench-loader", LOADER_CONF, BEGIN]
 
 
 class Reported(Part):

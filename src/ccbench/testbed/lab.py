@@ -29,7 +29,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ccbench import calibration, jsonio, lab_inventory, ledger, roles
+from ccbench import calibration, host_apply, jsonio, lab_inventory, ledger, roles
 from ccbench.calibration import PathExpectation
 from ccbench.errors import CalibrationFailed, CcbenchError
 from ccbench.exec_ssh import batch_argv, reachable
@@ -455,16 +455,20 @@ class LabTestbed(RemoteTestbed):
 
     def down(self) -> str:
         """End every process of this testbed's runs on every host (a run killed
-        mid-traffic included) and remove the files they write there, put every change
-        back, last first, and check each is back and no process or file is left.
+        mid-traffic included) and remove the files they write there, put back what a
+        killed run set (host_apply.down_hosts: its host settings, ccbench's loader.conf
+        block), then every change, last first, and check each is back and no process or
+        file is left.
         Anything not as found raises, naming it; the state is kept then (marked not
         complete), so `down` again puts back what it lists."""
         st = self.read_state() or {}
         changes = st.get("changes") or []
         swept, unreachable = self.end_runs()
+        # a killed run's host settings were made after `up`'s changes: back first
+        problems, loader_said = host_apply.down_hosts(self, unreachable)
         self._undo([d for d in changes if d.get("node") not in unreachable], "down")
-        problems = lab_guard.not_as_found(self, [Change.from_dict(d) for d in changes], swept,
-                                          unreachable)  # fmt: skip
+        problems += lab_guard.not_as_found(self, [Change.from_dict(d) for d in changes], swept,
+                                           unreachable)  # fmt: skip
         if self.cfg.tools == "container":
             self._remove_containers()
         self._close()
@@ -483,11 +487,11 @@ class LabTestbed(RemoteTestbed):
         killed += f"; removed {', '.join(files)}" if files else ""
         return (f"lab hosts put back as found (checked: {len(changes)} change(s) back, no "
                 f"process or file of its runs left on {', '.join(self._names())}"
-                f"{killed})")  # fmt: skip
+                f"{killed}){loader_said}")  # fmt: skip
 
 
 def down_from_state(tb_id: str, st: dict[str, Any]) -> str:
     """Put back what lab testbed `tb_id` (its state.json as `st`) changed on its hosts."""
     from ccbench.testbed.remote import down_with
 
-    return down_with(LabTestbed, tb_id, st, "lab hosts put back as found")
+    return down_with(LabTestbed, tb_id, st)

@@ -5,8 +5,8 @@ ccbench does not build this dumbbell (profile.py and its start-up scripts do); `
 checks every node answers, applies the seed tuning, (re)configures the bottleneck
 queue for the topology asked, adds loss rules, and calibrates exactly like the local
 testbed. `down` ends every process of the testbed's runs on every node (recorded under
-its id: ccbench.leftovers), removes the files its instruments write there (a run killed
-before it fetched them leaves them) and what `up` added on the hosts (loss rules).
+its id: ccbench.leftovers), removes the files its instruments write there, puts back what
+a run killed with SIGKILL set (host_apply) and removes what `up` added (loss rules).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from ccbench import (
     calibration,
     delaynode,
+    host_apply,
     instruments,
     inventory,
     jsonio,
@@ -313,9 +314,7 @@ class RemoteTestbed(TestbedBase):
             self.write_state(st)
             self.down()
             raise
-        cal["delay_node"] = dl
-        cal["notes"] = notes
-        cal["setup_s"] = round(time.monotonic() - t0, 2)
+        cal.update({"delay_node": dl, "notes": notes, "setup_s": round(time.monotonic() - t0, 2)})
         st.update({"calibration": cal, "complete": True})
         self.write_state(st)
         self._write_claim()
@@ -409,9 +408,8 @@ class RemoteTestbed(TestbedBase):
         if owner is None or owner == self.id:
             return
         other = base.STATE_ROOT / owner / "state.json"
-        try:
-            st = json.loads(other.read_text())
-        except (OSError, ValueError):
+        st = jsonio.read_json(other)
+        if not isinstance(st, dict):
             return
         undo(st.get(key) or [], owner)
         st[key] = []
@@ -441,12 +439,13 @@ class RemoteTestbed(TestbedBase):
         self.write_state(st)
         self._write_claim()
 
-    def down(self) -> str | None:
-        """Its runs' processes ended on every node, its loss rules removed; returns
-        nothing to add to `down_from_state`'s line (a lab's says what it checked)."""
-        st = self.read_state() or {}
-        for n, why in self.end_runs()[1].items():
+    def down(self) -> str:
+        """Its runs' processes ended on every node, what a killed run set put back
+        (host_apply.down_hosts: raises, the state kept, if not), its loss rules removed."""
+        st, unreachable = self.read_state() or {}, self.end_runs()[1]
+        for n, why in unreachable.items():
             info(f"testbed {self.id}: {n}: its runs' processes not checked ({why})")
+        loader_said = host_apply.down_hosts_or_raise(self, unreachable)
         self._remove_loss_rules(st.get("loss_rules", []))
         if self._claimed_by() == self.id:
             self._claim_file().unlink(missing_ok=True)
@@ -454,7 +453,7 @@ class RemoteTestbed(TestbedBase):
             self._remove_containers()
         self._close()
         self.remove_state()
-        return None
+        return f"remote loss rules removed{loader_said}"
 
     def _close(self) -> None:
         """Every host's shared ssh connection ended (none stays after `down`)."""
@@ -481,10 +480,10 @@ def down_paths() -> list[str]:
 
 def down_from_state(tb_id: str, st: dict[str, Any]) -> str:
     """Remove what SSH testbed `tb_id` (its state.json as `st`) left on its hosts."""
-    return down_with(RemoteTestbed, tb_id, st, "remote loss rules removed")
+    return down_with(RemoteTestbed, tb_id, st)
 
 
-def down_with(cls: type[RemoteTestbed], tb_id: str, st: dict[str, Any], done: str) -> str:
+def down_with(cls: type[RemoteTestbed], tb_id: str, st: dict[str, Any]) -> str:
     """`down` of an SSH-reached testbed of class `cls` from its state (also a lab's)."""
     from ccbench import safe
 
@@ -497,4 +496,4 @@ def down_with(cls: type[RemoteTestbed], tb_id: str, st: dict[str, Any], done: st
         return (f"state.json was damaged ({type(e).__name__}: {e}): removed it; what it "
                 "left on its SSH hosts, if anything, stays until `testbed up` and "
                 "`down` with its config")  # fmt: skip
-    return remote.down() or done
+    return remote.down()
