@@ -128,7 +128,12 @@ def test_ccdelay_stop_and_its_check_for_real(
                "SLEPT": str(tmp_path / "slept")}  # fmt: skip
         for argv in el.stop(pid):
             assert subprocess.run(argv, timeout=30, env=env).returncode == 0
-        assert not (tmp_path / "slept").exists()  # no wait: the zombie counted as ended
+        # SIGTERM ended it and its zombie counted as ended: the wait loop stopped before
+        # its 20 naps ran out (a process that ignores SIGTERM takes all 20, then KILL).
+        # How many naps the signal's delivery took depends on the scheduler (a CI run
+        # under load took one), so only the bound is asserted.
+        slept = tmp_path / "slept"
+        assert len(slept.read_text().splitlines() if slept.exists() else []) < 20
         assert "Z" in Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0]
         assert not any(Path(f).exists() for f in el.files())
         assert subprocess.run(el.gone(pid)).returncode == 0
