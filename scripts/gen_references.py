@@ -3,7 +3,7 @@
 - docs/config-reference.md: the two config schemas, as ccbench.config.schema() loads
   them (the registries' lists filled in): every key by dotted path with its type,
   default, allowed values and description.
-- docs/summary-reference.md: the typed run record (ccbench.record.RunRecord and its
+- docs/summary-reference.md: the typed run record (ccbench.run_record.RunRecord and its
   parts): every field of summary.json by dotted path with its type and description.
 
 `python scripts/gen_references.py` rewrites both; `--check` writes nothing and exits 1
@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ccbench import config, instruments, record
+from ccbench import config, instruments, record, run_record
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_REF = REPO / "docs" / "config-reference.md"
@@ -298,13 +298,13 @@ def record_rows(model: type[BaseModel], prefix: str = "") -> list[tuple[str, str
 
 def summary_reference() -> str:
     lines = [
-        HEADER.format(source="ccbench.record.RunRecord and ccbench.record.parts"),
+        HEADER.format(source="ccbench.run_record.RunRecord and its parts"),
         "# summary.json reference",
         "",
         f"A run's record, `results/runs/<run id>/summary.json`, version `{record.SCHEMA}` "
         "(the `schema` key): written by `ccbench parse` (and by `ccbench run` without "
         "`--raw-only`), read by `ccbench aggregate` and the report through the one typed "
-        "model `ccbench.record.RunRecord`. A record of an earlier version is brought "
+        "model `ccbench.run_record.RunRecord`. A record of an earlier version is brought "
         "forward by `ccbench.upgrade.summary` before it is read. Every key is listed "
         "here; a record with a key not listed is refused. `a.b` is key `b` inside `a`; "
         "`a[].b` is key `b` of each item of list `a`; `a.<name>.b` is key `b` of each "
@@ -315,7 +315,7 @@ def summary_reference() -> str:
         "| key | type | default | description |",
         "|---|---|---|---|",
     ]
-    for path, kind, default, desc in record_rows(record.RunRecord):
+    for path, kind, default, desc in record_rows(run_record.RunRecord):
         lines.append(f"| `{path}` | {_cell(kind)} | {_cell(default)} | "
                      f"{_cell(desc) or NO_DESCRIPTION} |")  # fmt: skip
     return "\n".join(lines) + "\n"

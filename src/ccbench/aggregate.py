@@ -21,8 +21,10 @@ import pandas as pd
 
 from ccbench import metric_catalog, metrics, record_load
 from ccbench.instruments import host_cpu
+from ccbench.instruments.cpu import RouterCpu
+from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
-from ccbench.record import RunRecord
+from ccbench.run_record import RunRecord
 from ccbench.spec import Topology
 
 
@@ -90,7 +92,7 @@ def _throughput_columns(s: RunRecord) -> dict[str, Any]:
 def _queue_columns(s: RunRecord) -> dict[str, Any]:
     """The bottleneck queue, the delay element and the router's CPU while the flows ran
     (NaN for runs made without sampling)."""
-    q, cpu = s.queue, s.router_cpu
+    q, cpu = QdiscSampler.part_of(s), RouterCpu.part_of(s)
     return {
         "queue_backlog_mean_pkts": _num(q.backlog_mean_pkts if q else None),
         "queue_backlog_p95_pkts": _num(q.backlog_p95_pkts if q else None),

@@ -17,8 +17,8 @@ from ccbench.errors import CcbenchError, Refused
 from ccbench.exec import pid_alive
 from ccbench.hosts import loader
 from ccbench.progress import info
-from ccbench.record import RunRecord
 from ccbench.run import run_once
+from ccbench.run_record import RunRecord
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed, signals_deferred
 

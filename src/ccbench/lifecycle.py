@@ -19,7 +19,7 @@ from ccbench.model import Matrix
 
 if TYPE_CHECKING:
     from ccbench.hosts.loader import NodeWait
-    from ccbench.record import RunRecord
+    from ccbench.run_record import RunRecord
     from ccbench.spec import RunSpec, Topology
     from ccbench.testbed.base import Testbed
     from ccbench.testbed.kinds import TestbedConfig

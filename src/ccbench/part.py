@@ -1,7 +1,8 @@
 """A piece of a run record (summary.json): typed, described, read-only. The record's
 own pieces are in ccbench.record.parts; an instrument declares its piece in its own
-module (ccbench.instruments), and ccbench.record adds it to RunRecord by its
-`summary_key`. Here, below both, so neither imports the other's package."""
+module (ccbench.instruments) or its parser's, and ccbench.run_record adds it to
+RunRecord by its `summary_key`. Here, below all of them, so none imports another's
+package for it."""
 
 from __future__ import annotations
 

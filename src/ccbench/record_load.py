@@ -12,7 +12,7 @@ from typing import Any
 
 from ccbench import jsonio, layout, upgrade
 from ccbench.errors import CcbenchError
-from ccbench.record import RunRecord
+from ccbench.run_record import RunRecord
 from ccbench.spec import RunSpec
 from ccbench.summarize.probe import read_probe
 from ccbench.summarize.run_metrics import run_metrics

@@ -64,7 +64,7 @@ Recompute = Callable[[dict[str, Any], Path], dict[str, Any]]
 
 
 def summary(d: dict[str, Any], run_dir: Path, recompute: Recompute | None = None) -> dict[str, Any]:
-    """A summary.json's content in the current layout (ccbench.record.RunRecord).
+    """A summary.json's content in the current layout (ccbench.run_record.RunRecord).
 
     Version 1 (`"schema": "ccbench.summary/1"`, or no schema) summaries may lack what
     later versions computed when parsing: srtt, convergence_s and mathis (computed by

@@ -22,7 +22,7 @@ from ccbench.hosts.linux import LinuxHost
 from ccbench.instruments import BadRecord, Recording
 from ccbench.instruments.host_cpu import MACHINE, HostCpu, HostCpuPart, file
 from ccbench.layout import AFTER, BEFORE, RawDir, load_spec
-from ccbench.record import RunRecord
+from ccbench.run_record import RunRecord
 from ccbench.spec import RunSpec
 
 CAP = Path(__file__).resolve().parents[1] / "captures"

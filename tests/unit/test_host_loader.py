@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from ccbench import aggregate, attempts, host_apply, lifecycle, record, run_senders
+from ccbench import aggregate, attempts, host_apply, lifecycle, record, run_record, run_senders
 from ccbench.errors import CcbenchError, Refused
 from ccbench.exec import Result
 from ccbench.host_settings import HostSettings
@@ -346,7 +346,7 @@ def test_what_was_waited_for_reaches_the_record_and_the_variant_table(tmp_path: 
     wait = loader.NodeWait("s1", "senders", {"net.link.ifqmaxlen": "1024"},
                            {"net.link.ifqmaxlen": "50"}, wrote=True)  # fmt: skip
     reason = attempts.record_wait(spec, out, None, {"s1": KERNEL}, [wait])
-    s = record.RunRecord.from_dict(summarize(out / "raw"))
+    s = run_record.RunRecord.from_dict(summarize(out / "raw"))
     assert s.status == "waiting" and s.reasons == [f"skipped: {reason}"]
     assert s.waiting is not None and s.waiting.label == ""
     assert s.waiting.loader["s1"].asked == {"net.link.ifqmaxlen": "1024"}

@@ -34,8 +34,8 @@ from ccbench.instruments.tcp_probe import (
     thin_bits_for,
 )
 from ccbench.layout import RawDir
-from ccbench.record import RunRecord
 from ccbench.roles import Bottleneck, NoDelay, dumbbell
+from ccbench.run_record import RunRecord
 from ccbench.spec import Flow, Recorded, RunSpec, Topology, Variant
 
 CAP = Path(__file__).resolve().parents[1] / "captures"

@@ -11,7 +11,7 @@ from pathlib import Path
 from ccbench import instruments
 from ccbench.instruments.interfaces import READ, Interfaces, file
 from ccbench.layout import AFTER, BEFORE, RawDir
-from ccbench.record import RunRecord
+from ccbench.run_record import RunRecord
 from ccbench.spec import Flow, RunSpec, Topology
 from ccbench.summarize.bottleneck import bottleneck_of
 

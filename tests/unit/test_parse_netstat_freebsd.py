@@ -114,13 +114,13 @@ def test_causes() -> None:
         dsack_bytes=4344,
         undos=None,
     )
-    assert c.causes() == ["timeout", "fast-retransmit", "lost-retransmit", "spurious-rto",
+    assert c.causes == ["timeout", "fast-retransmit", "lost-retransmit", "spurious-rto",
                           "dsack"]  # fmt: skip
     # from two snapshots without -z: the delta
     before = {k: v // 2 for k, v in after.items()}
     d = counter_delta(before, after)
     assert freebsd_retransmit_causes(d).retransmitted_segments == 106
-    assert freebsd_retransmit_causes({}).causes() == []
+    assert freebsd_retransmit_causes({}).causes == []
 
 
 def test_errors() -> None:

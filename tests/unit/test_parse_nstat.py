@@ -86,7 +86,7 @@ def test_delta_and_causes() -> None:
         dsack_bytes=None,
         undos=0,
     )
-    assert causes.causes() == ["timeout", "fast-retransmit", "tail-loss-probe", "lost-retransmit"]
+    assert causes.causes == ["timeout", "fast-retransmit", "tail-loss-probe", "lost-retransmit"]
 
 
 def test_causes_with_spurious_and_missing_counters() -> None:
@@ -96,8 +96,8 @@ def test_causes_with_spurious_and_missing_counters() -> None:
     c = linux_retransmit_causes(d)
     assert (c.dsacks_received, c.dsack_segments, c.undos, c.fast_retransmit_segments) == (
         3, None, 1, None)  # fmt: skip
-    assert c.causes() == ["timeout", "spurious-rto", "dsack"]
-    assert linux_retransmit_causes({}).causes() == []
+    assert c.causes == ["timeout", "spurious-rto", "dsack"]
+    assert linux_retransmit_causes({}).causes == []
 
 
 def test_delta_refuses_counters_that_went_down() -> None:

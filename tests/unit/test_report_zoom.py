@@ -17,9 +17,9 @@ import pytest
 
 from ccbench import record_load
 from ccbench.model import Matrix
-from ccbench.record import RunRecord
 from ccbench.report import data, episodes, figures, zoom, zoomplot
 from ccbench.report.episodes import Event, Found
+from ccbench.run_record import RunRecord
 from ccbench.spec import RunSpec
 
 CAPTURES = Path(__file__).resolve().parents[1] / "captures" / "zoom"

@@ -15,10 +15,11 @@ options it declares (`options`).
 from __future__ import annotations
 
 import enum
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from ccbench.exec import Proc
 from ccbench.layout import AFTER, BEFORE, RawDir
@@ -92,10 +93,15 @@ class SummaryPart:
     nics: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 
+P = TypeVar("P")  # an instrument's part of the run record (summary.json)
+
+
 @dataclass
-class Instrument:
+class Instrument(Generic[P]):
     """One instrument of one run. Subclasses set the class variables, a `record` of
-    their own type, and the steps they need (each a no-op here)."""
+    their own type, and the steps they need (each a no-op here). One with a part of
+    summary.json is generic in its type (`Instrument[ThatPart]`, the type declared in
+    its own module or its parser's): that is its `summary_type`."""
 
     name: ClassVar[str]
     description: ClassVar[str]
@@ -111,12 +117,14 @@ class Instrument:
     # this rank (statistics and figures use the finest a run has); None: not such rows.
     sender_rank: ClassVar[int | None] = None
     # Its part of summary.json (`summary_part`) is under this key; None: it has none.
+    # ccbench.run_record composes RunRecord of its own fields and, by this key, each
+    # part: of `summary_type` (P, set from the class's bases) or null where it did not
+    # record, described by `summary_doc`, placed right after the field `summary_after`
+    # (None: after all others), so summary.json and its reference read in that order.
     summary_key: ClassVar[str | None] = None
-    # That part's type (its Part declared in the instrument's module) and description:
-    # ccbench.record adds it to RunRecord as `summary_key` (null where it did not
-    # record). None: RunRecord declares the field itself (the instruments before this).
     summary_type: ClassVar[Any] = None
     summary_doc: ClassVar[str] = ""
+    summary_after: ClassVar[str | None] = None
     # What it needs on the nodes it runs on (`hosts`), by their OS: the run checks
     # before it starts anything (ccbench.needs).
     needs: ClassVar[dict[str, Needs]] = {}
@@ -126,6 +134,21 @@ class Instrument:
     node_files: ClassVar[tuple[str, ...]] = ()
 
     procs: list[Proc] = field(default_factory=list, init=False)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            # Instrument[ThePart] (or BeforeAfter[...]): ThePart; a TypeVar is no part yet
+            origin, args = typing.get_origin(base), typing.get_args(base)
+            typed = bool(args) and not isinstance(args[0], TypeVar)
+            if typed and isinstance(origin, type) and issubclass(origin, Instrument):
+                cls.summary_type = args[0]
+
+    @classmethod
+    def part_of(cls: type[Instrument[P]], rec: object) -> P | None:
+        """Its part of run record `rec` (ccbench.run_record.RunRecord), typed; None where
+        it did not record."""
+        return getattr(rec, cls.summary_key, None) if cls.summary_key else None
 
     @classmethod
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
@@ -221,7 +244,7 @@ class Instrument:
 
 
 @dataclass
-class BeforeAfter(Instrument):
+class BeforeAfter(Instrument[P]):
     """An instrument that reads once right before the traffic and once right after it
     (`snapshots`: (node, argv, raw file) per `when`, layout.BEFORE or AFTER); what a
     read printed, its errors too, is the raw file."""

@@ -20,6 +20,7 @@ from ccbench.instruments.base import Cost, Instrument, Recording, SummaryPart, n
 from ccbench.layout import RawDir
 from ccbench.needs import Needs
 from ccbench.parse.pcapng import check_pcapng_file
+from ccbench.part import Part, d
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -37,14 +38,24 @@ def sysctls(settings: tuple[str, ...]) -> list[list[str]]:
     return [["sysctl", f"net.inet.tcp.bb.{s}"] for s in settings]
 
 
+class BblogFiles(Part):
+    files: list[str] = d("its BBLog files in raw/ (tcplog_dumper's pcapng, gzip'd)")
+    node_bytes: int = d("their size on the node, bytes")
+    fetched_bytes: int = d("bytes that crossed the link")
+    blocks: int = d("pcapng blocks, all files (each checked whole)")
+    notes: list[str] = d("files not fetched or not whole pcapng (BBLog feeds no number)")
+
+
 @dataclass
-class Bblog(Instrument):
+class Bblog(Instrument[dict[str, BblogFiles]]):
     name = "bblog"
     description = "tcplog_dumper's BBLog pcapng files on the FreeBSD senders"
     cost = Cost.PER_PACKET
     oses = ("freebsd",)
     optional = True
     summary_key = "bblog"
+    summary_doc = "FreeBSD senders with bblog: node -> its black-box log files"
+    summary_after = "retransmit_causes"
     node_files = (DIR,)
     # tcplog_dumper: a package, not in the base system; the kernel's black box
     # (needs.FEATURES), without which the dumper would record nothing

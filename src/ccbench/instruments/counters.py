@@ -6,7 +6,6 @@ run's retransmissions (timeouts, fast retransmits, loss probes, spurious ones): 
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -21,6 +20,7 @@ from ccbench.parse.nstat import (
     linux_retransmit_causes,
     parse_nstat,
 )
+from ccbench.part import d
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -36,13 +36,22 @@ _READERS = {
 }
 
 
+class SenderRetransmits(RetransmitCauses):
+    """A sender's part of summary.json `retransmit_causes`."""
+
+    raw: list[str] = d("the counter snapshots it came from (before, after)")
+
+
 @dataclass
-class TcpCounters(BeforeAfter):
+class TcpCounters(BeforeAfter[dict[str, SenderRetransmits]]):
     name = "tcp_counters"
     description = "TCP counters on every sender before and after (nstat, netstat -s)"
     cost = Cost.SNAPSHOT
     oses = tuple(PLANS)
     summary_key = "retransmit_causes"
+    summary_doc = ("every sender's TCP counters over the run (nstat, netstat -s): node -> the "
+                   "causes of its retransmissions")  # fmt: skip
+    summary_after = "siftr"
     needs = {os: Needs((argv[0],)) for os, argv in PLANS.items()}
 
     nodes: dict[str, str] = field(default_factory=dict)  # node -> its OS
@@ -85,5 +94,5 @@ class TcpCounters(BeforeAfter):
                 rd.problem(names[1], str(e))
                 continue
             c: RetransmitCauses = causes_of(delta)
-            out[node] = {**dataclasses.asdict(c), "causes": c.causes(), "raw": names}
+            out[node] = {**c.model_dump(), "raw": names}
         return SummaryPart(out)

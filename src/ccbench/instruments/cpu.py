@@ -11,17 +11,27 @@ from ccbench import layout
 from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
 from ccbench.layout import AFTER, BEFORE, RawDir
 from ccbench.parse.procstat import usage_between
+from ccbench.part import Part, d
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
 
+class RouterCpuUsage(Part):
+    busy_pct: float | None = d("busy share of the bottleneck router's CPU over the traffic")
+    softirq_pct: float | None = d("softirq share")
+    steal_pct: float | None = d("time a hypervisor gave the vCPU to other guests")
+    jiffies: int = d("CPU time counted")
+
+
 @dataclass
-class RouterCpu(BeforeAfter):
+class RouterCpu(BeforeAfter[RouterCpuUsage]):
     name = "router_cpu"
     description = "/proc/stat on the bottleneck router before and after"
     cost = Cost.SNAPSHOT
     oses = ()  # the router's
     summary_key = "router_cpu"
+    summary_doc = "CPU of the bottleneck router over the traffic"
+    summary_after = "probe"
 
     node: str = ""
 

@@ -46,13 +46,6 @@ class TcpEvents(Part):
     )
 
 
-class WithTcpEvents(Protocol):
-    """What the caption reads of a run's record (ccbench.record.RunRecord has it)."""
-
-    @property
-    def tcp_events(self) -> TcpEvents | None: ...
-
-
 class Rows(Protocol):
     """Where the congestion-state rows go (timeseries_sink.FileRows)."""
 

@@ -146,12 +146,11 @@ class HostCpuPart(Part):
 
 
 @dataclass
-class HostCpu(BeforeAfter):
+class HostCpu(BeforeAfter[HostCpuPart]):
     name = "host_cpu"
     description = "every sender's and receiver's CPU counters before and after"
     oses = ()  # every endpoint's, whatever its OS
     summary_key = "host_cpu"
-    summary_type = HostCpuPart
     summary_doc = (
         "every sender's and receiver's CPU over the traffic (host counters, named by "
         "source), each flow's iperf3 process CPU, and per role the CPU % and the service "
@@ -341,6 +340,6 @@ def role_cpu(role: str, hosts: dict[str, EndpointCpu], flows: list[FlowCpu], win
 
 
 def of(rec: Any) -> HostCpuPart | None:
-    """A run record's `host_cpu` (RunRecord adds the field from the registry)."""
-    got = getattr(rec, HostCpu.summary_key or "", None)
+    """A run record's `host_cpu`."""
+    got = HostCpu.part_of(rec)
     return got if isinstance(got, HostCpuPart) else None

@@ -152,7 +152,7 @@ def judge_firewall(node: str, before: FirewallReading, after: FirewallReading | 
 
 
 @dataclass
-class HostSettings(Instrument):
+class HostSettings(Instrument[dict[str, HostFound]]):
     name = "host_settings"
     description = (
         "every endpoint's MTU, offloads and sysctls read back before the traffic; a firewall "
@@ -160,7 +160,6 @@ class HostSettings(Instrument):
     )
     cost = Cost.SNAPSHOT
     summary_key = "host_settings"
-    summary_type = dict[str, HostFound]
     summary_doc = (
         "every sender and receiver: its data interface's MTU and offloads and each sysctl "
         "the run expects, as the host reported them right before the traffic, beside what "

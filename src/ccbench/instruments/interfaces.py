@@ -44,13 +44,12 @@ class InterfaceCounters(Part):
 
 
 @dataclass
-class Interfaces(BeforeAfter):
+class Interfaces(BeforeAfter[dict[str, dict[str, InterfaceCounters]]]):
     name = "interfaces"
     description = "every interface's counters on every Linux node before and after (ip -s -s)"
     oses = ()  # every node's, not only the senders'
     needs = {"linux": Needs(("ip",))}
     summary_key = "interfaces"
-    summary_type = dict[str, dict[str, InterfaceCounters]]
     summary_doc = (
         "every Linux node: interface -> its counters over the traffic (the loss ledger "
         "counts the same drops from its own snapshots)"

@@ -1,6 +1,6 @@
 """The bottleneck queue sampled every `qdisc_interval_s` (ccbench.parse.qdisc reads it):
 backlog, drops and sent packets over time, from before the first packet. Its part of
-summary.json is `queue` (RunRecord declares it: QueueStats)."""
+summary.json is `queue` (QueueSummary)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ccbench.instruments.base import (
 from ccbench.jsonio import is_number
 from ccbench.layout import AFTER, BEFORE, RawDir, open_text, stored
 from ccbench.needs import Needs
+from ccbench.part import Part, d
 from ccbench.roles import BOTTLENECK_ROUTER
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -44,13 +45,69 @@ _READ_ERRORS = (UnicodeDecodeError, OSError, EOFError, zlib.error, lzma.LZMAErro
                 gzip.BadGzipFile)  # fmt: skip
 
 
+class DropsCheck(Part):
+    series: int | None = d("drops summed from the queue samples")
+    counters: int | None = d("tc-before/after's difference")
+    equal: bool | None = d("series == counters")
+    before_first_sample: int | None = d("drops before the first sample")
+    after_last_sample: int | None = d("drops after the last sample")
+    consistent: bool = d("false only when the counters went backwards (qdisc replaced)")
+    note: str | None = d("why series and counters differ")
+
+
+class QueueSummary(Part):
+    sampled: bool = d("whether rt1's queue was sampled (false: see notes)")
+    notes: list[str] = d("an interval not kept, drops outside the sampled span, ...")
+    file: str | None = d("the samples' raw file", None)
+    samples: int | None = d("samples taken", None)
+    samples_in_traffic: int | None = d("samples while the flows ran", None)
+    interval_s: float | None = d("sampling interval asked, s", None)
+    interval_achieved_s: float | None = d("mean step while the flows ran, s", None)
+    max_gap_s: float | None = d("longest step while the flows ran, s", None)
+    first_s: float | None = d("first sample, s from the traffic start", None)
+    last_s: float | None = d("last sample, s from the traffic start", None)
+    limit_pkts: int | None = d("the queue's limit in packets", None)
+    limit_bytes: int | None = d("the queue's limit in bytes", None)
+    backlog_mean_pkts: float | None = d("mean backlog while the flows ran, packets", None)
+    backlog_p95_pkts: float | None = d("95th percentile backlog (nearest rank), packets", None)
+    backlog_max_pkts: int | None = d("largest backlog, packets", None)
+    backlog_mean_bytes: float | None = d("mean backlog, bytes", None)
+    full_share: float | None = d("share of samples with backlog >= limit - 1", None)
+    drop_intervals: int | None = d("sampling intervals in which the queue dropped", None)
+    drop_burst_max: int | None = d("most drops in one interval", None)
+    drops_in_traffic: int | None = d("drops while the flows ran (from the samples)", None)
+    drops_check: DropsCheck | None = d("the series' drops against the counters", None)
+    frame_bytes: int | None = d("one frame of the path: MTU + 14, what a queued packet should be",
+                                None)  # fmt: skip
+    samples_with_backlog: int | None = d("samples while the flows ran with a packet queued", None)
+    pkt_bytes_max: float | None = d(
+        "the largest backlog bytes / packets of those samples, bytes (a sample can be off by a "
+        "few packets: the kernel reads the two unlocked, one after the other)",
+        None,
+    )
+    pkt_bytes_mean: float | None = d(
+        "bytes per queued packet over those samples (bytes summed / packets summed)", None
+    )
+    samples_over_frame: int | None = d(
+        "of those samples, the ones holding more bytes than their packets can as frames", None
+    )
+    super_packets: bool | None = d(
+        "the queue held super-packets (GSO/TSO skbs, GRO/LRO aggregates), and the run is "
+        "invalid: more of the samples with a backlog over a frame than a sample's race "
+        "explains (docs/fidelity.md, Super-packets at the bottleneck); null: none had one",
+        None,
+    )
+
+
 @dataclass
-class QdiscSampler(Instrument):
+class QdiscSampler(Instrument[QueueSummary]):
     name = "qdisc"
     description = "the bottleneck's qdisc counters every interval (tc -s -j)"
     cost = Cost.SAMPLED
     oses = ()  # the bottleneck router's, not a sender's
     summary_key = "queue"
+    summary_doc = "rt1's queue sampled every qdisc_interval_s (0: off)"
+    summary_after = "bottleneck"
     needs = {"linux": Needs(("bash", "tc"), ("bash5",))}  # hosts.linux QDISC_LOOP: $EPOCHREALTIME
 
     node: str = ""
@@ -109,8 +166,8 @@ class QdiscSampler(Instrument):
         return cls() if spec.qdisc_interval_s > 0 and not rd.failed else None
 
     def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
-        """summary.json's `queue` from raw/qdisc-<node>.txt (parse.qdisc.QueueStats, the
-        file read as a stream). A run made before queue sampling existed (no sampler's
+        """summary.json's `queue` from raw/qdisc-<node>.txt (read as a stream by
+        parse.qdisc.QueueStats). A run made before queue sampling existed (no sampler's
         record, `without_record`) says so; a sampler file that is missing, not the
         sampler's format, or cut short is a problem like any damaged raw file."""
         if not self.node:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ccbench import layout
 from ccbench.fetch import FetchFailed
@@ -42,7 +42,6 @@ SIFTR_OFF = (
 )
 
 
-# summary.json `siftr`: node -> how its log was taken (RunRecord's field, by summary_key).
 class SiftrLogging(Part):
     logger: str = d("siftr or siftr2")
     ppl: int | None = d("every ppl-th packet of a flow logged (null: not recorded)", None)
@@ -57,21 +56,16 @@ class SiftrLogging(Part):
     fetch_seconds: float | None = d("wall time of the fetch, s", None)
 
 
-class WithSiftr(Protocol):
-    """What the caption reads of a run's record (ccbench.record.RunRecord has it)."""
-
-    @property
-    def siftr(self) -> dict[str, SiftrLogging] | None: ...
-
-
 @dataclass
-class Siftr(Instrument):
+class Siftr(Instrument[dict[str, SiftrLogging]]):
     name = "siftr"
     description = "siftr2 or siftr(4) on the FreeBSD senders, every Nth packet"
     cost = Cost.PER_PACKET
     oses = ("freebsd",)
     sender_rank = 3
     summary_key = "siftr"
+    summary_doc = "FreeBSD senders: node -> how its siftr log was taken"
+    summary_after = "kernel"
     node_files = (LOG,)
     needs = {"freebsd": Needs(features=("siftr",))}  # a logger there (needs.FEATURES)
 
@@ -168,11 +162,11 @@ class Siftr(Instrument):
         samplers.siftr_rows(rd, ctx.t0, ctx.local_to_flow, sink)
 
     @classmethod
-    def series_caption(cls, summaries: Sequence[WithSiftr | None]) -> str:
+    def series_caption(cls, summaries: Sequence[Any]) -> str:
         """How finely each FreeBSD sender's log was taken (its every Nth packet)."""
         how: list[str] = []
         for rec in summaries:
-            for node, lg in sorted(((rec.siftr if rec else None) or {}).items()):
+            for node, lg in sorted((cls.part_of(rec) or {}).items()):
                 if lg.resolution and f"{node}: {lg.resolution}" not in how:
                     how.append(f"{node}: {lg.resolution}")
         return "siftr samples" + (f" ({'; '.join(how)})" if how else "")

@@ -25,6 +25,7 @@ from ccbench.instruments.base import (
 from ccbench.layout import RawDir
 from ccbench.needs import Needs
 from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
+from ccbench.part import Part, d
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -41,13 +42,34 @@ class Sample:
     at_s: float | None = None  # seconds into the traffic when taken; None: never taken
 
 
+class SockstatConnection(Part):
+    local: str = d("local address:port")
+    stack: str | None = d("TCP stack (sockstat -S)")
+    cc: str | None = d("congestion control module (sockstat -C)")
+
+
+class SockstatFlow(Part):
+    flow: int = d("flow number")
+    node: str = d("its sender")
+    peer: str = d("receiver address:port")
+    at_s: float | None = d("when the sample was taken, s from the traffic start")
+    raw: str = d("the sample's raw file")
+    connections: list[SockstatConnection] = d("the flow's connections")
+
+
+class SockstatSummary(Part):
+    flows: list[SockstatFlow] = d("per flow, its connections while it ran")
+
+
 @dataclass
-class Sockstat(Instrument):
+class Sockstat(Instrument[SockstatSummary]):
     name = "sockstat"
     description = "sockstat -46 -CS -P tcp on the FreeBSD senders, once per flow"
     cost = Cost.SNAPSHOT
     oses = ("freebsd",)
     summary_key = "sockstat"
+    summary_doc = "FreeBSD senders: each flow's connections (CC, stack)"
+    summary_after = "loss_ledger"
     needs = {"freebsd": Needs(("sockstat",))}
 
     samples: list[Sample] = field(default_factory=list)

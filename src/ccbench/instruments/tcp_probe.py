@@ -38,7 +38,7 @@ from ccbench.instruments.base import (
     is_int,
     need,
 )
-from ccbench.instruments.events import EventCounter, WithTcpEvents, lost_text
+from ccbench.instruments.events import EventCounter, TcpEvents, lost_text
 from ccbench.layout import RawDir
 from ccbench.needs import Need, Needs
 from ccbench.spec import RunSpec
@@ -123,7 +123,7 @@ class Reader:
 
 
 @dataclass
-class TcpProbe(Instrument):
+class TcpProbe(Instrument[TcpEvents]):
     name = "tcp_probe"
     description = "tcp_probe per ACK on the Linux senders (+ cong_state, retransmits)"
     cost = Cost.PER_PACKET
@@ -135,6 +135,10 @@ class TcpProbe(Instrument):
     }  # fmt: skip
     in_traced_twin = True
     sender_rank = 1  # every ACK: finer than ss and siftr's samples
+    # Counted as the time series reads the trace (EventCounter), not by summary_part.
+    summary_key = "tcp_events"
+    summary_doc = "runs with a per-ACK trace: each flow's recoveries, RTOs and retransmissions"
+    summary_after = "bblog"
     node_files = (NODE_FILE,)
 
     instance: str = ""
@@ -274,11 +278,11 @@ class TcpProbe(Instrument):
         trace_rows(rd, ctx, sink, record.thinning if record else None)
 
     @classmethod
-    def series_caption(cls, summaries: Sequence[WithTcpEvents | None]) -> str:
+    def series_caption(cls, summaries: Sequence[Any]) -> str:
         """Every ACK, unless the budget thinned them (then it says how), and the events
         the kernel's buffer dropped, if any (such a run is invalid since the trace's
         losses were a reason; one judged before may still be shown)."""
-        evs = [r.tcp_events for r in summaries if r and r.tcp_events]
+        evs = [e for r in summaries if (e := cls.part_of(r))]
         thin = {e.acks_thinned for e in evs}
         lost = sum(e.lost_events for e in evs)
         but = f" but {lost_text(lost)}" if lost else ""

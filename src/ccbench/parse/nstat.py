@@ -28,6 +28,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import model_validator
+
+from ccbench.part import Part, d
 
 _UNDOS = ("TcpExtTCPFullUndo", "TcpExtTCPPartialUndo", "TcpExtTCPDSACKUndo", "TcpExtTCPLossUndo")
 
@@ -109,43 +114,56 @@ def counter_delta(before: Mapping[str, int], after: Mapping[str, int]) -> dict[s
     return out
 
 
-@dataclass(frozen=True)
-class RetransmitCauses:
-    """What a sender's counters say about its retransmissions over a run (deltas).
-    None: the OS keeps no such counter (or the snapshot lacks it). The FreeBSD
-    parser (ccbench.parse.netstat_freebsd) fills the same record."""
+class RetransmitCauses(Part):
+    """What a sender's counters say about its retransmissions over a run (deltas), and
+    the causes they show (`causes`, from the counts when not given). None: the OS keeps
+    no such counter (or the snapshot lacks it). The FreeBSD parser
+    (ccbench.parse.netstat_freebsd) fills the same record."""
 
-    os: str  # "linux" | "freebsd"
-    retransmitted_segments: int | None
-    retransmitted_bytes: int | None
-    timeouts: int | None  # RTO expiries
-    after_timeout_segments: int | None  # resent in loss state after an RTO
-    fast_retransmit_segments: int | None  # resent in fast (SACK) recovery
-    recovery_episodes: int | None
-    recoveries_ended_by_timeout: int | None
-    loss_probes: int | None  # tail-loss probes sent
-    loss_probe_recoveries: int | None
-    lost_retransmits: int | None  # retransmissions found lost again
-    spurious_rtos: int | None  # RTOs found unnecessary (and undone)
-    dsacks_received: int | None
-    dsack_segments: int | None
-    dsack_bytes: int | None
-    undos: int | None  # cwnd reductions undone (Linux)
+    os: str = d("the sender's OS (whose counters these are)")
+    retransmitted_segments: int | None = d("segments retransmitted (Linux TcpRetransSegs)")
+    retransmitted_bytes: int | None = d("bytes retransmitted (FreeBSD)")
+    timeouts: int | None = d("retransmission timeouts (RTO expiries)")
+    after_timeout_segments: int | None = d("segments resent in loss state after an RTO")
+    fast_retransmit_segments: int | None = d("segments resent in fast (SACK) recovery")
+    recovery_episodes: int | None = d("fast-recovery episodes entered")
+    recoveries_ended_by_timeout: int | None = d("recoveries that ended in an RTO")
+    loss_probes: int | None = d("tail-loss probes sent")
+    loss_probe_recoveries: int | None = d("losses a tail-loss probe repaired")
+    lost_retransmits: int | None = d("retransmissions found lost again")
+    spurious_rtos: int | None = d("RTOs found unnecessary (F-RTO)")
+    dsacks_received: int | None = d("D-SACKs received: the receiver had the data already")
+    dsack_segments: int | None = d("segments D-SACKed")
+    dsack_bytes: int | None = d("bytes D-SACKed (FreeBSD)")
+    undos: int | None = d("cwnd reductions undone (Linux)")
+    causes: list[str] = d("the causes the counters show: timeout, fast-retransmit, "
+                          "tail-loss-probe, lost-retransmit, spurious-rto, dsack")  # fmt: skip
 
-    def causes(self) -> list[str]:
-        """Names of the causes the counters show, in this order: "timeout",
-        "fast-retransmit", "tail-loss-probe", "lost-retransmit", "spurious-rto",
-        "dsack" (the receiver reported data it already had)."""
-        shown = (
-            ("timeout", self.timeouts),
-            ("fast-retransmit", (self.fast_retransmit_segments or 0)
-             + (self.recovery_episodes or 0)),
-            ("tail-loss-probe", self.loss_probes),
-            ("lost-retransmit", self.lost_retransmits),
-            ("spurious-rto", self.spurious_rtos),
-            ("dsack", (self.dsacks_received or 0) + (self.dsack_bytes or 0)),
-        )  # fmt: skip
-        return [name for name, count in shown if count]
+    @model_validator(mode="before")
+    @classmethod
+    def _with_causes(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "causes" not in data:
+            return {**data, "causes": shown_causes(data)}
+        return data
+
+
+def shown_causes(counts: Mapping[str, Any]) -> list[str]:
+    """Names of the causes the counts (RetransmitCauses' fields) show, in this order:
+    "timeout", "fast-retransmit", "tail-loss-probe", "lost-retransmit", "spurious-rto",
+    "dsack" (the receiver reported data it already had)."""
+
+    def n(key: str) -> int:
+        return counts.get(key) or 0
+
+    shown = (
+        ("timeout", n("timeouts")),
+        ("fast-retransmit", n("fast_retransmit_segments") + n("recovery_episodes")),
+        ("tail-loss-probe", n("loss_probes")),
+        ("lost-retransmit", n("lost_retransmits")),
+        ("spurious-rto", n("spurious_rtos")),
+        ("dsack", n("dsacks_received") + n("dsack_bytes")),
+    )
+    return [name for name, count in shown if count]
 
 
 def linux_retransmit_causes(delta: Mapping[str, int]) -> RetransmitCauses:

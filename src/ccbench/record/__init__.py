@@ -1,30 +1,27 @@
-"""One run's record: what `ccbench parse` writes as summary.json and every reader
-(aggregate, the report) reads, through this one typed model.
+"""A run's record (summary.json) without its instruments' parts: the record's own
+fields (`RecordFields`), its pieces (parts.py) and its writer. ccbench.run_record
+composes `RunRecord`, what `ccbench parse` writes and every reader (aggregate, the
+report) reads, of these fields and each registered instrument's part.
 
 The record is versioned (`schema`); ccbench.record_load reads a summary.json, brought
 forward by ccbench.upgrade from an earlier version, into it, so no reader knows older
-layouts. This package is the data only: it imports nothing that reads runs.
-Every key is a described field (parts.py, or an instrument's own module), and a key a
-writer adds without describing it is refused: the summary.json reference
-(docs/summary-reference.md) is generated from these descriptions and cannot drift from
-what is written. An instrument's part is a field by its `summary_key`: declared below
-for the instruments that predate this, added from the registry for any other (its
-`summary_type`, declared once in its module).
+layouts. This package is the data only: besides the pieces it imports the spec (a
+record's `run_spec`), jsonio (the writer) and upgrade (the version), nothing that reads
+runs and no instrument. Every key is a described field (parts.py, or an instrument's own
+module), and a key a writer adds without describing it is refused: the summary.json
+reference (docs/summary-reference.md) is generated from these descriptions and cannot
+drift from what is written.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field
-from pydantic.fields import FieldInfo
 
-from ccbench import instruments, jsonio, upgrade
-from ccbench.instruments.events import TcpEvents
-from ccbench.instruments.siftr import SiftrLogging
+from ccbench import jsonio, upgrade
 from ccbench.record.parts import (
-    BblogFiles,
     Bottleneck,
     CalibrationSummary,
     DelayElement,
@@ -34,12 +31,8 @@ from ccbench.record.parts import (
     Mathis,
     Part,
     ProbeRecord,
-    QueueStats,
     Recorded,
-    RetransmitCauses,
-    RouterCpu,
     RttExcess,
-    Sockstat,
     Srtt,
     Waiting,
     d,
@@ -49,7 +42,10 @@ from ccbench.spec import RunSpec
 SCHEMA = upgrade.SUMMARY_SCHEMA
 
 
-class RunRecord(Part):
+class RecordFields(Part):
+    """The run record's own fields, in summary.json's order (ccbench.run_record places
+    each instrument's part among them)."""
+
     version: str = Field(SCHEMA, alias="schema", description=(
         "the record's version (ccbench.upgrade brings older ones forward)"))  # fmt: skip
     run_id: str = d("the run's id: scenario-variant-rREP-<hash of spec>")
@@ -69,10 +65,8 @@ class RunRecord(Part):
     )
     jain: float | None = d("Jain's index of the per-flow throughputs")
     bottleneck: Bottleneck = d("rt1's queue and shaper counters during the run")
-    queue: QueueStats | None = d("rt1's queue sampled every qdisc_interval_s (0: off)", None)
     delay_element: DelayElement | None = d("the native delay element's statistics", None)
     loss_ledger: LossLedger | None = d("every lost packet, by where it was lost", None)
-    sockstat: Sockstat | None = d("FreeBSD senders: each flow's connections (CC, stack)", None)
     nics: list[dict[str, Any]] | None = d(
         "SSH testbeds: every node's NIC records from its start-up script", None
     )
@@ -80,18 +74,7 @@ class RunRecord(Part):
         "where a TX ring or TX queue count asked and the one in use differ, or a NIC record's "
         "channels/BQL do not parse", None)  # fmt: skip
     kernel: KernelRecord | None = d("every sender's kernel as the run read it", None)
-    siftr: dict[str, SiftrLogging] | None = d(
-        "FreeBSD senders: node -> how its siftr log was taken", None)  # fmt: skip
-    retransmit_causes: dict[str, RetransmitCauses] | None = d(
-        "every sender's TCP counters over the run (nstat, netstat -s): node -> the causes "
-        "of its retransmissions", None)  # fmt: skip
-    bblog: dict[str, BblogFiles] | None = d(
-        "FreeBSD senders with bblog: node -> its black-box log files", None)  # fmt: skip
-    tcp_events: TcpEvents | None = d(
-        "runs with a per-ACK trace: each flow's recoveries, RTOs and retransmissions",
-        None)  # fmt: skip
     probe: ProbeRecord | None = d("the concurrent latency probe (RTT under load)", None)
-    router_cpu: RouterCpu | None = d("CPU of the bottleneck router over the traffic", None)
     calibration: CalibrationSummary = d("the testbed's calibration the run used")
     rtt_excess: RttExcess | None = d("drop-tail queues: RTT samples above the path's bound",
                                      None)  # fmt: skip
@@ -127,38 +110,15 @@ class RunRecord(Part):
         return "not run" if self.skipped else "valid" if self.valid else "invalid"
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
+    def from_dict(cls, data: dict[str, Any]) -> Self:
         return cls.model_validate(data)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(jsonio.clean(self.model_dump(mode="json", by_alias=True)))
 
 
-def _instrument_parts() -> None:
-    """Each registered instrument's part that RunRecord does not declare itself, as a
-    field named by its `summary_key`, of its `summary_type` or null: an instrument
-    declares its part once, in its own module. (pydantic builds a model's fields when
-    the class is made; these are added to them and the model rebuilt.)"""
-    added = False
-    for cls in instruments.REGISTRY.values():
-        key = cls.summary_key
-        if key is None or key in RunRecord.model_fields:
-            continue
-        if cls.summary_type is None:
-            raise TypeError(f"instrument {cls.name}: part {key} has no summary_type")
-        RunRecord.__pydantic_fields__[key] = FieldInfo.from_annotated_attribute(
-            cls.summary_type | None, d(cls.summary_doc, None)
-        )
-        added = True
-    if added:
-        RunRecord.model_rebuild(force=True)
-
-
-_instrument_parts()
-
-
-def write(path: Path, rec: RunRecord) -> None:
+def write(path: Path, rec: RecordFields) -> None:
     jsonio.write_json(path, rec.to_dict())
 
 
-__all__ = ["SCHEMA", "FlowResult", "RunRecord", "write"]
+__all__ = ["SCHEMA", "FlowResult", "RecordFields", "write"]

@@ -74,60 +74,6 @@ class Bottleneck(Part):
         "a lab's own network: the bottleneck ccbench does not control, named", None)  # fmt: skip
 
 
-class DropsCheck(Part):
-    series: int | None = d("drops summed from the queue samples")
-    counters: int | None = d("tc-before/after's difference")
-    equal: bool | None = d("series == counters")
-    before_first_sample: int | None = d("drops before the first sample")
-    after_last_sample: int | None = d("drops after the last sample")
-    consistent: bool = d("false only when the counters went backwards (qdisc replaced)")
-    note: str | None = d("why series and counters differ")
-
-
-class QueueStats(Part):
-    sampled: bool = d("whether rt1's queue was sampled (false: see notes)")
-    notes: list[str] = d("an interval not kept, drops outside the sampled span, ...")
-    file: str | None = d("the samples' raw file", None)
-    samples: int | None = d("samples taken", None)
-    samples_in_traffic: int | None = d("samples while the flows ran", None)
-    interval_s: float | None = d("sampling interval asked, s", None)
-    interval_achieved_s: float | None = d("mean step while the flows ran, s", None)
-    max_gap_s: float | None = d("longest step while the flows ran, s", None)
-    first_s: float | None = d("first sample, s from the traffic start", None)
-    last_s: float | None = d("last sample, s from the traffic start", None)
-    limit_pkts: int | None = d("the queue's limit in packets", None)
-    limit_bytes: int | None = d("the queue's limit in bytes", None)
-    backlog_mean_pkts: float | None = d("mean backlog while the flows ran, packets", None)
-    backlog_p95_pkts: float | None = d("95th percentile backlog (nearest rank), packets", None)
-    backlog_max_pkts: int | None = d("largest backlog, packets", None)
-    backlog_mean_bytes: float | None = d("mean backlog, bytes", None)
-    full_share: float | None = d("share of samples with backlog >= limit - 1", None)
-    drop_intervals: int | None = d("sampling intervals in which the queue dropped", None)
-    drop_burst_max: int | None = d("most drops in one interval", None)
-    drops_in_traffic: int | None = d("drops while the flows ran (from the samples)", None)
-    drops_check: DropsCheck | None = d("the series' drops against the counters", None)
-    frame_bytes: int | None = d("one frame of the path: MTU + 14, what a queued packet should be",
-                                None)  # fmt: skip
-    samples_with_backlog: int | None = d("samples while the flows ran with a packet queued", None)
-    pkt_bytes_max: float | None = d(
-        "the largest backlog bytes / packets of those samples, bytes (a sample can be off by a "
-        "few packets: the kernel reads the two unlocked, one after the other)",
-        None,
-    )
-    pkt_bytes_mean: float | None = d(
-        "bytes per queued packet over those samples (bytes summed / packets summed)", None
-    )
-    samples_over_frame: int | None = d(
-        "of those samples, the ones holding more bytes than their packets can as frames", None
-    )
-    super_packets: bool | None = d(
-        "the queue held super-packets (GSO/TSO skbs, GRO/LRO aggregates), and the run is "
-        "invalid: more of the samples with a backlog over a frame than a sample's race "
-        "explains (docs/fidelity.md, Super-packets at the bottleneck); null: none had one",
-        None,
-    )
-
-
 class RttExcess(Part):
     bound_ms: float = d("RTT + a full drop-tail queue + 5 ms: the most the path can give")
     samples: int = d("RTT samples (senders' srtt from ss/siftr, the probe's)")
@@ -168,25 +114,6 @@ class LossLedger(Part):
     softnet_backlog_pkts: int = d("the kernels' receive backlog drops (softnet_stat)")
     softnet_time_squeeze: int = d("times receive processing ran out of budget")
     unread: list[str] = d("counters that could not be read (node and what)")
-
-
-class SockstatConnection(Part):
-    local: str = d("local address:port")
-    stack: str | None = d("TCP stack (sockstat -S)")
-    cc: str | None = d("congestion control module (sockstat -C)")
-
-
-class SockstatFlow(Part):
-    flow: int = d("flow number")
-    node: str = d("its sender")
-    peer: str = d("receiver address:port")
-    at_s: float | None = d("when the sample was taken, s from the traffic start")
-    raw: str = d("the sample's raw file")
-    connections: list[SockstatConnection] = d("the flow's connections")
-
-
-class Sockstat(Part):
-    flows: list[SockstatFlow] = d("per flow, its connections while it ran")
 
 
 class SenderKernel(Part):
@@ -233,13 +160,6 @@ class Mathis(Part):
     ratio: float | None = d("measured sum / (mbps_per_flow x flows)")
 
 
-class RouterCpu(Part):
-    busy_pct: float | None = d("busy share of the bottleneck router's CPU over the traffic")
-    softirq_pct: float | None = d("softirq share")
-    steal_pct: float | None = d("time a hypervisor gave the vCPU to other guests")
-    jiffies: int = d("CPU time counted")
-
-
 class CalibrationSummary(Part):
     delay_method: str | None = d("netem, ccdelay, or the Emulab delay node", None)
     delay_direction: str = d("both (RTT/2 each way) or reverse (the whole RTT on r -> s)", "both")
@@ -273,33 +193,3 @@ class Waiting(Part):
     checked_unix: float = d("when it was checked")
     loader: dict[str, LoaderWait] = d("node -> the FreeBSD boot tunables (hosts.loader) it "
                                       "did not report as asked", {})  # fmt: skip
-
-
-class RetransmitCauses(Part):
-    os: str = d("the sender's OS (whose counters these are)")
-    retransmitted_segments: int | None = d("segments retransmitted (Linux TcpRetransSegs)")
-    retransmitted_bytes: int | None = d("bytes retransmitted (FreeBSD)")
-    timeouts: int | None = d("retransmission timeouts (RTO expiries)")
-    after_timeout_segments: int | None = d("segments resent in loss state after an RTO")
-    fast_retransmit_segments: int | None = d("segments resent in fast (SACK) recovery")
-    recovery_episodes: int | None = d("fast-recovery episodes entered")
-    recoveries_ended_by_timeout: int | None = d("recoveries that ended in an RTO")
-    loss_probes: int | None = d("tail-loss probes sent")
-    loss_probe_recoveries: int | None = d("losses a tail-loss probe repaired")
-    lost_retransmits: int | None = d("retransmissions found lost again")
-    spurious_rtos: int | None = d("RTOs found unnecessary (F-RTO)")
-    dsacks_received: int | None = d("D-SACKs received: the receiver had the data already")
-    dsack_segments: int | None = d("segments D-SACKed")
-    dsack_bytes: int | None = d("bytes D-SACKed (FreeBSD)")
-    undos: int | None = d("cwnd reductions undone (Linux)")
-    causes: list[str] = d("the causes the counters show: timeout, fast-retransmit, "
-                          "tail-loss-probe, lost-retransmit, spurious-rto, dsack")  # fmt: skip
-    raw: list[str] = d("the counter snapshots it came from (before, after)")
-
-
-class BblogFiles(Part):
-    files: list[str] = d("its BBLog files in raw/ (tcplog_dumper's pcapng, gzip'd)")
-    node_bytes: int = d("their size on the node, bytes")
-    fetched_bytes: int = d("bytes that crossed the link")
-    blocks: int = d("pcapng blocks, all files (each checked whole)")
-    notes: list[str] = d("files not fetched or not whole pcapng (BBLog feeds no number)")

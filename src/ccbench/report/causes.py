@@ -9,10 +9,12 @@ from typing import Any
 
 import pandas as pd
 
+from ccbench.instruments.counters import TcpCounters
 from ccbench.instruments.events import TcpEvents
-from ccbench.record import RunRecord
+from ccbench.instruments.tcp_probe import TcpProbe
 from ccbench.report import data
 from ccbench.report.fmt import fmt
+from ccbench.run_record import RunRecord
 
 # (header, unit, the counters' field summed over the run's senders)
 COLUMNS = (
@@ -28,7 +30,7 @@ COLUMNS = (
 
 
 def _sum(rec: RunRecord, field: str) -> float:
-    vals = [getattr(c, field) for c in (rec.retransmit_causes or {}).values()]
+    vals = [getattr(c, field) for c in (TcpCounters.part_of(rec) or {}).values()]
     return float("nan") if not vals or None in vals else float(sum(vals))
 
 
@@ -49,14 +51,15 @@ def causes_table(
     traced = False
     for _, r in runs.sort_values("order").iterrows():
         rec = data.run_summary(runs_dir, str(r["run_id"]))
-        if rec is None or not rec.retransmit_causes:
+        counters = TcpCounters.part_of(rec)
+        if rec is None or not counters:
             continue
         cells = [str(r["order"]), str(r["run_id"]), str(r["variant"]), str(r["repetition"])]
         cells += [fmt(_sum(rec, f), 0) for _, _, f in COLUMNS]
-        ev = rec.tcp_events
+        ev = TcpProbe.part_of(rec)
         traced |= ev is not None
         cells.append("" if ev is None else traced_cell(ev))
-        causes = sorted({c for x in rec.retransmit_causes.values() for c in x.causes})
+        causes = sorted({c for x in counters.values() for c in x.causes})
         cells.append(", ".join(causes) or "none")
         rows.append({"cells": cells, "valid": rec.valid,
                      "colour": colours.get(str(r["variant"]), "#999999")})  # fmt: skip

@@ -13,11 +13,11 @@ import pandas as pd
 from ccbench import layout, record_load, upgrade
 from ccbench.errors import CcbenchError
 from ccbench.model import Matrix
-from ccbench.record import RunRecord
 from ccbench.record.parts import Recorded
 from ccbench.report import thinned
 from ccbench.report.fmt import as_float, fmt
 from ccbench.roles import BOTTLENECK_ROUTER
+from ccbench.run_record import RunRecord
 from ccbench.spec import Flow, Topology
 from ccbench.summarize.hosts import BQL_NO_CAP, tx_queues_in_use
 

@@ -31,7 +31,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ccbench.instruments import SENDER_SOURCES
-from ccbench.record import RunRecord
+from ccbench.instruments.tcp_probe import TcpProbe
+from ccbench.run_record import RunRecord
 
 MAX_EPISODES = 3  # zoomed per run
 BEFORE_RTTS = 3.0  # window before an episode's start, in RTTs
@@ -115,7 +116,7 @@ class Zoom:
 def find(rec: RunRecord | None, path: Path) -> Found | None:
     """The run's episodes: its trace's events, else those its sender samples show; None
     when it has neither (no trace, no ss/siftr rows)."""
-    ev = rec.tcp_events if rec else None
+    ev = TcpProbe.part_of(rec)
     if ev is not None:
         out = [
             Event(f.flow, what, t)

@@ -18,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from ccbench.instruments.tcp_probe import TcpProbe  # noqa: E402
 from ccbench.model import Matrix  # noqa: E402
 from ccbench.report import data, style, tsplot  # noqa: E402
 
@@ -95,10 +96,11 @@ class Scene:
         """The run's congestion events (a per-ACK trace's: summary.json tcp_events),
         flow -> times; {}: none."""
         rec = data.run_summary(self.runs_dir, run_id)
-        if rec is None or rec.tcp_events is None:
+        ev = TcpProbe.part_of(rec)
+        if ev is None:
             return {}
         return {f.flow: {"rto_s": f.rto_s, "recovery_s": f.recovery_s}
-                for f in rec.tcp_events.flows}  # fmt: skip
+                for f in ev.flows}  # fmt: skip
 
     def tag(self, variant: str) -> str:
         return " (baseline)" if variant == self.baseline else ""

@@ -15,11 +15,13 @@ from matplotlib.figure import Figure
 
 from ccbench import instruments, layout
 from ccbench.instruments.events import lost_text
+from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.instruments.tcp_probe import FILE_GLOB as TCP_PROBE_GLOB
-from ccbench.record import RunRecord
+from ccbench.instruments.tcp_probe import TcpProbe
 from ccbench.report import data, episodes, plots, zoomplot
 from ccbench.report.episodes import Found, Zoom
 from ccbench.report.fmt import fmt
+from ccbench.run_record import RunRecord
 
 # Each sender source's raw files (the caption names those the run has).
 RAW_GLOBS = {"tcp_probe": TCP_PROBE_GLOB, "ss": layout.SS_GLOB, "siftr": layout.SIFTR_GLOB}
@@ -185,7 +187,7 @@ def _join(xs: list[str]) -> str:
 
 def _resolution(src: str, found: Found, rec: RunRecord | None, step: float) -> str:
     if src == found.source and found.per_ack:
-        ev = rec.tcp_events if rec else None
+        ev = TcpProbe.part_of(rec)
         thin = ev.acks_thinned if ev else None
         how = f"{src}, {thin}" if thin else f"{src}, every ACK"
         # a run judged before lost events made it invalid may still be shown: say so
@@ -214,7 +216,7 @@ def _files(run_dir: Path, source: str) -> str:
 
 
 def _queue_text(rec: RunRecord | None, zs: list[Zoom]) -> str:
-    q = rec.queue if rec else None
+    q = QdiscSampler.part_of(rec)
     if (
         q is None
         or not q.sampled

@@ -11,7 +11,7 @@ from pathlib import Path
 from ccbench import __version__, jsonio, layout, record, record_load, safe, unproven, validity
 from ccbench.errors import CcbenchError
 from ccbench.layout import RawDir
-from ccbench.record import RunRecord
+from ccbench.run_record import RunRecord
 from ccbench.spec import RunSpec
 from ccbench.summarize import min_rtt, summarize, window
 from ccbench.summarize.run_metrics import rtt_excess, run_metrics
