@@ -9,7 +9,7 @@ from typing import Any, Self
 
 from ccbench import layout
 from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
-from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.parse.procstat import usage_between
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -19,6 +19,7 @@ from ccbench.testbed.base import Testbed
 class RouterCpu(BeforeAfter):
     name = "router_cpu"
     description = "/proc/stat on the bottleneck router before and after"
+    raw_files = (RawFile(layout.cpu, "the bottleneck router's CPU counters"),)
     cost = Cost.SNAPSHOT
     oses = ()  # the router's
     summary_key = "router_cpu"

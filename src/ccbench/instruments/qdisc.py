@@ -24,7 +24,7 @@ from ccbench.instruments.base import (
     need,
 )
 from ccbench.jsonio import is_number
-from ccbench.layout import AFTER, BEFORE, RawDir, open_text, stored
+from ccbench.layout import AFTER, BEFORE, RawDir, RawFile, open_text, stored
 from ccbench.needs import Needs
 from ccbench.roles import BOTTLENECK_ROUTER
 from ccbench.spec import RunSpec
@@ -48,6 +48,9 @@ _READ_ERRORS = (UnicodeDecodeError, OSError, EOFError, zlib.error, lzma.LZMAErro
 class QdiscSampler(Instrument):
     name = "qdisc"
     description = "the bottleneck's qdisc counters every interval (tc -s -j)"
+    raw_files = (
+        RawFile(layout.qdisc, "the bottleneck router NODE's qdisc counters every interval"),
+    )
     cost = Cost.SAMPLED
     oses = ()  # the bottleneck router's, not a sender's
     summary_key = "queue"
