@@ -74,6 +74,12 @@ def write_json(path: Path, obj: Any) -> None:
     write_text_atomic(path, dumps(obj))
 
 
+def append_line(path: Path, obj: Any) -> None:
+    """`obj` as one line of strict JSON appended to the log `path` (JSON Lines)."""
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(clean(obj), allow_nan=False) + "\n")
+
+
 def read_json(path: Path) -> Any:
     """The JSON in `path`; None if it is missing or not (strict) JSON."""
     try:

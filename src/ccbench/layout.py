@@ -12,10 +12,11 @@ raw/ holds spec.json (what was asked), meta.json (what happened when: ccbench.ru
 calibration.json, facts.json, kernel.json, sender-setup.json, qdisc-config.txt, the
 before/after snapshots (tc-, delay-, drops-), one iperf3-K.json (+ server-K.json) per
 flow, the instruments' files, the probe's file, error.txt (the attempt failed) or
-skipped.json (not run, and why); docs/architecture.md has the table. Each name is
+skipped.json (not run, and why); docs/architecture.md's table is made from RAW_FILES
+below and the instruments' and probe tools' declarations. Each name is
 written once in the package: here (the constants and functions below, instruments'
 files among them), or in the module of the instrument or probe tool whose file it is
-(instruments.interfaces, instruments.tcp_probe, each probe tool's `raw_file`); every
+(instruments.interfaces for one, each probe tool's `raw_file`); every
 reader and writer uses these, never a literal (tests/unit/test_raw_names.py). A large
 file fetched from a remote node may be stored compressed (NAME.gz, NAME.xz or NAME.zst);
 every reader here opens both forms.
@@ -24,9 +25,10 @@ every reader here opens both forms.
 from __future__ import annotations
 
 import gzip
+import inspect
 import io
 import lzma
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
@@ -150,6 +152,64 @@ def stderr_of(name: str) -> str:
 
 SS_GLOB = "ss-s*.txt"
 SIFTR_GLOB = "siftr-s*.log"
+
+
+@dataclass(frozen=True)
+class RawFile:
+    """A raw/ file as docs/architecture.md's table shows it (scripts/gen_references.py):
+    its name (a constant, or the function that makes it: each parameter a placeholder)
+    and what it holds. RAW_FILES here, each instrument's `raw_files` and each probe
+    tool's `raw_file` are the table."""
+
+    name: str | Callable[..., str]
+    what: str
+
+    def shown(self) -> str:
+        """The name with `when` as {before,after} and any other parameter in upper case
+        (iperf3-K.json, tc-{before,after}.json)."""
+        if isinstance(self.name, str):
+            return self.name
+        params = inspect.signature(self.name).parameters
+        return self.name(*(f"{{{BEFORE},{AFTER}}}" if p == "when" else p.upper() for p in params))
+
+
+# The run's own files (the instruments' are theirs: Instrument.raw_files).
+RAW_FILES = (
+    RawFile(SPEC, "what was asked (the run spec; hashes to the run id)"),
+    RawFile(
+        META,
+        "what happened when, one typed record (`runmeta.RunMeta`): the traffic's start "
+        "(`started_unix`), each flow's release (`flows`) and exit code (`client_rc`), the "
+        "probe's argv (`probe_argv`), each instrument's record (`instruments.<name>`); and, "
+        "read by the integration tests, `bench/pipeline.py` and "
+        "`scripts/rehearsal/evidence.py` only, the clients' argv (`client_argv`), where the "
+        "tools ran (`tools`), how long the traffic and the run's own steps took "
+        "(`traffic_wall_s`, `phases_s`), when it ended (`finished_unix`)",
+    ),
+    RawFile(CALIBRATION, "the testbed's calibration as the run found it"),
+    RawFile(HOST_FACTS, "host facts: the senders' identity, the receivers' buffers, the NICs"),
+    RawFile(KERNEL, "the kernel the variant needs"),
+    RawFile(SENDER_SETUP, "the senders' set-up: each step a FreeBSD stack or CC needed, as run"),
+    RawFile(QDISC_CONFIG, "the bottleneck router's qdiscs as configured (`tc qdisc show`)"),
+    RawFile(
+        HOST_CHANGES,
+        "the run's host settings: each change made on an endpoint with its undo, every "
+        "command as run and what the host reported after it (`host_apply`)",
+    ),
+    RawFile(tc, "the bottleneck's qdisc and its counters around the run"),
+    RawFile(delay, "the delay element's counters around the run"),
+    RawFile(drops, "every node's drop counters around the run"),
+    RawFile(iperf3, "flow K's iperf3 client (JSON)"),
+    RawFile(
+        server,
+        "flow K's iperf3 server (JSON with the receiver's intervals; runs made before the "
+        "receiver-side series kept server-K.txt, which nothing reads)",
+    ),
+    RawFile(probe_server, "the latency probe's server K, on the first flow's receiver"),
+    RawFile(PROBE_ERR, "the latency probe's errors"),
+    RawFile(ERROR, "the attempt failed, and why"),
+    RawFile(SKIPPED, "the run was not run, and why"),
+)
 
 # --- the run directory -----------------------------------------------------------
 RAW = "raw"

@@ -98,8 +98,9 @@ def bring_up(
         out.parent.mkdir(parents=True, exist_ok=True)
         jsonio.write_json(out, rec)
         if e.retry:  # one line per failed `up`: the workflow reruns it when this grows
-            with out.with_name(FAILURES_LOG).open("a") as fh:
-                fh.write(json.dumps({"time": rec.get("time"), "reason": str(e)}) + "\n")
+            jsonio.append_line(
+                out.with_name(FAILURES_LOG), {"time": rec.get("time"), "reason": str(e)}
+            )
         return rec
     if calibration_out:
         jsonio.write_json(Path(calibration_out), cal)

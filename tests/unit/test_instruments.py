@@ -102,6 +102,11 @@ class SshTestbed:
         return {"r1": "10.1.3.2", "r2": "10.1.3.6"}[node]
 
 
+# Derived from the registry, so that an instrument added by docs/architecture.md's recipe
+# needs no edit here.
+OPTIONAL = [n for n, c in instruments.REGISTRY.items() if c.optional]
+
+
 def spec(tcp_probe: bool = True, os_name: str = "linux", rate: float = 1000,
          duration: float = 300) -> RunSpec:  # fmt: skip
     return RunSpec(
@@ -435,7 +440,7 @@ def test_record_names_optional_instruments_with_their_options() -> None:
 @pytest.mark.parametrize(
     ("value", "says"),
     [
-        (["ss"], "'ss' is no optional instrument (there are: bblog, tcp_probe)"),
+        (["ss"], f"'ss' is no optional instrument (there are: {', '.join(OPTIONAL)})"),
         (["nope"], "'nope' is no optional instrument"),
         (["bblog", "bblog"], "bblog is named twice"),
         ([{"tcp_probe": {"budget": 1}}], "tcp_probe has no option 'budget' (it has: budget_mb)"),
@@ -455,11 +460,14 @@ def test_a_bad_record_is_one_line_naming_it(value: list[Any], says: str) -> None
 def test_a_traced_twin_records_with_tcp_probe_and_keeps_what_was_asked() -> None:
     s = replace(spec(False), record=(Recorded("bblog"),))
     twin = instruments.traced_twin(s)
+    in_twin = [n for n, c in instruments.REGISTRY.items() if c.in_traced_twin]
+    assert "tcp_probe" in in_twin and "bblog" not in in_twin
     assert twin.tracing == "traced"
-    assert [r.name for r in twin.record] == ["bblog", "tcp_probe"]
+    assert [r.name for r in twin.record] == sorted(["bblog", *in_twin])  # by name
     asked = replace(spec(False), record=(Recorded("tcp_probe", (("budget_mb", 8.0),)),))
-    assert instruments.traced_twin(asked).record == asked.record  # its own budget kept
-    assert instruments.traced_twin_names() == ["tcp_probe"]
+    kept = [r for r in instruments.traced_twin(asked).record if r.name == "tcp_probe"]
+    assert kept == list(asked.record)  # its own budget kept
+    assert instruments.traced_twin_names() == in_twin
 
 
 def test_specs_with_the_old_keys_read_as_record() -> None:
@@ -479,7 +487,13 @@ def test_specs_with_the_old_keys_read_as_record() -> None:
 
 
 def test_sender_sources_are_ranked_by_the_instruments() -> None:
-    assert instruments.SENDER_SOURCES == ("tcp_probe", "ss", "siftr")
+    """Every instrument with a sender rank, finest first: the per-ACK trace before the
+    samplers."""
+    ranked = {n: c.sender_rank for n, c in instruments.REGISTRY.items() if c.sender_rank}
+    assert set(instruments.SENDER_SOURCES) == set(ranked)
+    assert [ranked[n] for n in instruments.SENDER_SOURCES] == sorted(ranked.values())
+    order = instruments.SENDER_SOURCES.index
+    assert order("tcp_probe") < order("ss") < order("siftr")
 
 
 def test_a_scenario_may_ask_its_own_record() -> None:

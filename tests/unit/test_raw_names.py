@@ -12,7 +12,10 @@ name among other words (a message, a description), are prose, not names; the nam
 the run directory around raw/ (summary.json, attempts.json, ...) are layout's too but not
 raw files, and are left out.
 
-docs/architecture.md's table of raw/ is checked against the same names, both ways.
+docs/architecture.md's table of raw/, generated from the owners' declarations of their
+names (layout.RAW_FILES, Instrument.raw_files, ProbeTool.raw_file), is checked against
+the same names, both ways: a name written without a declaration, or a declaration of a
+name no owner writes, fails.
 """
 
 from __future__ import annotations
@@ -149,13 +152,14 @@ def test_the_scan_flags_names_not_prose() -> None:
 
 
 def documented() -> list[str]:
-    """The names in the first column of the raw/ table, each as a template: `{a,b}`
-    expanded, an upper-case word (K, NODE, WHEN) a placeholder."""
+    """The names in the first column of the raw/ table (generated between its markers
+    from the owners' declarations), each as a template: `{a,b}` expanded, an upper-case
+    word (K, NODE, WHEN) a placeholder."""
     text = ARCH.read_text()
-    table = text[text.index("`raw/`:") :]
-    table = table[: table.index("\n\n", table.index("|"))]
+    begin = text.index("<!-- The raw/ table: generated")
+    table = text[begin : text.index("<!-- End of the generated raw/ table. -->", begin)]
     out = []
-    for row in table.splitlines()[4:]:  # after the title, a blank line, the head
+    for row in table.splitlines()[5:]:  # after the marker's three lines and the head
         for name in re.findall(r"`([^`]+)`", row.split("|")[1]):
             alts = re.fullmatch(r"(.*)\{(\w+),(\w+)\}(.*)", name)
             expanded = [alts[1] + a + alts[4] for a in alts.group(2, 3)] if alts else [name]

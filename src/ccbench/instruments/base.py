@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 
 from ccbench.exec import Proc
-from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.needs import Need, Needs
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -132,6 +132,9 @@ class Instrument(Generic[P]):
     # /var/tmp and named ccbench*: ccbench.leftovers.node_path): a run killed before
     # `collect` leaves them, and a testbed's `down` removes and checks them.
     node_files: ClassVar[tuple[str, ...]] = ()
+    # The files it writes in raw/ and what each holds: docs/architecture.md's raw/
+    # table (each name written once, here or in ccbench.layout).
+    raw_files: ClassVar[tuple[RawFile, ...]] = ()
 
     procs: list[Proc] = field(default_factory=list, init=False)
 

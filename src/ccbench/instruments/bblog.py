@@ -17,7 +17,7 @@ from typing import Any, Self
 from ccbench import layout
 from ccbench.fetch import FetchFailed
 from ccbench.instruments.base import Cost, Instrument, Recording, SummaryPart, need
-from ccbench.layout import RawDir
+from ccbench.layout import RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.parse.pcapng import check_pcapng_file
 from ccbench.part import Part, d
@@ -50,6 +50,12 @@ class BblogFiles(Part):
 class Bblog(Instrument[dict[str, BblogFiles]]):
     name = "bblog"
     description = "tcplog_dumper's BBLog pcapng files on the FreeBSD senders"
+    raw_files = (
+        RawFile(
+            layout.bblog,
+            "FreeBSD sender NODE's BBLog pcapng files, and its dumper's log (NAME `dumper`)",
+        ),
+    )
     cost = Cost.PER_PACKET
     oses = ("freebsd",)
     optional = True

@@ -12,7 +12,7 @@ from typing import Any, Self
 from ccbench import layout
 from ccbench.hosts.linux import LinuxHost
 from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
-from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.parse.bql import parse_bql
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -23,6 +23,7 @@ from ccbench.testbed.kinds import kind
 class TxQueueLimits(BeforeAfter):
     name = "tx_queue_limits"
     description = "BQL of the bottleneck NIC's transmit queues before and after (sysfs)"
+    raw_files = (RawFile(layout.bql, "the bottleneck NIC's BQL state (SSH testbeds)"),)
     cost = Cost.SNAPSHOT
     oses = ()  # the router's
 

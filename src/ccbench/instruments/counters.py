@@ -11,7 +11,7 @@ from typing import Any, Self
 
 from ccbench import layout
 from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
-from ccbench.layout import RawDir
+from ccbench.layout import RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.parse.netstat_freebsd import freebsd_retransmit_causes, parse_netstat_tcp
 from ccbench.parse.nstat import (
@@ -46,6 +46,7 @@ class SenderRetransmits(RetransmitCauses):
 class TcpCounters(BeforeAfter[dict[str, SenderRetransmits]]):
     name = "tcp_counters"
     description = "TCP counters on every sender before and after (nstat, netstat -s)"
+    raw_files = (RawFile(layout.tcp_counters, "sender NODE's TCP counters (nstat, netstat -s)"),)
     cost = Cost.SNAPSHOT
     oses = tuple(PLANS)
     summary_key = "retransmit_causes"

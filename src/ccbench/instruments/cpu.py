@@ -9,7 +9,7 @@ from typing import Any, Self
 
 from ccbench import layout
 from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
-from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.parse.procstat import usage_between
 from ccbench.part import Part, d
 from ccbench.spec import RunSpec
@@ -27,6 +27,7 @@ class RouterCpuUsage(Part):
 class RouterCpu(BeforeAfter[RouterCpuUsage]):
     name = "router_cpu"
     description = "/proc/stat on the bottleneck router before and after"
+    raw_files = (RawFile(layout.cpu, "the bottleneck router's CPU counters"),)
     cost = Cost.SNAPSHOT
     oses = ()  # the router's
     summary_key = "router_cpu"

@@ -33,7 +33,7 @@ from typing import Any, Self
 
 from ccbench import layout
 from ccbench.instruments.base import BeforeAfter, Recording, SummaryPart, need
-from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.parse.iperf3 import Iperf3Result, read_report
 from ccbench.parse.procstat import Window, parse_counters, window
 from ccbench.part import Part, d
@@ -57,9 +57,9 @@ SCOPES = {
 }
 
 
-def file(name: str, when: str) -> str:
-    """The counters of node `name` (or MACHINE) read `when` (layout.BEFORE or AFTER)."""
-    return f"host-cpu-{name}-{when}.txt"
+def file(node: str, when: str) -> str:
+    """The counters of `node` (or MACHINE) read `when` (layout.BEFORE or AFTER)."""
+    return f"host-cpu-{node}-{when}.txt"
 
 
 class CpuShares(Part):
@@ -149,6 +149,12 @@ class HostCpuPart(Part):
 class HostCpu(BeforeAfter[HostCpuPart]):
     name = "host_cpu"
     description = "every sender's and receiver's CPU counters before and after"
+    raw_files = (
+        RawFile(
+            file,
+            f"sender or receiver NODE's CPU counters (NODE `{MACHINE}`: one kernel's single read)",
+        ),
+    )
     oses = ()  # every endpoint's, whatever its OS
     summary_key = "host_cpu"
     summary_doc = (

@@ -26,7 +26,7 @@ from ccbench.hosts.firewall import FirewallReading
 from ccbench.hosts.settings import EndpointReading, for_os, read_endpoint, same_value
 from ccbench.instruments.base import Cost, Instrument, Recording, SummaryPart, need
 from ccbench.jsonio import write_json
-from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.part import Part, d
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -157,6 +157,12 @@ class HostSettings(Instrument[dict[str, HostFound]]):
     description = (
         "every endpoint's MTU, offloads and sysctls read back before the traffic; a firewall "
         "ruleset's rules before it and counters after it"
+    )
+    raw_files = (
+        RawFile(
+            FILE, "every endpoint's MTU, offloads and sysctls read back right before the traffic"
+        ),
+        RawFile(firewall_file, "a firewall ruleset's reads right before and after the traffic"),
     )
     cost = Cost.SNAPSHOT
     summary_key = "host_settings"

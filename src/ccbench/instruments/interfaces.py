@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from ccbench.instruments.base import BeforeAfter, Recording, SummaryPart, need
-from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.parse.drops import links
 from ccbench.part import Part, d
@@ -47,6 +47,7 @@ class InterfaceCounters(Part):
 class Interfaces(BeforeAfter[dict[str, dict[str, InterfaceCounters]]]):
     name = "interfaces"
     description = "every interface's counters on every Linux node before and after (ip -s -s)"
+    raw_files = (RawFile(file, "every interface's counters on Linux node NODE"),)
     oses = ()  # every node's, not only the senders'
     needs = {"linux": Needs(("ip",))}
     summary_key = "interfaces"

@@ -24,7 +24,7 @@ from ccbench.instruments.base import (
     need,
 )
 from ccbench.jsonio import is_number
-from ccbench.layout import AFTER, BEFORE, RawDir, open_text, stored
+from ccbench.layout import AFTER, BEFORE, RawDir, RawFile, open_text, stored
 from ccbench.needs import Needs
 from ccbench.part import Part, d
 from ccbench.roles import BOTTLENECK_ROUTER
@@ -103,6 +103,9 @@ class QueueSummary(Part):
 class QdiscSampler(Instrument[QueueSummary]):
     name = "qdisc"
     description = "the bottleneck's qdisc counters every interval (tc -s -j)"
+    raw_files = (
+        RawFile(layout.qdisc, "the bottleneck router NODE's qdisc counters every interval"),
+    )
     cost = Cost.SAMPLED
     oses = ()  # the bottleneck router's, not a sender's
     summary_key = "queue"

@@ -21,7 +21,7 @@ from ccbench.instruments.base import (
     SummaryPart,
     need,
 )
-from ccbench.layout import RawDir
+from ccbench.layout import RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.part import Part, d
 from ccbench.spec import RunSpec
@@ -60,6 +60,7 @@ class SiftrLogging(Part):
 class Siftr(Instrument[dict[str, SiftrLogging]]):
     name = "siftr"
     description = "siftr2 or siftr(4) on the FreeBSD senders, every Nth packet"
+    raw_files = (RawFile(layout.siftr, "FreeBSD sender NODE's siftr log"),)
     cost = Cost.PER_PACKET
     oses = ("freebsd",)
     sender_rank = 3

@@ -22,7 +22,7 @@ from ccbench.instruments.base import (
     is_int,
     need,
 )
-from ccbench.layout import RawDir
+from ccbench.layout import RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
 from ccbench.part import Part, d
@@ -65,6 +65,7 @@ class SockstatSummary(Part):
 class Sockstat(Instrument[SockstatSummary]):
     name = "sockstat"
     description = "sockstat -46 -CS -P tcp on the FreeBSD senders, once per flow"
+    raw_files = (RawFile(layout.sockstat, "FreeBSD: flow K's connections as sockstat listed them"),)
     cost = Cost.SNAPSHOT
     oses = ("freebsd",)
     summary_key = "sockstat"

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Self
 from ccbench import layout
 from ccbench.instruments.base import Cost, Instrument, Recording, SeriesContext, need
 from ccbench.jsonio import is_number
-from ccbench.layout import RawDir
+from ccbench.layout import RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 class Ss(Instrument):
     name = "ss"
     description = "ss -tinH on the Linux senders every interval"
+    raw_files = (RawFile(layout.ss, "Linux sender NODE's ss samples, one block per interval"),)
     cost = Cost.SAMPLED
     oses = ("linux",)
     sender_rank = 2

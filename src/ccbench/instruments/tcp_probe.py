@@ -39,7 +39,7 @@ from ccbench.instruments.base import (
     need,
 )
 from ccbench.instruments.events import EventCounter, TcpEvents, lost_text
-from ccbench.layout import RawDir
+from ccbench.layout import RawDir, RawFile
 from ccbench.needs import Need, Needs
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -126,6 +126,13 @@ class Reader:
 class TcpProbe(Instrument[TcpEvents]):
     name = "tcp_probe"
     description = "tcp_probe per ACK on the Linux senders (+ cong_state, retransmits)"
+    raw_files = (
+        RawFile(
+            trace_file,
+            f"the per-ACK trace of one trace reader (a sender over SSH, `{HOST}` "
+            "on a one-kernel testbed)",
+        ),
+    )
     cost = Cost.PER_PACKET
     oses = ("linux",)
     optional = True
