@@ -39,16 +39,18 @@ PROC_DIR = f"{ROOT_DIR}/procs"
 # a group already: util-linux sys-utils/setsid.c), or, with no setsid (FreeBSD's base
 # system), starts the command as a job of its own group (`set -m`: FreeBSD's sh turns job
 # control on without a tty when not interactive, bin/sh/jobs.c jobctl_notty) and waits.
+# The record's directory (ROOT_DIR's levels too, whichever runs first) is made 0700: POSIX
+# mkdir -p gives the levels it makes the umask's mode with u+wx.
 _LEAF = (
-    'd="$1"; shift; mkdir -p "$d" 2>/dev/null && ps -o lstart= -p $$ > "$d/$$" 2>/dev/null; '
-    'echo "ccbench-pid $$" >&2; exec "$@"'
+    'd="$1"; shift; (umask 077; mkdir -p "$d") 2>/dev/null && '
+    'ps -o lstart= -p $$ > "$d/$$" 2>/dev/null; echo "ccbench-pid $$" >&2; exec "$@"'
 )
 # $1 _LEAF, $2 the directory, the rest the command. Recorded once it leads its group.
 _RECORD = r"""leaf=$1; shift
 if [ "$(ps -o pgid= -p $$ | tr -d ' ')" = "$$" ]; then exec sh -c "$leaf" ccbench-pid "$@"; fi
 if command -v setsid >/dev/null 2>&1; then exec setsid sh -c "$leaf" ccbench-pid "$@"; fi
 d=$1; shift; set -m; "$@" & p=$!
-mkdir -p "$d" 2>/dev/null && ps -o lstart= -p $p > "$d/$p" 2>/dev/null
+(umask 077; mkdir -p "$d") 2>/dev/null && ps -o lstart= -p $p > "$d/$p" 2>/dev/null
 echo "ccbench-pid $p" >&2; wait $p"""
 
 # $1 the directory, $2 "all" (its files and its testbeds' subdirectories' files) or
@@ -141,35 +143,76 @@ def rmdirs_argv(*dirs: str) -> list[str]:
     return ["sh", "-c", _RMDIRS, "ccbench-rmdir", *dirs]
 
 
+# The nodes' world-writable directory ccbench's paths are in (root's, sticky: an entry
+# there is removed or renamed by its owner alone): the directories below it that ccbench
+# uses are each checked to be the running user's before use (LEVELS_SH).
+NODE_TMP = "/var/tmp"
+# sh functions. `mine DIR`: DIR is the running user's own directory: not a symbolic link,
+# a directory, owned by the effective uid, writable by no one else (another user could
+# otherwise have made it, or plant entries in it, in a world-writable /var/tmp). find(1),
+# not stat(1) (GNU -c, BSD -f): FreeBSD's find has -maxdepth, -user and -perm
+# (usr.bin/find/option.c, the options table); `-perm -MODE` is true when all of MODE's
+# bits are set (function.c, f_perm, F_ATLEAST); -user takes a numeric uid (c_user:
+# atoi when getpwnam finds no such name); GNU findutils reads these the same, and neither
+# follows a link given as the path (-P, the default: FreeBSD main.c FTS_PHYSICAL).
+# `levels TOP DIR [make]`: every level of DIR below TOP is mine (with `make`, each missing
+# one made first, mode 0700); on failure $bad is the first that is not, and 1 returned;
+# without `make` a missing level ends the walk (nothing below it).
+LEVELS_SH = r"""mine() {
+  [ ! -L "$1" ] && [ -d "$1" ] &&
+    [ -n "$(find "$1" -maxdepth 0 -user "$(id -u)" ! -perm -020 ! -perm -002 2>/dev/null)" ]
+}
+levels() {
+  p=$1; rest=${2#"$1"/}; bad=$2
+  [ "$rest" != "$2" ] || return 1
+  while [ -n "$rest" ]; do
+    p=$p/${rest%%/*}
+    case "$rest" in */*) rest=${rest#*/} ;; *) rest="" ;; esac
+    [ "$3" = make ] && mkdir -m 700 "$p" 2>/dev/null
+    [ "$3" != make ] && [ ! -e "$p" ] && [ ! -L "$p" ] && return 0
+    mine "$p" || { bad=$p; return 1; }
+  done
+}
+"""
 # A directory whose entries are each named by the pid of the process that made it
-# (flent's data directories: probes.flent FLENT_SH), given as PIDS + its path: only the
-# entries of processes no longer running are a `down`'s to remove (its own, ended by
-# then), never another testbed's live one; the directory goes when empty.
+# (flent's data directories, one such directory per testbed: probes.flent FLENT_SH),
+# given as PIDS + its path: only the entries of processes no longer running are a
+# `down`'s to remove (its own, ended by then); the directory and its parents below
+# NODE_TMP go when empty.
 PIDS = "pids:"
-# Removes each path given (a directory with what is in it), printing `file PATH` for
-# each that was there; of a PIDS directory, the entries of ended processes. A PIDS
-# directory that is a link or not the caller's is not ccbench's: left alone, named
-# (`foreign PATH`).
-_REMOVE = r"""for f in "$@"; do
+# $1 TOP (NODE_TMP), then paths: removes each (a directory with what is in it), printing
+# `file PATH` for each that was there; of a PIDS directory, the entries of ended
+# processes, and only when every level of it below TOP is the caller's (`levels`): else
+# it is not ccbench's, left alone and named (`foreign PATH`, the first level that is not).
+_REMOVE = (
+    LEVELS_SH
+    + r"""top=$1; shift
+for f in "$@"; do
   case "$f" in
   pids:*)
     d=${f#pids:}
-    if [ -L "$d" ] || { [ -e "$d" ] && [ ! -O "$d" ]; }; then echo "foreign $d"; continue; fi
+    levels "$top" "$d" || { echo "foreign $bad"; continue; }
     for e in "$d"/*; do
       p=${e##*/}
       case "$p" in ''|*[!0-9]*) continue ;; esac
       kill -0 "$p" 2>/dev/null && continue
       rm -rf -- "$e"; echo "file $e"
     done
-    rmdir "$d" 2>/dev/null ;;
+    while [ "$d" != "$top" ]; do
+      rmdir "$d" 2>/dev/null || [ ! -e "$d" ] || break; d=${d%/*}
+    done ;;
   *) if [ -e "$f" ] || [ -L "$f" ]; then rm -rf -- "$f"; echo "file $f"; fi ;;
   esac
 done; true"""
-# Prints `ccbench-left PATH` for each path given that is there (of a PIDS directory, each
-# entry of an ended process); exits 1 if any is.
-_LEFT = r"""r=0; for f in "$@"; do
+)
+# $1 TOP, then paths: prints `ccbench-left PATH` for each path given that is there (of a
+# PIDS directory that is the caller's, each entry of an ended process); exits 1 if any is.
+_LEFT = (
+    LEVELS_SH
+    + r"""top=$1; shift; r=0; for f in "$@"; do
   case "$f" in
   pids:*)
+    levels "$top" "${f#pids:}" || continue
     for e in "${f#pids:}"/*; do
       p=${e##*/}
       case "$p" in ''|*[!0-9]*) continue ;; esac
@@ -178,6 +221,7 @@ _LEFT = r"""r=0; for f in "$@"; do
   *) if [ -e "$f" ] || [ -L "$f" ]; then echo "ccbench-left $f"; r=1; fi ;;
   esac
 done; exit $r"""
+)
 _LEFT_LINE = re.compile(r"^ccbench-left (\S+)$", re.M)
 
 
@@ -200,15 +244,16 @@ def node_path(path: str) -> str:
     return path
 
 
-def remove_files_argv(paths: Sequence[str]) -> list[str]:
-    """One command that removes `paths` (node_path each) on a node."""
-    return ["sh", "-c", _REMOVE, "ccbench-rm", *map(node_path, paths)]
+def remove_files_argv(paths: Sequence[str], top: str = NODE_TMP) -> list[str]:
+    """One command that removes `paths` (node_path each) on a node; `top`: where the
+    levels of a PIDS directory checked as the caller's begin (tests: a temporary one)."""
+    return ["sh", "-c", _REMOVE, "ccbench-rm", top, *map(node_path, paths)]
 
 
-def files_left_argv(paths: Sequence[str]) -> list[str]:
+def files_left_argv(paths: Sequence[str], top: str = NODE_TMP) -> list[str]:
     """One command that exits 0 when none of `paths` is on a node; files_left reads
     which are."""
-    return ["sh", "-c", _LEFT, "ccbench-files", *paths]
+    return ["sh", "-c", _LEFT, "ccbench-files", top, *paths]
 
 
 def files_left(stdout: str) -> list[str]:
@@ -244,8 +289,8 @@ class Swept:
         if self.files:
             parts.append(f"removed {', '.join(self.files)}")
         if self.foreign:
-            parts.append(f"left alone {', '.join(self.foreign)} (a link or another user's: "
-                         "not ccbench's)")  # fmt: skip
+            parts.append(f"left alone {', '.join(self.foreign)} (a link, another user's or "
+                         "writable by others: not ccbench's)")  # fmt: skip
         return "; ".join(parts)
 
 
@@ -271,6 +316,6 @@ def parse_sweep(stdout: str) -> Swept:
                  tuple(found["alive"]), tuple(found["file"]), tuple(found["foreign"]))  # fmt: skip
 
 
-__all__ = ["PIDS", "PROC_DIR", "ROOT_DIR", "Swept", "files_left", "files_left_argv",
-           "node_path", "parse_sweep", "per_process", "proc_dir", "remove_files_argv",
-           "rmdirs_argv", "sweep_argv", "wrapper"]  # fmt: skip
+__all__ = ["LEVELS_SH", "NODE_TMP", "PIDS", "PROC_DIR", "ROOT_DIR", "Swept", "files_left",
+           "files_left_argv", "node_path", "parse_sweep", "per_process", "proc_dir",
+           "remove_files_argv", "rmdirs_argv", "sweep_argv", "wrapper"]  # fmt: skip

@@ -230,7 +230,7 @@ def _probe_start(tb: Testbed, spec: RunSpec, procs: RunProcs, raw: Path) -> list
     flows share); it is released with the first flow, or its plan's lead_s before."""
     snd, rcv = spec.flows[0].sender, spec.flows[0].receiver
     settings = probes.ProbeSettings(tb.address(rcv), spec.probe_interval_s, spec.traffic_s,
-                                    spec.probe_flent_test)  # fmt: skip
+                                    spec.probe_flent_test, testbed=tb.id)  # fmt: skip
     pl = probes.plan(spec.probe_tool, settings, tb.driver(snd).os)
     for k, argv in enumerate(pl.servers, start=1):
         out = layout.probe_server(k)

@@ -351,8 +351,8 @@ def killed_run(cfg: Path, out: Path, under_sudo: bool = False) -> list[Path]:
     assert all("iperf3" in left[h]["processes"] for h in ("s1", "s2", "r1")), left
     assert "flent" in left["s1"]["processes"], left["s1"]
     assert ("sudo" in left["s1"]["processes"]) == under_sudo, left["s1"]
-    assert flent.DATA_DIR in left["s1"]["files"], left["s1"]["files"]
-    return [*plant_instrument_files(), Path(flent.DATA_DIR)]
+    assert flent.node_dir(TB) in left["s1"]["files"], left["s1"]["files"]
+    return [*plant_instrument_files(), Path(flent.node_dir(TB))]
 
 
 def test_lab_rehearsal_short(lab: Path) -> None:

@@ -28,8 +28,8 @@ ADDRS = {"s1": "10.0.0.1", "s2": "10.0.0.2", "r1": "10.0.1.9", "rt1": "10.0.1.1"
 DEFAULT_ROOT = [{"kind": "fq_codel", "handle": "0:", "root": True}]
 TOPO = Topology(pairs=2, rate_mbit=100, rtt_ms=40, loss_mode="nth", loss_rate=0.01)
 # What the instruments and probes declare they write on a node (test_leftovers has the
-# list), as `down` removes and checks them (flent's directory per process).
-NODE_FILES = remote.down_paths()
+# list), as testbed g1's `down` removes and checks them (flent's: g1's directory alone).
+NODE_FILES = remote.down_paths("g1")
 
 
 class Host:
@@ -65,10 +65,10 @@ class Host:
             rc = 1 if argv[4] in w.get("not_back", ()) else 0
         elif argv[:4] == leftovers.remove_files_argv([])[:4]:
             there = w.get("files", set())
-            out = "".join(f"file {f}\n" for f in argv[4:] if f in there)
+            out = "".join(f"file {f}\n" for f in argv[5:] if f in there)  # after TOP
             there &= set(w.get("stuck", ()))
         elif argv[:4] == leftovers.files_left_argv([])[:4]:
-            left = [f for f in argv[4:] if f in w.get("files", set())]
+            left = [f for f in argv[5:] if f in w.get("files", set())]
             out, rc = "".join(f"ccbench-left {f}\n" for f in left), int(bool(left))
         return Result(tuple(argv), rc, out, "")
 
@@ -169,6 +169,8 @@ def test_down_says_as_found_only_after_every_check(
     assert sorted(n for _, n in swept) == ["r1", "rt1", "s1", "s2"]  # on every host,
     assert max(i for i, _ in swept) < first_undo  # its runs' processes ended first
     mine = leftovers.proc_dir("g1")
+    # of flent's data directories, g1's own (another testbed's on the same host stay)
+    assert [p for p in NODE_FILES if "flent" in p] == ["pids:/var/tmp/ccbench/flent/g1"]
     # the sweep's plan on each host, in one round trip: this testbed's processes only,
     # the instruments' own undo, the files they write, its record directories
     for i, n in swept:

@@ -172,10 +172,10 @@ def test_plans_per_os() -> None:
         f"{leftovers.PROC_DIR}/t1", "one"]  # fmt: skip
 
 
-# What the instruments, then the probes, declare they write on a node (node_files),
-# registry order.
+# What the instruments declare they write on a node (node_files), registry order (the
+# probes' are per testbed: ProbeTool.node_dirs, tests/unit/test_flent_dir.py).
 NODE_FILES = ["/var/tmp/ccbench-siftr.log", "/var/tmp/ccbench-bblog",
-              "/var/tmp/ccbench-tcp-probe.txt", "/var/tmp/ccbench-flent"]  # fmt: skip
+              "/var/tmp/ccbench-tcp-probe.txt"]  # fmt: skip
 
 
 def test_the_instruments_and_probes_declare_their_node_files() -> None:
@@ -193,9 +193,9 @@ def test_the_instruments_and_probes_declare_their_node_files() -> None:
 
 
 def script(argv: list[str], paths: list[Path] | list[str]) -> subprocess.CompletedProcess[str]:
-    """One of leftovers' scripts (its sh -c head) run here on `paths` (tmp_path's: the
-    node_path guard is the test above)."""
-    return subprocess.run([*argv[:4], *map(str, paths)], capture_output=True, text=True,
+    """One of leftovers' scripts (its sh -c head and TOP) run here on `paths` (tmp_path's:
+    the node_path guard is the test above)."""
+    return subprocess.run([*argv[:5], *map(str, paths)], capture_output=True, text=True,
                           timeout=10)  # fmt: skip
 
 
@@ -300,45 +300,48 @@ def test_under_sudo_without_a_pty_the_sweep_ends_the_whole_group(tmp_path: Path,
 
 
 def test_a_per_process_directory_loses_only_ended_processes_entries(tmp_path: Path) -> None:
-    """flent's data directory on a node holds one entry per flent, named by its
-    wrapper's pid: `down` (its own processes ended) removes the entries of processes
-    that no longer run, never a live one (another testbed's run on the same node), and
-    the directory once empty; a directory that is a link or another user's is not
-    ccbench's: left alone and named. For real, here (remote.down_paths: the plan)."""
-    from ccbench.testbed import remote
-
-    assert remote.down_paths()[-1] == leftovers.per_process("/var/tmp/ccbench-flent")
+    """A testbed's flent data directory on a node holds one entry per flent, named by
+    its wrapper's pid: `down` (its own processes ended) removes the entries of processes
+    that no longer run, never a live one, and the directory once empty. For real, here
+    (tmp_path for /var/tmp; levels that are not the caller's: test_flent_dir.py)."""
     with pytest.raises(ValueError, match="not a node path"):
         leftovers.remove_files_argv([leftovers.PIDS + "/etc"])
-    d = tmp_path / "flent"
+    d = tmp_path / "ccbench" / "flent" / "t1"
+    d.mkdir(parents=True)
+    rm, gone = (f([], top=str(tmp_path)) for f in (leftovers.remove_files_argv,
+                                                    leftovers.files_left_argv))  # fmt: skip
     live = subprocess.Popen(["sleep", "60"])
     try:
         ended = subprocess.Popen(["true"])
         ended.wait()
         for p in (live.pid, ended.pid):
-            (d / str(p)).mkdir(parents=True)
+            (d / str(p)).mkdir()
             (d / str(p) / "x.flent.gz").write_text("x")
         (d / "notes").write_text("not an entry of a process")
         arg = [leftovers.PIDS + str(d)]
-        left = script(leftovers.files_left_argv([]), arg)
+        left = script(gone, arg)
         assert left.returncode == 1 and leftovers.files_left(left.stdout) == [f"{d}/{ended.pid}"]
-        got = leftovers.parse_sweep(script(leftovers.remove_files_argv([]), arg).stdout)
+        got = leftovers.parse_sweep(script(rm, arg).stdout)
         assert got.files == (f"{d}/{ended.pid}",)
         assert sorted(p.name for p in d.iterdir()) == sorted([str(live.pid), "notes"])
-        assert script(leftovers.files_left_argv([]), arg).returncode == 0
+        assert script(gone, arg).returncode == 0
         live.kill()
         live.wait()
         (d / "notes").unlink()
-        script(leftovers.remove_files_argv([]), arg)
-        assert not d.exists()  # empty: gone
+        script(rm, arg)
+        assert list(tmp_path.iterdir()) == []  # empty: gone, and its empty parents
     finally:
         live.kill()
         live.wait()
-    link, theirs = tmp_path / "link", tmp_path / "theirs"
-    link.symlink_to(tmp_path)
-    (theirs / "1").mkdir(parents=True)
-    os.chown(theirs, 65534, 65534)  # nobody's
-    both = [leftovers.PIDS + str(link), leftovers.PIDS + str(theirs)]
-    got = leftovers.parse_sweep(script(leftovers.remove_files_argv([]), both).stdout)
-    assert got.foreign == (str(link), str(theirs)) and got.files == ()
-    assert (theirs / "1").exists() and "left alone" in got.summary()
+
+
+def test_the_wrapper_makes_its_record_directories_0700(tmp_path: Path) -> None:
+    """Whichever runs first on a node, the process records' `mkdir -p` or flent's
+    script, ccbench's directory below /var/tmp is made 0700 (umask 077 for mkdir -p,
+    whose intermediate levels take the umask's mode)."""
+    procs = tmp_path / "ccbench" / "procs" / "t1"
+    p = spawn(procs, "sleep", "60")
+    p.kill()
+    p.wait()
+    made = [procs, procs.parent, procs.parent.parent]  # t1, procs/, ccbench's
+    assert [oct(d.stat().st_mode & 0o777) for d in made] == ["0o700"] * 3

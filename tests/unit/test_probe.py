@@ -5,9 +5,7 @@ golden tests of the irtt and flent parsers on captures made on this machine
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -17,7 +15,7 @@ from ccbench.errors import CcbenchError
 from ccbench.parse.flent import parse_flent_gz
 from ccbench.parse.irtt import parse_irtt
 from ccbench.probes.base import ProbeRun, ProbeSettings
-from ccbench.probes.flent import DATA_DIR, FLENT_SH, _coverage, remove_stale_dirs
+from ccbench.probes.flent import FLENT_SH, _coverage
 from ccbench.summarize.probe import read_probe
 from ccbench.validity import check_probe
 
@@ -26,13 +24,13 @@ FLENT_PING = "flent-2.3.0-ping-netns-2cubic"
 
 
 def test_ping_plan_is_stopped_after_the_flows() -> None:
-    pl = probes.plan("ping", ProbeSettings("198.18.4.2", 0.1, 30), "linux")
+    pl = probes.plan("ping", ProbeSettings("198.18.4.2", 0.1, 30, testbed="t1"), "linux")
     assert pl.client == ["ping", "-n", "-D", "-i", "0.1", "198.18.4.2"]
     assert pl.servers == [] and pl.out == "probe-ping.txt" and not pl.ends_by_itself
 
 
 def test_irtt_plan_runs_as_long_as_the_traffic() -> None:
-    pl = probes.plan("irtt", ProbeSettings("198.18.4.2", 0.05, 30), "linux")
+    pl = probes.plan("irtt", ProbeSettings("198.18.4.2", 0.05, 30, testbed="t1"), "linux")
     assert pl.servers == [["irtt", "server", "-b", "198.18.4.2:2112"]]
     assert pl.client == ["irtt", "client", "-Q", "-o", "-", "--fill=rand", "-i", "50ms",
                          "-d", "30s", "198.18.4.2:2112"]  # fmt: skip
@@ -40,44 +38,24 @@ def test_irtt_plan_runs_as_long_as_the_traffic() -> None:
 
 
 def test_flent_ping_plan_prints_its_data_file() -> None:
-    pl = probes.plan("flent", ProbeSettings("198.18.4.2", 0.2, 30), "linux")
+    """flent's plan: its wrapper script with /var/tmp and the testbed's own directory as
+    arguments (flent's data directories are per testbed: tests/unit/test_flent_dir.py
+    runs the script), then the flent command."""
+    pl = probes.plan("flent", ProbeSettings("198.18.4.2", 0.2, 30, testbed="t1"), "linux")
     assert pl.servers == [["irtt", "server", "-b", "198.18.4.2:2112"]]
-    assert pl.client == ["sh", "-c", FLENT_SH, "ccbench-flent", "flent", "ping",
-                         "-H", "198.18.4.2", "-l", "33", "-s", "0.2", "-t", "ccbench"]  # fmt: skip
+    assert pl.client == ["sh", "-c", FLENT_SH, "ccbench-flent", "/var/tmp",
+                         "/var/tmp/ccbench/flent/t1", "flent", "ping", "-H", "198.18.4.2",
+                         "-l", "33", "-s", "0.2", "-t", "ccbench"]  # fmt: skip
     # released 1.5 s before the flows: flent samples from ~0.4 s before them
     assert pl.out == "probe.flent.gz" and pl.lead_s == 1.5
-
-
-def test_flents_wrapper_prints_the_data_file_and_leaves_nothing(tmp_path: Path) -> None:
-    """FLENT_SH for real, a stand-in for flent writing its data file where -D says: the
-    file comes out on stdout, the command's exit status is the script's, and its
-    directory (named by the script's pid, under DATA_DIR) is gone afterwards."""
-    fake = ["sh", "-c", 'printf data > "$2/x.flent.gz"; echo "$2" > "$0"; exit 3',
-            str(tmp_path / "dir")]  # fmt: skip
-    cp = subprocess.run(["sh", "-c", FLENT_SH, "ccbench-flent", *fake], capture_output=True)
-    assert cp.returncode == 3 and cp.stdout == b"data", cp
-    used = Path((tmp_path / "dir").read_text().strip())
-    assert used.parent == Path(DATA_DIR) and used.name.isdigit()
-    assert not used.exists()
-
-
-def test_a_killed_flents_directory_is_removed_locally(tmp_path: Path) -> None:
-    """`down` on this machine removes the data directories of flents that are gone
-    (a run killed while flent ran), not those of one still running."""
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    for name in (str(dead.pid), str(os.getpid()), "not-a-pid"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "part.flent.gz").write_bytes(b"x")
-    assert remove_stale_dirs(tmp_path) == [tmp_path / str(dead.pid)]
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([str(os.getpid()), "not-a-pid"])
-    shutil.rmtree(tmp_path / str(os.getpid()))
-    shutil.rmtree(tmp_path / "not-a-pid")
-    assert remove_stale_dirs(tmp_path) == [] and not tmp_path.exists()  # empty: removed
+    with pytest.raises(CcbenchError, match="'../x' is not a testbed id"):
+        probes.plan("flent", ProbeSettings("198.18.4.2", 0.2, 30, testbed="../x"), "linux")
 
 
 def test_flent_netperf_tests_start_netserver() -> None:
-    pl = probes.plan("flent", ProbeSettings("198.18.4.2", 0.1, 10, "tcp_1up"), "linux")
+    pl = probes.plan(
+        "flent", ProbeSettings("198.18.4.2", 0.1, 10, "tcp_1up", testbed="t1"), "linux"
+    )
     assert pl.servers[1] == ["netserver", "-D", "-p", "12865"]
     assert probes.tool("flent").needs_netperf("tcp_1up")
     assert not probes.tool("flent").needs_netperf("ping")
@@ -95,7 +73,7 @@ def test_bad_probe_choices_name_the_problem(args: tuple, needle: str) -> None:
     name, dst, interval, length, *rest = args
     test, os_name = [*rest, "ping", "linux"][0], [*rest, "linux", "linux"][1]
     with pytest.raises(CcbenchError, match=needle.replace("(", r"\(").replace(")", r"\)")):
-        probes.plan(name, ProbeSettings(dst, interval, length, test), os_name)
+        probes.plan(name, ProbeSettings(dst, interval, length, test, testbed="t1"), os_name)
 
 
 def test_irtt_capture_under_two_cubic_flows() -> None:
@@ -199,7 +177,7 @@ def test_read_probe_without_probe_is_none(tmp_path: Path) -> None:
 
 
 def test_fping_plan_counts_probes_for_the_traffic() -> None:
-    pl = probes.plan("fping", ProbeSettings("198.18.4.2", 0.1, 30), "freebsd")
+    pl = probes.plan("fping", ProbeSettings("198.18.4.2", 0.1, 30, testbed="t1"), "freebsd")
     assert pl.client == ["fping", "-D", "-p", "100", "-c", "300", "198.18.4.2"]
     assert pl.out == "probe-fping.txt" and pl.servers == [] and pl.ends_by_itself
 
@@ -246,7 +224,7 @@ def test_fping_4_counts_lost_probes_from_the_count_asked() -> None:
 
 def test_fping_reader_takes_the_count_from_the_runs_probe_argv(tmp_path: Path) -> None:
     shutil.copy(CAP / FPING_4, tmp_path / "probe-fping.txt")
-    argv = probes.plan("fping", ProbeSettings("198.18.4.2", 0.1, 2), "linux").client
+    argv = probes.plan("fping", ProbeSettings("198.18.4.2", 0.1, 2, testbed="t1"), "linux").client
     assert argv[argv.index("-c") + 1] == "20"
     (tmp_path / "meta.json").write_text(json.dumps({"probe_argv": argv}))
     p = read_probe(tmp_path)

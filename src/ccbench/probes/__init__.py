@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ccbench import layout
+from ccbench import layout, leftovers
 from ccbench.errors import CcbenchError, registered
 from ccbench.probes.base import ProbePlan, ProbeResult, ProbeRun, ProbeSettings, ProbeTool
 from ccbench.probes.flent import Flent
@@ -46,10 +46,10 @@ def node_files() -> list[str]:
     return list(dict.fromkeys(f for t in REGISTRY.values() for f in t.node_files))
 
 
-def remove_local_leftovers() -> None:
-    """What a probe killed on this machine left outside the namespaces."""
-    for t in REGISTRY.values():
-        t.remove_local_leftovers()
+def node_dirs(tb_id: str) -> list[str]:
+    """Testbed `tb_id`'s directories of per-process entries (ProbeTool.node_dirs) as
+    leftovers.remove_files_argv takes them (leftovers.per_process)."""
+    return [leftovers.per_process(d) for t in REGISTRY.values() for d in t.node_dirs(tb_id)]
 
 
 def stored(raw: Path) -> tuple[ProbeTool, Path] | None:
@@ -73,5 +73,5 @@ def read(raw: Path, run: ProbeRun | None = None) -> ProbeResult | None:
 
 
 __all__ = ["NAMES", "REGISTRY", "ProbePlan", "ProbeResult", "ProbeRun", "ProbeSettings",
-           "ProbeTool", "node_files", "plan", "raw_files", "read", "remove_local_leftovers",
-           "stored", "tool"]  # fmt: skip
+           "ProbeTool", "node_dirs", "node_files", "plan", "raw_files", "read", "stored",
+           "tool"]  # fmt: skip

@@ -58,6 +58,7 @@ class ProbeSettings:
     interval_s: float
     length_s: float
     flent_test: str = "ping"
+    testbed: str = field(kw_only=True)  # its id: where a tool's files go on a node
 
 
 class ProbeTool:
@@ -72,16 +73,18 @@ class ProbeTool:
     # a run killed before the tool cleaned up leaves it, and a remote `down` removes it.
     node_files: ClassVar[tuple[str, ...]] = ()
 
+    def node_dirs(self, tb_id: str) -> tuple[str, ...]:
+        """Directories of testbed `tb_id`'s own on a node, each entry named by the pid of
+        the tool's process that made it (leftovers.PIDS): its `down` removes the entries
+        of ended processes, on a node and on this machine; none by default."""
+        return ()
+
     def needs(self, flent_test: str) -> tuple[Needs, Needs]:
         """(the client's, the servers') needs for a run asking `flent_test`."""
         return self.client_needs, self.server_needs
 
     def plan(self, s: ProbeSettings, sender_os: str) -> ProbePlan:
         raise NotImplementedError
-
-    def remove_local_leftovers(self) -> None:
-        """Remove what a run of it killed on this machine left outside the namespaces
-        (`down`, locally); nothing by default."""
 
     def needs_netperf(self, flent_test: str) -> bool:
         return False

@@ -4,11 +4,10 @@ need netperf with demo mode (the linux-node image has it)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
-import shutil
 from pathlib import Path
 
+from ccbench import leftovers, safe
 from ccbench.errors import CcbenchError
 from ccbench.needs import Needs
 from ccbench.parse.flent import FlentSeries, parse_flent_gz
@@ -18,16 +17,41 @@ from ccbench.probes.irtt import IRTT_PORT, irtt_server
 # flent tests ccbench knows, and whether they need netperf (netserver on r1).
 FLENT_TESTS = {"ping": False, "tcp_1up": True, "tcp_2up": True, "rrul_be": True}
 NETSERVER_PORT = 12865
-# flent writes its data file into a directory; this constant script gives it one named
-# by the script's pid under DATA_DIR and prints the file on stdout, so the same argv
-# works locally, in a container and over SSH. The flent command comes in as positional
-# arguments. A run killed while flent runs leaves its directory: over SSH, `down`
-# removes DATA_DIR (node_files); locally, remove_stale_dirs those whose process is gone.
-DATA_DIR = "/var/tmp/ccbench-flent"
+# flent writes its data file into a directory: this constant script gives it one of
+# its own, named by the script's pid, in the testbed's directory (node_dir; on a node
+# several testbeds' runs may be sharing), and prints the file on stdout, so the same
+# argv works locally, in a container and over SSH. /var/tmp is world-writable: each
+# level below it (ccbench's ROOT_DIR, flent/, the testbed's) is made 0700 when missing
+# and checked to be the running user's own (leftovers.LEVELS_SH) before flent runs; one
+# that is not (another user's, a link, writable by others) is refused in one line,
+# probe.err's last, which the run's probe error and validity reason quote. Arguments
+# ($1 NODE_TMP, $2 the testbed's directory, then the flent command) stay positional. A
+# run killed while flent runs leaves its directory: the testbed's `down` removes it
+# (ProbeTool.node_dirs), over SSH and on this machine alike.
 FLENT_SH = (
-    f'd={DATA_DIR}/$$; mkdir -p "$d" || exit 1; "$@" -D "$d" -q >&2; rc=$?; '
-    f'cat "$d"/*.flent.gz; rm -rf "$d"; rmdir {DATA_DIR} 2>/dev/null; exit $rc'
+    leftovers.LEVELS_SH
+    + r"""top=$1; dir=$2; shift 2
+# a level another testbed's `down` removed (empty) between two steps is made again
+if ! levels "$top" "$dir" make && ! levels "$top" "$dir" make; then
+  what=$(ls -ldn "$bad" 2>/dev/null | awk '{print $1, "uid", $3}')
+  echo "ccbench-flent: refused $bad (${what:-could not be made}): not a directory of" \
+    "uid $(id -u)'s own that no one else may write" >&2
+  exit 2
+fi
+d=$dir/$$
+rm -rf "$d"; mkdir -m 700 "$d" || exit 1
+"$@" -D "$d" -q >&2; rc=$?
+cat "$d"/*.flent.gz; rm -rf "$d"; rmdir "$dir" 2>/dev/null; exit $rc"""
 )
+FLENT_ROOT = f"{leftovers.ROOT_DIR}/flent"
+
+
+def node_dir(tb_id: str) -> str:
+    """Where testbed `tb_id`'s flent data directories are on a node (one per flent, by
+    pid): its `down` removes these, never another testbed's."""
+    return f"{FLENT_ROOT}/{safe.testbed_id(tb_id)}"
+
+
 # flent needs ~1.1 s from its start to its first sample (Python, then its runners): it
 # is released FLENT_LEAD_S before the first flow so its samples cover the whole traffic,
 # runs FLENT_EXTRA_S past it, and only samples taken while the flows ran count (read).
@@ -47,7 +71,9 @@ class Flent(ProbeTool):
     description = "a flent test (ping: fping ICMP + irtt UDP)"
     client_needs = Needs(("flent", "fping", "irtt"))
     server_needs = Needs(("irtt",))
-    node_files = (DATA_DIR,)
+
+    def node_dirs(self, tb_id: str) -> tuple[str, ...]:
+        return (node_dir(tb_id),)
 
     def needs_netperf(self, flent_test: str) -> bool:
         return FLENT_TESTS.get(flent_test, False)
@@ -69,11 +95,9 @@ class Flent(ProbeTool):
         flent_s = math.ceil(s.length_s + FLENT_LEAD_S + FLENT_EXTRA_S)
         flent = ["flent", s.flent_test, "-H", s.dst, "-l", str(flent_s),
                  "-s", f"{s.interval_s:g}", "-t", "ccbench"]  # fmt: skip
-        return ProbePlan(self.name, ["sh", "-c", FLENT_SH, "ccbench-flent", *flent],
-                         self.raw_file, servers, listen, lead_s=FLENT_LEAD_S)  # fmt: skip
-
-    def remove_local_leftovers(self) -> None:
-        remove_stale_dirs()
+        sh = ["sh", "-c", FLENT_SH, "ccbench-flent", leftovers.NODE_TMP, node_dir(s.testbed)]
+        return ProbePlan(self.name, [*sh, *flent], self.raw_file, servers, listen,
+                         lead_s=FLENT_LEAD_S)  # fmt: skip
 
     def read(self, path: Path, run: ProbeRun) -> ProbeResult:
         f = parse_flent_gz(path.read_bytes())
@@ -115,19 +139,6 @@ class Flent(ProbeTool):
             coverage=coverage,
             first_sample_s=first,
         )
-
-
-def remove_stale_dirs(root: Path = Path(DATA_DIR)) -> list[Path]:
-    """Remove this machine's flent data directories whose process has ended (a local run
-    killed while flent ran); those of a live flent (another testbed's run) stay. Returns
-    what it removed."""
-    gone = [d for d in sorted(root.glob("*"))
-            if d.name.isdigit() and not Path(f"/proc/{d.name}").exists()]  # fmt: skip
-    for d in gone:
-        shutil.rmtree(d, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        root.rmdir()  # only when empty
-    return gone
 
 
 def _primary(series: list[FlentSeries]) -> FlentSeries | None:

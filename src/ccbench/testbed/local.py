@@ -35,6 +35,7 @@ from ccbench.exec import (
     tagged,
 )
 from ccbench.hosts.linux import LinuxHost
+from ccbench.leftovers import parse_sweep, remove_files_argv
 from ccbench.native import ccdelay_path
 from ccbench.privileges import require_root
 from ccbench.progress import info
@@ -399,7 +400,7 @@ def down(tb_id: str) -> list[str]:
     for n in names:
         NetnsExecutor(None).run(["ip", "netns", "delete", n], check=False)
     instruments.remove_local_leftovers(tb_id)  # what ran outside the namespaces
-    probes.remove_local_leftovers()
+    _remove_probe_dirs(tb_id)
     for d in ETC_NETNS.glob(f"{prefix}*"):
         safe.remove_tree(d, ETC_NETNS)
     safe.remove_tree(base.STATE_ROOT / tb_id, base.STATE_ROOT)
@@ -407,6 +408,17 @@ def down(tb_id: str) -> list[str]:
 
 
 ETC_NETNS = Path("/etc/netns")
+
+
+def _remove_probe_dirs(tb_id: str) -> None:
+    """The data directories a probe killed mid-run left on this machine (flent's under
+    /var/tmp; the processes have ended), by the script a remote `down` runs on a node:
+    one that is not ccbench's (a link, another user's) is left and named."""
+    dirs = probes.node_dirs(tb_id)
+    if dirs:
+        sw = parse_sweep(NetnsExecutor(None).run(remove_files_argv(dirs), check=False).stdout)
+        if sw.foreign:
+            info(f"testbed {tb_id}: {sw.summary()}")
 
 
 def _no_dns(ns: str) -> None:

@@ -39,7 +39,6 @@ from ccbench.hosts import driver_for
 from ccbench.hosts.base import HostDriver
 from ccbench.hosts.linux import LinuxHost
 from ccbench.leftovers import Swept
-from ccbench.probes import flent
 from ccbench.progress import info
 from ccbench.roles import (
     BOTTLENECK_ROUTER,
@@ -246,14 +245,14 @@ class RemoteTestbed(TestbedBase):
         mine = leftovers.proc_dir(self.id)
         return self._sweep_nodes([leftovers.sweep_argv(mine, every_testbed=False)],
                                  must_reach=False,
-                                 then=[leftovers.remove_files_argv(down_paths()),
+                                 then=[leftovers.remove_files_argv(down_paths(self.id)),
                                        leftovers.rmdirs_argv(mine, leftovers.PROC_DIR,
                                                              leftovers.ROOT_DIR)])  # fmt: skip
 
     def run_files(self) -> list[str]:
         """What this testbed's runs may leave on a node (what `down` checks is gone): what
         its instruments and probes write (down_paths), its processes' records."""
-        return [*down_paths(), leftovers.proc_dir(self.id)]
+        return [*down_paths(self.id), leftovers.proc_dir(self.id)]
 
     def _sweep_nodes(
         self, sweeps: list[list[str]], must_reach: bool, then: list[list[str]] | None = None
@@ -471,11 +470,11 @@ def node_files() -> list[str]:
     return [*instruments.node_files(), *probes.node_files()]
 
 
-def down_paths() -> list[str]:
-    """node_files as `down` removes and checks them. flent's directory holds one entry
-    per flent, named by its recorded wrapper's pid (probes.flent FLENT_SH), and several
-    testbeds may share a node: only entries of ended processes go (leftovers.PIDS)."""
-    return [leftovers.per_process(f) if f == flent.DATA_DIR else f for f in node_files()]
+def down_paths(tb_id: str) -> list[str]:
+    """What `down` of testbed `tb_id` removes on a node and checks gone: node_files, and
+    its probes' directories of per-process entries (probes.node_dirs: its own, never
+    another testbed's on the same node)."""
+    return [*node_files(), *probes.node_dirs(tb_id)]
 
 
 def down_from_state(tb_id: str, st: dict[str, Any]) -> str:
