@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # imported where a batch is made: `ccbench run` reads iperf3 
     import pyarrow as pa
 
 from ccbench.jsonio import jtype
+from ccbench.parse import join_hostport
 from ccbench.parse.batches import BATCH_ROWS, batched_records
 
 # One interval row: stream, t_start_s, t_end_s, bytes, throughput_bps, retransmits,
@@ -399,4 +400,4 @@ def _float(x: Any, where: str) -> float | None:
 def _hostport(host: Any, port: Any) -> str | None:
     if host is None or port is None:
         return None
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return join_hostport(str(host), port)
