@@ -18,6 +18,7 @@ from ccbench import instruments, leftovers
 from ccbench.instruments import tcp_probe
 from tests.conftest import ccbench
 from tests.integration.shared_runs import SharedRun, traced_recoveries
+from tests.raw_meta import read_meta
 
 pytestmark = pytest.mark.netns
 
@@ -50,8 +51,7 @@ def test_tcp_probe_gives_every_ack_and_counters_name_the_retransmissions(
     tb_id = q48_testbed[0]
     s, out = traced_q48_run.summary, traced_q48_run.out
     raw = out / "raw"
-    meta = json.loads((raw / "meta.json").read_text())
-    assert list(meta["instruments"]) == ["ss", "tcp_probe", "qdisc", "host_settings",
+    assert list(read_meta(raw).instruments) == ["ss", "tcp_probe", "qdisc", "host_settings",
                                          "tcp_counters", "interfaces", "host_cpu",
                                          "router_cpu"]  # fmt: skip
     ts = pd.read_parquet(out / "timeseries.parquet")
