@@ -25,7 +25,7 @@ from ccbench.instruments.cpu import RouterCpu
 from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
 from ccbench.run_record import RunRecord
-from ccbench.spec import Topology
+from ccbench.spec import Topology, run_identity
 
 
 def _num(x: Any) -> float:
@@ -52,10 +52,7 @@ def run_rows(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 def _identity_columns(s: RunRecord) -> dict[str, Any]:
     return {
-        "run_id": s.run_id,
-        "scenario": s.scenario,
-        "variant": s.variant,
-        "repetition": s.repetition,
+        **run_identity(s),
         "valid": s.valid,
         "reasons": "; ".join(s.reasons),
         "attempt": s.attempt if s.attempt is not None else 1,
@@ -170,10 +167,7 @@ def _kernel_columns(s: RunRecord) -> dict[str, Any]:
 def _flow_rows(s: RunRecord) -> list[dict[str, Any]]:
     return [
         {
-            "run_id": s.run_id,
-            "scenario": s.scenario,
-            "variant": s.variant,
-            "repetition": s.repetition,
+            **run_identity(s),
             "valid": s.valid,
             "flow": f.flow,
             "pair": f.pair,

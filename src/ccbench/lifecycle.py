@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ccbench import jsonio
 from ccbench.errors import CcbenchError, Unavailable
-from ccbench.model import Matrix
+from ccbench.model import Matrix, RunAsked
 
 if TYPE_CHECKING:
     from ccbench.hosts.loader import NodeWait
@@ -111,15 +111,10 @@ def bring_up(
 
 
 @dataclass(frozen=True)
-class RunRequest:
+class RunRequest(RunAsked):
     """A run as a command names it."""
 
     testbed: TestbedConfig
-    spec: RunSpec
-    attempts: int
-    # The kernel the variant needs ({label, match}): beside the spec, not in it, so a
-    # changed regex does not change the run's id (ccbench.matrix).
-    kernel: dict[str, str] | None
 
 
 def run_request(
@@ -139,10 +134,10 @@ def run_request(
         if run_id not in runs:
             raise CcbenchError(f"{matrix}: no run '{run_id}'")
         r = runs[run_id]
-        req = RunRequest(r.testbed, r.spec, r.attempts, r.kernel)
+        req = RunRequest(r.testbed, spec=r.spec, attempts=r.attempts, kernel=r.kernel)
     elif config:
         tbc, spec, n = load_run_config(config)
-        req = RunRequest(tbc, spec, n, None)
+        req = RunRequest(tbc, spec=spec, attempts=n)
     else:
         raise CcbenchError("--config FILE is needed")
     return replace(req, attempts=attempts) if attempts else req

@@ -20,7 +20,7 @@ from ccbench.config import sampling_from, validate
 from ccbench.errors import CcbenchError
 from ccbench.host_settings import HostSettings
 from ccbench.hosts import loader
-from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, Scenario
+from ccbench.model import Matrix, PlannedRun, PlannedTestbed, Reference, RunAsked, Scenario
 from ccbench.spec import (
     Flow,
     RunSpec,
@@ -234,13 +234,10 @@ class _Testbed:
 
 
 @dataclass(frozen=True)
-class _Run:
+class _Run(RunAsked):
     """A run while the matrix is built (its testbed's dumbbell is not known yet)."""
 
-    spec: RunSpec
     testbed_id: str
-    attempts: int
-    kernel: dict[str, str] | None
 
 
 def _scenario_runs(
@@ -278,7 +275,8 @@ def _scenario_runs(
                        host=host.without_mtu())  # fmt: skip
         for rep in range(1, cfg["repetitions"] + 1):
             for twin in _tracing_twins(replace(spec, repetition=rep), cfg["tracing"]):
-                runs.append(_Run(twin, tb_id, cfg["attempts"], v.kernel_requirement))
+                runs.append(_Run(tb_id, spec=twin, attempts=cfg["attempts"],
+                                 kernel=v.kernel_requirement))  # fmt: skip
     return runs
 
 

@@ -140,13 +140,18 @@ def percentile(values: Sequence[float], q: float) -> float:
     nearest rank, the smallest sample with at least q % of the samples at or below it,
     so it is always a value that was measured (q 0 is the minimum, 100 the maximum).
     ValueError on no values."""
-    if not values:
+    xs = sorted(values)
+    return float(xs[nearest_rank(len(xs), q) - 1])
+
+
+def nearest_rank(n: int, q: float) -> int:
+    """`percentile`'s rule: the rank (1 to n) of the smallest of n sorted samples with at
+    least q % of them at or below it. ValueError on no samples or q outside [0, 100]."""
+    if not n:
         raise ValueError("percentile of no values")
     if not 0 <= q <= 100:
         raise ValueError(f"percentile {q} is not in [0, 100]")
-    xs = sorted(values)
-    k = max(1, math.ceil(q / 100 * len(xs)))
-    return float(xs[min(k, len(xs)) - 1])
+    return min(max(1, math.ceil(q / 100 * n)), n)
 
 
 def srtt_stats(rtts_us: Sequence[float]) -> SrttStats:

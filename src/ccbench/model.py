@@ -180,10 +180,20 @@ def _run_spec(d: dict[str, Any]) -> RunSpec:
     return RunSpec.from_dict(d)
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunAsked:
+    """What a run is asked besides where it runs: its spec, how many attempts, and the
+    kernel its variant needs ({label, match}, or None). The kernel is beside the spec,
+    not in it, so a changed regex changes no run id."""
+
+    spec: RunSpec
+    attempts: int
+    kernel: dict[str, str] | None = None
+
+
 @dataclass(frozen=True)
-class PlannedRun:
-    """One run: what `ccbench run --matrix` executes. `kernel` ({label, match}, when
-    the variant needs one) is beside the spec, so the regex is not part of the run id."""
+class PlannedRun(RunAsked):
+    """One run: what `ccbench run --matrix` executes."""
 
     id: str
     scenario: str
@@ -191,10 +201,7 @@ class PlannedRun:
     repetition: int
     testbed_id: str
     traffic_s: float
-    spec: RunSpec
     testbed: TestbedConfig
-    attempts: int
-    kernel: dict[str, str] | None = None
 
     @classmethod
     def from_dict(

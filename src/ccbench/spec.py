@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Protocol
 
 from ccbench import queues, roles
 from ccbench.errors import CcbenchError
@@ -370,6 +370,30 @@ class RunSpec:
             host=HostSettings.from_dict(d.get("host"), "spec.json host"),
             **{k: v for k, v in d.items() if k in rest},
         )
+
+
+class Named(Protocol):
+    """What names a run: a RunSpec, or a record of its run."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def scenario(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def repetition(self) -> int: ...
+
+
+def run_identity(run: Named) -> dict[str, Any]:
+    """The fields that name a run, in the order summary.json and the runs and flows tables
+    lead with them."""
+    return {
+        "run_id": run.run_id,
+        "scenario": run.scenario,
+        "variant": run.variant,
+        "repetition": run.repetition,
+    }
 
 
 def recorded(d: dict[str, dict[str, Any]]) -> tuple[Recorded, ...]:

@@ -10,7 +10,7 @@ samples, finest first, "tcp_probe" (Linux, per ACK), "ss" (Linux, every ss_inter
 and "siftr" (FreeBSD, per packet): cwnd_bytes, rtt_us and, where the tool gives them,
 ssthresh_bytes, inflight_bytes, rwnd_bytes (the peer's advertised window), min_rtt_us
 and BBR's model on ss rows of a BBR flow (bbr_bw_bps, bbr_min_rtt_us, bbr_pacing_gain,
-bbr_cwnd_gain: its phase by ccbench.bbr_phase); "ca_state" (Linux, traced runs): one
+bbr_cwnd_gain: its phase, docs/series.md); "ca_state" (Linux, traced runs): one
 row per change of a flow's congestion state, `ca_state` the enum tcp_ca_state code
 (0 Open .. 4 Loss). "qdisc" rows (flow 0: the bottleneck, not a flow) are rt1's queue
 sampled every qdisc_interval_s: backlog_pkts, backlog_bytes, drops and sent_pkts (the

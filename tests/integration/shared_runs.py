@@ -20,6 +20,7 @@ import pandas as pd
 import yaml
 
 from ccbench import timeseries
+from ccbench.parse import split_hostport
 from ccbench.parse.iperf3 import parse_iperf3
 from ccbench.spec import RunSpec
 from tests.conftest import ccbench
@@ -65,7 +66,7 @@ def traced_recoveries(run: SharedRun, flow: int) -> int:
     ev = run.summary["tcp_events"]
     [own] = [f["recoveries"] for f in ev["flows"] if f["flow"] == flow]
     res = parse_iperf3(json.loads((run.out / "raw" / f"iperf3-{flow}.json").read_text()))
-    addrs = {s.local.rpartition(":")[0] for s in res.streams if s.local}
+    addrs = {split_hostport(s.local)[0] for s in res.streams if s.local}
     return own + sum(o["recoveries"] for o in ev["others"] if o["local"] in addrs)
 
 

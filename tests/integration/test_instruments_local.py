@@ -18,6 +18,7 @@ from ccbench import instruments, leftovers
 from ccbench.instruments import tcp_probe
 from tests.conftest import ccbench
 from tests.integration.shared_runs import SharedRun, traced_recoveries
+from tests.raw_meta import read_meta
 
 pytestmark = pytest.mark.netns
 
@@ -50,9 +51,9 @@ def test_tcp_probe_gives_every_ack_and_counters_name_the_retransmissions(
     tb_id = q48_testbed[0]
     s, out = traced_q48_run.summary, traced_q48_run.out
     raw = out / "raw"
-    meta = json.loads((raw / "meta.json").read_text())
+    meta = read_meta(raw)
     # In the registry's order; none of the FreeBSD senders' own; those this test reads.
-    names = list(meta["instruments"])
+    names = list(meta.instruments)
     assert names == [n for n in instruments.REGISTRY if n in names]
     assert not [n for n in names if instruments.REGISTRY[n].oses == ("freebsd",)]
     assert {"ss", "tcp_probe", "qdisc", "tcp_counters"} <= set(names)

@@ -37,6 +37,7 @@ from tests.integration.conftest import (
     write_config,
 )
 from tests.integration.shared_runs import SharedRun
+from tests.raw_meta import read_meta
 
 pytestmark = pytest.mark.netns
 
@@ -308,8 +309,8 @@ def test_tools_can_run_in_the_linux_node_container(tmp_path: Path) -> None:
         assert system.split()[1] != here, system
     flent_meta = json.loads(gzip.decompress((raw / "probe.flent.gz").read_bytes()))["metadata"]
     assert flent_meta["LOCAL_HOST"] != here, flent_meta["LOCAL_HOST"]
-    meta = json.loads((tmp_path / "out" / "raw" / "meta.json").read_text())
-    assert meta["tools"] == "container" and meta["client_argv"][0][0] == "iperf3"
+    meta = read_meta(tmp_path / "out" / "raw")
+    assert meta.tools == "container" and meta.client_argv and meta.client_argv[0][0] == "iperf3"
     assert namespaces("ccb-itctr-") == []
     left = subprocess.run(["podman", "ps", "-a", "--format", "{{.Names}}"],
                           capture_output=True, text=True).stdout  # fmt: skip

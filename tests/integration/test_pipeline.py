@@ -47,6 +47,7 @@ from tests.integration.conftest import (
     run_snakemake,
     still_running,
 )
+from tests.raw_meta import read_meta
 
 pytestmark = [pytest.mark.netns, pytest.mark.shares_cpu]
 
@@ -122,7 +123,7 @@ def test_a_killed_comparison_resumes_without_measuring_again(tmp_path: Path) -> 
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    measured = json.loads((first / "raw" / "meta.json").read_text())["started_unix"]
+    measured = read_meta(first / "raw").started_unix
 
     locked, cut = _resume(work)
     said = locked.stdout + locked.stderr
@@ -130,7 +131,7 @@ def test_a_killed_comparison_resumes_without_measuring_again(tmp_path: Path) -> 
 
     each_valid = _all_judged(runs)
     # the run finished before the crash kept its raw data: not measured again
-    assert json.loads((first / "raw" / "meta.json").read_text())["started_unix"] == measured
+    assert measured is not None and read_meta(first / "raw").started_unix == measured
     assert not list(runs.glob("*/.raw.tmp-*"))  # the killed attempt's files are gone
     # this comparison's namespaces and processes are gone (other tests may run beside it:
     # ./test.sh runs the shares_cpu modules on two workers)

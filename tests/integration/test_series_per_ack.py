@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ccbench import bbr_phase
 from tests.hystart import MSS, hystart_set
 from tests.integration.shared_runs import SharedRun, traced_recoveries
+from tests.unit.test_series_columns import BBR_GAINS
 
 pytestmark = pytest.mark.netns
 
@@ -82,13 +82,14 @@ def test_the_per_ack_series_of_a_traced_run(traced_q48_run: SharedRun) -> None:
     assert ss1.loc[ss1["t_s"] < set_at - 0.005, "ssthresh_bytes"].isna().all()
     assert ss1["bbr_bw_bps"].isna().all()
 
-    # BBR (flow 2): its model on every ss row; named phases (the gains this kernel
-    # prints are bbr_update_gains' pairs), PROBE_BW among them.
+    # BBR (flow 2): its model on every ss row; the gains this kernel prints are
+    # bbr_update_gains' pairs (docs/series.md), STARTUP's first, PROBE_BW's among them.
     ss2 = ts[(ts["source"] == "ss") & (ts["flow"] == 2)]
     model = ["bbr_bw_bps", "bbr_min_rtt_us", "bbr_pacing_gain", "bbr_cwnd_gain"]
     assert len(ss2) > 50 and ss2[model].notna().all().all()
     named = ss2[ss2["bbr_bw_bps"] > 0]
-    got = bbr_phase.phases(named["bbr_pacing_gain"], named["bbr_cwnd_gain"], named["bbr_bw_bps"])
-    assert None not in got and bbr_phase.PROBE_BW in got and got[0] == bbr_phase.STARTUP
+    pairs = list(zip(named["bbr_pacing_gain"], named["bbr_cwnd_gain"], strict=True))
+    assert set(pairs) <= set(BBR_GAINS) and BBR_GAINS[pairs[0]] == "startup"
+    assert "probe_bw" in {BBR_GAINS[p] for p in pairs}
     # BBR's min-RTT estimate and the kernel's minimum: the path's 40 ms, not below
     assert ss2["bbr_min_rtt_us"].min() > 39_000 and 39_000 < ss2["min_rtt_us"].min() < 41_000

@@ -46,6 +46,7 @@ from ccbench.spec import RunSpec
 from ccbench.summarize import summarize
 from tests.conftest import REPO
 from tests.integration.conftest import namespaces
+from tests.raw_meta import edit_meta
 
 # Its subject is the fetch (whole, checked, refused when cut), not a run's fidelity: it
 # runs beside other tests (test.sh).
@@ -150,8 +151,7 @@ def siftr_collect(tb: Any, started: dict[str, dict[str, Any]], raw: Path) -> Non
 
 def verdict(raw: Path, siftr: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """summarize(raw) after run.py wrote meta.json with the siftr loggers' records."""
-    meta = json.loads((raw / "meta.json").read_text())
-    (raw / "meta.json").write_text(json.dumps({**meta, "siftr": siftr}))
+    edit_meta(raw, {"siftr": siftr})
     return summarize(raw)
 
 

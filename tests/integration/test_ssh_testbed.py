@@ -32,6 +32,7 @@ from tests.integration.conftest import (
     spawn_sshd,
     write_config,
 )
+from tests.raw_meta import read_meta
 
 pytestmark = pytest.mark.netns
 
@@ -153,8 +154,7 @@ def test_run_over_ssh_matches_the_local_checks(ssh_dumbbell: Path) -> None:
     idle = cal["idle_rtt"]["pair1"]
     assert abs(idle["judged_ms"] - 40) <= 1 and idle["median_ms"] >= idle["judged_ms"], idle
     # Flow 2 was released 1 s after flow 1 (gated start, not ssh start-up time).
-    meta = json.loads((d / "out" / "raw" / "meta.json").read_text())
-    starts = {f["flow"]: f["started_s"] for f in meta["flows"]}
+    starts = read_meta(d / "out" / "raw").flow_starts
     assert 0.95 <= starts[2] - starts[1] <= 1.1
     assert (d / "out" / "raw" / "ss-s1.txt").read_text().startswith("TS ")
 

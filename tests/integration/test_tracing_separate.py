@@ -18,6 +18,7 @@ from ccbench import metrics
 from ccbench.report.fmt import fmt
 from tests.conftest import REPO
 from tests.integration.conftest import namespaces, run_snakemake
+from tests.raw_meta import read_meta
 
 # Not beside other tests (shares_cpu): its means and observer deltas need valid runs on
 # both sides, and beside the workflow-heavy tests both untraced runs were once judged
@@ -42,8 +43,7 @@ def test_separate_tracing_doubles_the_runs_and_reports_the_observer_effect(
     assert len(tracing) == 4 and sorted(set(tracing.values())) == ["traced", "untraced"]
     for rid, how in tracing.items():
         raw = res / "runs" / rid / "raw"
-        meta = json.loads((raw / "meta.json").read_text())
-        assert ("tcp_probe" in meta["instruments"]) == (how == "traced"), rid
+        assert ("tcp_probe" in read_meta(raw).instruments) == (how == "traced"), rid
         assert (raw / "tcp-probe-host.txt").exists() == (how == "traced"), rid
 
     runs = pd.read_csv(res / "tables" / "runs.csv")

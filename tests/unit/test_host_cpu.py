@@ -24,6 +24,7 @@ from ccbench.instruments.host_cpu import MACHINE, HostCpu, HostCpuPart, file
 from ccbench.layout import AFTER, BEFORE, RawDir, load_spec
 from ccbench.run_record import RunRecord
 from ccbench.spec import RunSpec
+from tests.raw_meta import read_meta
 
 CAP = Path(__file__).resolve().parents[1] / "captures"
 LOCAL = CAP / "host-cpu" / "local-2cubic"
@@ -126,8 +127,8 @@ def test_the_record_reads_back() -> None:
         assert ins is not None
         again = HostCpu.from_record(json.loads(json.dumps(ins.record_json())))
         assert again == ins
-    meta = json.loads((LOCAL / "meta.json").read_text())["instruments"]["host_cpu"]
-    assert HostCpu.from_record(meta).machine is True
+    recorded = read_meta(LOCAL).instrument(HostCpu)
+    assert recorded is not None and recorded.machine is True
     for bad in ({"nodes": {"s1": "router"}, "node_os": {}, "machine": False}, {"nodes": {}},
                 {"nodes": {}, "node_os": {}, "machine": "yes"}, []):  # fmt: skip
         with pytest.raises(BadRecord):
@@ -138,6 +139,13 @@ def test_registered_right_before_the_routers_cpu() -> None:
     names = list(instruments.REGISTRY)
     assert names[-2:] == ["host_cpu", "router_cpu"]
     assert RunRecord.model_fields["host_cpu"].annotation == HostCpuPart | None
+
+
+def _recorded() -> HostCpu:
+    """The capture's run's host_cpu record, as meta.json keeps it."""
+    got = read_meta(LOCAL).instrument(HostCpu)
+    assert got is not None
+    return got
 
 
 def _part(raw: Path, ins: HostCpu) -> tuple[HostCpuPart, RawDir]:
@@ -151,8 +159,7 @@ def test_local_service_demand_recomputed_from_raw() -> None:
     """One kernel: the figures are the iperf3 processes'. CPU time = each process's %
     of one CPU × the seconds iperf3 measured (the client's end.sum_sent.seconds); µs
     of it per KB the servers counted."""
-    meta = json.loads((LOCAL / "meta.json").read_text())["instruments"]["host_cpu"]
-    part, rd = _part(LOCAL, HostCpu.from_record(meta))
+    part, rd = _part(LOCAL, _recorded())
     assert rd.problems == []
     assert part.scope == MACHINE and "machine" in part.note
     kb = _kb_delivered()
@@ -244,8 +251,7 @@ def _record(host_cpu: dict[str, Any] | None) -> RunRecord:
 
 
 def test_the_runs_table_columns() -> None:
-    meta = json.loads((LOCAL / "meta.json").read_text())["instruments"]["host_cpu"]
-    part = HostCpu.from_record(meta).summary_part(RawDir(LOCAL), _spec()).value
+    part = _recorded().summary_part(RawDir(LOCAL), _spec()).value
     cols = aggregate._cpu_columns(_record(part))
     assert cols["sender_sd_us_per_kb"] == part["sender"]["sd_us_per_kb"]
     assert cols["receiver_cpu_pct"] == part["receiver"]["cpu_pct"]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
+from ccbench.parse import join_hostport, split_hostport
+from ccbench.parse.sockstat import connections_to, parse_sockstat
 from ccbench.validity import check_sockstat
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "freebsd"
@@ -127,9 +128,21 @@ def test_without_cc_or_stack_column_is_refused() -> None:
         parse_sockstat(TEXT + "root iperf3 1 2 tcp4 a:1 b:2 rack cubic extra\n")
 
 
-def test_split_addr() -> None:
-    assert split_addr("10.1.3.2:5201") == ("10.1.3.2", "5201")
-    assert split_addr("[fe80::1]:22") == ("fe80::1", "22")
-    assert split_addr("*:*") == ("*", "*")
-    with pytest.raises(ValueError):
-        split_addr("nocolon")
+def test_split_hostport_reads_what_sockstat_prints() -> None:
+    """Every address the captures hold splits into an address and a port (or "*") that
+    join back to it; IPv6 as sockstat prints it (bare: sockstat.c printaddr(), main.c
+    formataddr() "%s:%d" of the numeric host) and as ccbench writes it (bracketed)."""
+    ends = [e for t in (TEXT, TIMEWAIT_14, TIMEWAIT_15) for s in parse_sockstat(t)
+            for e in (s.local, s.foreign)]  # fmt: skip
+    assert {split_hostport(e) for e in ends} >= {
+        ("10.1.1.11", "54320"),
+        ("*", "22"),
+        ("*", "*"),
+        ("10.1.3.21", "5202"),
+    }
+    assert all(join_hostport(*split_hostport(e)) == e for e in ends)
+    assert split_hostport("fe80::1%em0:22") == ("fe80::1%em0", "22")
+    assert split_hostport("[fe80::1]:22") == split_hostport("fe80::1:22") == ("fe80::1", "22")
+    assert join_hostport("fe80::1", 22) == "[fe80::1]:22"
+    with pytest.raises(ValueError, match="without a port"):
+        split_hostport("nocolon")

@@ -18,6 +18,7 @@ from ccbench.probes.base import ProbeRun, ProbeSettings
 from ccbench.probes.flent import FLENT_SH, _coverage
 from ccbench.summarize.probe import read_probe
 from ccbench.validity import check_probe
+from tests.raw_meta import write_meta
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "probe"
 FLENT_PING = "flent-2.3.0-ping-netns-2cubic"
@@ -226,7 +227,7 @@ def test_fping_reader_takes_the_count_from_the_runs_probe_argv(tmp_path: Path) -
     shutil.copy(CAP / FPING_4, tmp_path / "probe-fping.txt")
     argv = probes.plan("fping", ProbeSettings("198.18.4.2", 0.1, 2, testbed="t1"), "linux").client
     assert argv[argv.index("-c") + 1] == "20"
-    (tmp_path / "meta.json").write_text(json.dumps({"probe_argv": argv}))
+    write_meta(tmp_path, probe_argv=argv)
     p = read_probe(tmp_path)
     assert p is not None and (p.tool, p.sent, p.received) == ("fping", 20, 15)
     (tmp_path / "meta.json").unlink()  # a run that did not record it: the gaps only

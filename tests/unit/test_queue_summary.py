@@ -15,6 +15,7 @@ from ccbench import timeseries
 from ccbench.spec import QDISC_INTERVAL_DEFAULT_S, RunSpec
 from ccbench.summarize import summarize
 from ccbench.summarize.judge import parse_run_dir
+from tests.raw_meta import edit_meta
 
 TESTS = Path(__file__).resolve().parents[1]
 FIX_RUN = TESTS / "fixtures" / "results-small" / "runs" / "two-flows-cubic-r1-71654894"
@@ -30,11 +31,9 @@ def run_dir(tmp_path: Path) -> Path:
     shutil.copy(CAP / "qdisc-rt1-2cubic-100m.txt", raw / "qdisc-rt1.txt")
     shutil.copy(CAP / "tc-before-2cubic-100m.json", raw / "tc-before.json")
     shutil.copy(CAP / "tc-after-2cubic-100m.json", raw / "tc-after.json")
-    meta = json.loads((raw / "meta.json").read_text())
-    meta["started_unix"] = T0
-    meta["qdisc_sampler"] = {"node": "rt1", "dev": "to-dl", "interval_s": 0.05,
-                             "argv": ["ccbench-qdisc", "50000", "to-dl"]}  # fmt: skip
-    (raw / "meta.json").write_text(json.dumps(meta))
+    edit_meta(raw, {"qdisc": {"node": "rt1", "dev": "to-dl", "interval_s": 0.05,
+                              "argv": ["ccbench-qdisc", "50000", "to-dl"]}},
+              started_unix=T0)  # fmt: skip
     return d
 
 

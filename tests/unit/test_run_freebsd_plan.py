@@ -18,6 +18,7 @@ from ccbench.roles import NoDelay, dumbbell
 from ccbench.run_senders import prepare_senders as _prepare_senders
 from ccbench.spec import Flow, RunSpec, Topology, Variant
 from ccbench.summarize import summarize
+from tests.raw_meta import write_meta
 
 SEED002_AFTER = """Stack                           D Alias                            PCB count
 freebsd                           freebsd                          3
@@ -165,7 +166,7 @@ def test_a_siftr_log_not_fetched_makes_the_run_invalid_and_stays_on_the_node(
     assert tb.exs["s1"].calls[-1] == ["sysctl", "net.inet.siftr.enabled=0"]  # no rm after it
     assert nodes["s1"]["fetch"] == {"error": str(lost)}
     (tmp_path / "spec.json").write_text(json.dumps(SEED_SCALE.to_dict()))
-    (tmp_path / "meta.json").write_text(json.dumps({"siftr": nodes}))
+    write_meta(tmp_path, {"siftr": nodes}, client_rc=[0] * len(SEED_SCALE.flows))
     summary = summarize(tmp_path)
     assert not summary["valid"]
     assert f"siftr-s1.log: not fetched: {lost}" in summary["reasons"]

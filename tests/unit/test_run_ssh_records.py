@@ -23,6 +23,7 @@ from ccbench.run_senders import _nic_records
 from ccbench.spec import Flow, RunSpec, Topology, Variant
 from ccbench.summarize import summarize
 from ccbench.summarize.hosts import nic_records
+from tests.raw_meta import edit_meta, write_meta
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "freebsd"
 SOCKSTAT = (CAP / "sockstat-CS-written-from-docs.txt").read_text()
@@ -213,9 +214,9 @@ def _raw(tmp_path: Path, stack: str, at_s: float | None = 5.0) -> Path:
     one = RunSpec(topology=Topology(pairs=1), flows=(Flow(pair=1, cc="cubic", duration_s=300),),
                   variant_def=variant)  # fmt: skip
     (raw / "spec.json").write_text(json.dumps(one.to_dict()))
-    (raw / "meta.json").write_text(json.dumps({"flows": [], "sockstat": [
-        {"flow": 1, "node": "s1", "peer": "10.1.3.21:5202", "file": "sockstat-1.txt",
-         "at_s": at_s}]}))  # fmt: skip
+    write_meta(raw, {"sockstat": [{"flow": 1, "node": "s1", "peer": "10.1.3.21:5202",
+                                   "file": "sockstat-1.txt", "at_s": at_s}]},
+               client_rc=[0])  # fmt: skip
     (raw / "sockstat-1.txt").write_text(SOCKSTAT)
     return raw
 
@@ -346,11 +347,8 @@ def test_summary_keeps_rt1s_bql_before_and_after_the_traffic(tmp_path: Path) -> 
     rt2 = {**eth5, "tx_queues_asked": None, "tx_ring_asked": None}
     (raw / "facts.json").write_text(json.dumps({"host": {}, "nics": {
         "rt1": json.dumps(eth5) + "\n", "rt2": json.dumps(rt2) + "\n"}}))  # fmt: skip
-    # the instrument's record names the node it read (as run.py writes meta.json)
-    meta = json.loads((raw / "meta.json").read_text())
-    meta["instruments"] = {"sockstat": meta.pop("sockstat"),
-                           "tx_queue_limits": {"node": "rt1", "dev": "eth5"}}  # fmt: skip
-    (raw / "meta.json").write_text(json.dumps(meta))
+    # the instrument's record names the node it read
+    edit_meta(raw, {"tx_queue_limits": {"node": "rt1", "dev": "eth5"}})
     (raw / "bql-before.txt").write_text(bql_lines("eth5", 4542, 0))
     (raw / "bql-after.txt").write_text(bql_lines("eth5", 30280, 1514))
     s = summarize(raw)

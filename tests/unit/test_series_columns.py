@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ccbench import bbr_phase, timeseries, timeseries_samplers, upgrade
+from ccbench import timeseries, timeseries_samplers, upgrade
 from ccbench.instruments import SENDER_SOURCES, SeriesContext, events
 from ccbench.instruments import tcp_probe as tp
 from ccbench.layout import RawDir
@@ -82,41 +82,32 @@ def test_ss_rows_count_what_was_retransmitted_since_the_sample_before(tmp_path: 
     assert df["retransmits"].tolist() == np.diff([0, *totals]).tolist()
 
 
-def test_bbrs_phases_on_a_real_flow(tmp_path: Path) -> None:
-    """12 s of BBR against CUBIC through 48 packets: STARTUP, DRAIN, the PROBE_BW
-    cycle, and PROBE_RTT once its 10 s min-RTT filter expired (cwnd down to 4)."""
+# bbr_update_gains' (pacing, cwnd) gain pairs per mode (net/ipv4/tcp_bbr.c), as ss prints
+# them (%g of the fixed-point value: BBR_UNIT * 2885 / 1000 + 1 = 739 and
+# BBR_UNIT * 1000 / 2885 = 88, of 256), named as docs/series.md names them.
+HIGH, DRAIN = round(739 / 256, 5), round(88 / 256, 5)
+BBR_GAINS = {(HIGH, HIGH): "startup", (DRAIN, HIGH): "drain", (1.25, 2.0): "probe_bw",
+             (0.75, 2.0): "probe_bw", (1.0, 2.0): "probe_bw", (1.0, 1.0): "probe_rtt"}  # fmt: skip
+
+
+def test_bbrs_gains_on_a_real_flow_are_the_kernels_pairs(tmp_path: Path) -> None:
+    """12 s of BBR against CUBIC through 48 packets: every sample after the first (no
+    bandwidth sample yet: bw 0, gains 1 and 1) carries a pair bbr_update_gains sets, in
+    the order STARTUP, DRAIN, the PROBE_BW cycle, and PROBE_RTT once its 10 s min-RTT
+    filter expired (cwnd down to 4), as docs/series.md reads them."""
     df = _ss_frame(tmp_path, BBR_VS_CUBIC, BBR_DATA)
-    got = bbr_phase.phases(df["bbr_pacing_gain"], df["bbr_cwnd_gain"], df["bbr_bw_bps"])
-    # every sample but the first (no bandwidth sample yet: bw 0, gains 1 and 1) is named
-    assert got[0] is None and df["bbr_bw_bps"].iloc[0] == 0 and None not in got[1:]
-    order = [p for i, p in enumerate(got[1:]) if p != got[i]]  # each change of phase
-    assert order[:3] == ["startup", "drain", "probe_bw"]
-    rtt = df[[p == "probe_rtt" for p in got]]
+    pairs = list(zip(df["bbr_pacing_gain"], df["bbr_cwnd_gain"], strict=True))
+    assert df["bbr_bw_bps"].iloc[0] == 0 and (df["bbr_bw_bps"].iloc[1:] > 0).all()
+    assert set(pairs[1:]) <= set(BBR_GAINS)
+    got = [BBR_GAINS[p] for p in pairs[1:]]
+    order = [p for i, p in enumerate(got[1:]) if p != got[i]]  # each change of mode
+    assert [got[0], *order[:2]] == ["startup", "drain", "probe_bw"]
+    rtt = df.iloc[1:][[p == "probe_rtt" for p in got]]
     assert len(rtt) >= 2 and (rtt["t_s"] > 10).all() and rtt["cwnd_bytes"].min() <= 4 * MSS
-    cycle = set(df.loc[[p == "probe_bw" for p in got], "bbr_pacing_gain"])
-    assert cycle == {1.25, 0.75, 1.0}
-
-
-@pytest.mark.parametrize(
-    ("pacing", "cwnd", "want"),
-    [(2.88672, 2.88672, "startup"), (0.34375, 2.88672, "drain"), (1.25, 2, "probe_bw"),
-     (0.75, 2, "probe_bw"), (1, 2, "probe_bw"), (1, 1, "probe_rtt"),
-     (2.77, 2, None), (0.5, 2.88672, None), (math.nan, math.nan, None), (None, 2, None)],
-)  # fmt: skip
-def test_the_phase_of_each_gain_pair(pacing: float | None, cwnd: float, want: str | None) -> None:
-    # bbr_update_gains' pairs; another BBR's (v3: startup pacing 2.77) name none
-    assert bbr_phase.phase(pacing, cwnd) == want
-    assert bbr_phase.phase(pacing, cwnd, 0.0) is None  # no bandwidth estimate yet
-
-
-def test_the_gains_are_the_kernels_fixed_point_values() -> None:
-    # tcp_bbr.c: BBR_UNIT * 2885 / 1000 + 1 = 739, BBR_UNIT * 1000 / 2885 = 88 (of 256)
-    assert (bbr_phase.HIGH_GAIN, bbr_phase.DRAIN_GAIN) == (739 / 256, 88 / 256)
-    seen = {
-        r["bbr_pacing_gain"] for r in parse_ss_samples((CAPTURES / "ss-bbr-5s.txt").read_text())
-    }
-    # as ss prints them (%g: six significant digits)
-    assert {round(bbr_phase.HIGH_GAIN, 5), 1.25, 0.75, 1.0} == {g for g in seen if g}
+    assert {p for p, c in pairs[1:] if c == 2.0} == {1.25, 0.75, 1.0}
+    five_s = parse_ss_samples((CAPTURES / "ss-bbr-5s.txt").read_text())
+    seen = {r["bbr_pacing_gain"] for r in five_s}
+    assert {HIGH, 1.25, 0.75, 1.0} == {g for g in seen if g}
 
 
 def _traced_raw(tmp_path: Path, offset: float) -> Path:

@@ -12,6 +12,7 @@ import pytest
 from ccbench import validity
 from ccbench.summarize import summarize
 from ccbench.timeseries import build
+from tests.raw_meta import edit_meta
 
 RAW = Path(__file__).resolve().parents[1] / "captures" / "run-local-2cubic"
 
@@ -114,11 +115,8 @@ def test_a_probe_that_missed_the_traffic_makes_the_run_invalid(tmp_path: Path) -
     shutil.copytree(RAW, raw)
     cap = RAW.parent / "probe" / "flent-2.3.0-tcp_1up-ssh-dns-stall"
     shutil.copy(f"{cap}.flent.gz", raw / "probe.flent.gz")
-    meta = json.loads((raw / "meta.json").read_text())
     stalled = json.loads(Path(f"{cap}.meta.json").read_text())
-    meta["probe_argv"] = stalled["probe_argv"]
-    meta["started_unix"] = stalled["started_unix"]
-    (raw / "meta.json").write_text(json.dumps(meta))
+    edit_meta(raw, probe_argv=stalled["probe_argv"], started_unix=stalled["started_unix"])
     s = summarize(raw)
     assert s["probe"]["samples"] == 0 and s["probe"]["coverage"] == 0.0
     assert s["reasons"] == ["probe: flent tcp_1up took no RTT samples while the flows ran"]
@@ -128,9 +126,7 @@ def test_a_probe_that_missed_the_traffic_makes_the_run_invalid(tmp_path: Path) -
 def test_a_started_probe_without_data_makes_the_run_invalid(tmp_path: Path) -> None:
     raw = tmp_path / "raw"
     shutil.copytree(RAW, raw)
-    meta = json.loads((raw / "meta.json").read_text())
-    meta["probe_argv"] = ["ping", "-D", "-i", "0.1", "198.18.4.2"]
-    (raw / "meta.json").write_text(json.dumps(meta))
+    edit_meta(raw, probe_argv=["ping", "-D", "-i", "0.1", "198.18.4.2"])
     s = summarize(raw)
     assert s["reasons"] == ["probe: the ping probe left no data"]
 

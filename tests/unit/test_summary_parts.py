@@ -8,7 +8,6 @@ that can read it without one."""
 from __future__ import annotations
 
 import ast
-import json
 import shutil
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.layout import AFTER, BEFORE, RawDir
 from ccbench.spec import Flow, RunSpec, Topology
 from ccbench.summarize import summarize
+from tests.raw_meta import edit_meta
 
 REPO = Path(__file__).resolve().parents[2]
 SUMMARIZE = REPO / "src" / "ccbench" / "summarize"
@@ -101,9 +101,7 @@ def test_a_run_from_before_the_records_still_has_its_routers_cpu() -> None:
 def test_a_run_of_this_layout_gives_the_part_only_with_the_record(tmp_path: Path) -> None:
     shutil.copytree(LEDGER_RUN, tmp_path / "raw")
     raw = tmp_path / "raw"
-    meta = json.loads((raw / layout.META).read_text())
-    (raw / layout.META).write_text(json.dumps({**meta, "instruments": {}}))
+    edit_meta(raw)  # today's layout: the instruments' records, none here
     assert "router_cpu" not in summarize(raw)
-    meta["instruments"] = {"router_cpu": {"node": "rt1"}}
-    (raw / layout.META).write_text(json.dumps(meta))
+    edit_meta(raw, {"router_cpu": {"node": "rt1"}})
     assert summarize(raw)["router_cpu"] == summarize(LEDGER_RUN)["router_cpu"]

@@ -23,6 +23,7 @@ from ccbench.parse.qdisc import (
 )
 from ccbench.parse.tc import QdiscStats, parse_tc_qdisc_json
 from ccbench.summarize import summarize
+from tests.raw_meta import edit_meta
 
 TESTS = Path(__file__).resolve().parents[1]
 CAP = TESTS / "captures" / "qdisc"
@@ -160,11 +161,9 @@ def run_dir(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path]:
     shutil.copy(CAP / f"qdisc-rt1-2cubic-100m-{run}.txt.gz", raw / "qdisc-rt1.txt.gz")
     for when in ("before", "after"):
         shutil.copy(CAP / f"tc-{when}-2cubic-100m-{run}.json", raw / f"tc-{when}.json")
-    meta = json.loads((raw / "meta.json").read_text())
-    meta["started_unix"] = RUNS[run]
-    meta["qdisc_sampler"] = {"node": "rt1", "dev": "to-dl", "interval_s": INTERVAL_S,
-                             "argv": ["ccbench-qdisc", "10000", "to-dl"]}  # fmt: skip
-    (raw / "meta.json").write_text(json.dumps(meta))
+    edit_meta(raw, {"qdisc": {"node": "rt1", "dev": "to-dl", "interval_s": INTERVAL_S,
+                              "argv": ["ccbench-qdisc", "10000", "to-dl"]}},
+              started_unix=RUNS[run])  # fmt: skip
     return run, raw
 
 

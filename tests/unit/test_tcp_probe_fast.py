@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ccbench.instruments import events
+from ccbench.parse import split_hostport
 from ccbench.parse.iperf3 import parse_iperf3
 from ccbench.parse.nstat import counter_delta, linux_retransmit_causes, parse_nstat
 from ccbench.parse.tcp_probe import (
@@ -120,7 +121,7 @@ def test_a_senders_counters_are_its_flows_and_its_other_sockets() -> None:
             for w in ("before", "after")
         )
         counted = linux_retransmit_causes(counter_delta(before, after))
-        addr = next(a for a, f in local_to_flow.items() if f == k).rpartition(":")[0]
+        addr = split_hostport(next(a for a, f in local_to_flow.items() if f == k))[0]
         other = others.get(addr, {"recoveries": 0})["recoveries"]
         assert got["flows"][k]["recoveries"] + other == counted.recovery_episodes
     assert (got["flows"][1]["recoveries"], got["flows"][2]["recoveries"]) == (21, 28)

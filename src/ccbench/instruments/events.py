@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ccbench.parse import split_hostport
 from ccbench.part import Part, d
 
 
@@ -118,7 +119,7 @@ class EventCounter:
             f["retransmits"] += 1
 
     def _other(self, local: str) -> dict[str, Any]:
-        addr = local.rpartition(":")[0]  # "ip:port", "[v6]:port"
+        addr = split_hostport(local)[0]
         return self.others.setdefault(addr, _other_events(addr))
 
     def flush(self) -> None:

@@ -24,7 +24,8 @@ from ccbench.instruments.base import (
 )
 from ccbench.layout import RawDir, RawFile
 from ccbench.needs import Needs
-from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
+from ccbench.parse import split_hostport
+from ccbench.parse.sockstat import connections_to, parse_sockstat
 from ccbench.part import Part, d
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -159,7 +160,7 @@ class Sockstat(Instrument[SockstatSummary]):
 
 
 def _addr_port(peer: str) -> tuple[str, int]:
-    host, port = split_addr(peer)
+    host, port = split_hostport(peer)
     if not port.isdigit():
         raise ValueError(f"sockstat sample peer {peer!r} has no port")
     return host, int(port)

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ccbench.metrics import nearest_rank
+
 
 class ValueCounts:
     """Count per distinct value; add batches (numpy/pyarrow arrays or any iterable)."""
@@ -72,11 +74,7 @@ class ValueCounts:
     def percentile(self, q: float) -> float:
         """Nearest rank, as ccbench.metrics.percentile: the smallest value with at
         least q % of the samples at or below it. ValueError on no samples."""
-        if not self.count:
-            raise ValueError("percentile of no values")
-        if not 0 <= q <= 100:
-            raise ValueError(f"percentile {q} is not in [0, 100]")
-        k = min(max(1, math.ceil(q / 100 * self.count)), self.count)
+        k = nearest_rank(self.count, q)
         seen = 0
         for v in sorted(self._counts):
             seen += self._counts[v]

@@ -20,6 +20,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # imported where a batch is made: `ccbench run` reads iperf3 without it
     import pyarrow as pa
 
+from ccbench.jsonio import jtype
+from ccbench.parse import join_hostport
 from ccbench.parse.batches import BATCH_ROWS, batched_records
 
 # One interval row: stream, t_start_s, t_end_s, bytes, throughput_bps, retransmits,
@@ -346,21 +348,6 @@ def _intervals(raw: Any) -> list[IntervalRow]:
     return rows
 
 
-def jtype(x: Any) -> str:
-    """JSON's name for a Python value's type, for messages."""
-    if isinstance(x, dict):
-        return "object"
-    if isinstance(x, list):
-        return "list"
-    if isinstance(x, str):
-        return "string"
-    if isinstance(x, bool):
-        return "boolean"
-    if isinstance(x, (int, float)):
-        return "number"
-    return "null" if x is None else type(x).__name__
-
-
 def _obj(x: Any, where: str) -> dict[str, Any]:
     if x is None:
         return {}
@@ -413,4 +400,4 @@ def _float(x: Any, where: str) -> float | None:
 def _hostport(host: Any, port: Any) -> str | None:
     if host is None or port is None:
         return None
-    return f"[{host}]:{port}" if ":" in str(host) else f"{host}:{port}"
+    return join_hostport(str(host), port)

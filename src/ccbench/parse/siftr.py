@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ccbench.parse import join_hostport, split_hostport
+
 SiftrRow = dict[str, Any]
 
 # inflight_bytes: snd_max - snd_una in siftr 1.x; siftr2 logs the SACK-aware pipe.
@@ -385,7 +387,7 @@ def _with_record_counts(
 
 
 def _has_port(flow: SiftrFlow, port: int) -> bool:
-    return any(a and a.rsplit(":", 1)[-1] == str(port) for a in (flow.local, flow.peer))
+    return any(a and split_hostport(a)[1] == str(port) for a in (flow.local, flow.peer))
 
 
 def _time_us(sec: str, usec: str) -> int:
@@ -406,7 +408,7 @@ def _opt_int(x: str | None) -> int | None:
 
 
 def _hostport(host: str, port: str) -> str:
-    return f"[{host}]:{int(port)}" if ":" in host else f"{host}:{int(port)}"
+    return join_hostport(host, int(port))
 
 
 # --- the number formats, vectorised (the fast path: ccbench.parse.siftr_stream) ------

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ccbench.parse import split_hostport
+
 # Header names made of two words (sockstat prints them with a single space).
 _TWO_WORDS = ("LOCAL ADDRESS", "FOREIGN ADDRESS", "PATH STATE", "CONN STATE")
 _BASE = ("USER", "COMMAND", "PID", "FD", "PROTO", "LOCAL ADDRESS", "FOREIGN ADDRESS")
@@ -48,15 +50,6 @@ def _header(line: str) -> list[str]:
     for name in _TWO_WORDS:
         text = text.replace(name, name.replace(" ", "\0"))
     return [w.replace("\0", " ") for w in text.split()]
-
-
-def split_addr(addr: str) -> tuple[str, str]:
-    """ "10.1.3.2:5201" -> ("10.1.3.2", "5201"); IPv6 splits at the last colon and
-    loses brackets ("[::1]:22" or "::1:22" -> ("::1", "22"))."""
-    host, sep, port = addr.rpartition(":")
-    if not sep:
-        raise ValueError(f"sockstat address without a port: {addr!r}")
-    return host.strip("[]"), port
 
 
 def parse_sockstat(text: str) -> list[Socket]:
@@ -103,7 +96,7 @@ def connections_to(sockets: list[Socket], address: str, port: int) -> list[Socke
     for s in sockets:
         if not s.proto.startswith("tcp") or s.foreign in ("*:*", "") or not s.held:
             continue
-        host, p = split_addr(s.foreign)
+        host, p = split_hostport(s.foreign)
         if host == address and p == str(port):
             out.append(s)
     return out

@@ -23,7 +23,7 @@ from typing import Any
 
 from ccbench import instruments, layout, metrics, runmeta, unproven, validity
 from ccbench.layout import RawDir, load_spec
-from ccbench.spec import RunSpec
+from ccbench.spec import RunSpec, run_identity
 from ccbench.summarize.bottleneck import bottleneck_of
 from ccbench.summarize.delay import delay_element
 from ccbench.summarize.flows import flows_of, jain_of, throughput_sum
@@ -120,13 +120,7 @@ def _skipped_marker(rd: RawDir, spec: RunSpec) -> dict[str, Any] | None:
 
 
 def _header(spec: RunSpec) -> dict[str, Any]:
-    return {
-        "run_id": spec.run_id,
-        "scenario": spec.scenario,
-        "variant": spec.variant,
-        "repetition": spec.repetition,
-        "spec": spec.to_dict(),
-    }
+    return {**run_identity(spec), "spec": spec.to_dict()}
 
 
 def _skipped(spec: RunSpec, reason: str, waiting: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from ccbench import layout, metrics, validity
 from ccbench.layout import RawDir
+from ccbench.parse import split_hostport
 from ccbench.parse.iperf3 import Iperf3Result, read_report
 from ccbench.spec import Flow, RunSpec
 
@@ -91,7 +92,7 @@ def _flow_record(k: int, f: Flow, res: Iperf3Result | None) -> dict[str, Any]:
 def _server_port(res: Iperf3Result | None) -> int | None:
     """The port the client connected to (start.connected[].remote_port, as "host:port"
     in each stream's `peer`); None when iperf3 wrote none, or its streams disagree."""
-    ports = {s.peer.rsplit(":", 1)[1] for s in (res.streams if res else []) if s.peer}
+    ports = {split_hostport(s.peer)[1] for s in (res.streams if res else []) if s.peer}
     return int(ports.pop()) if len(ports) == 1 and next(iter(ports)).isdigit() else None
 
 
