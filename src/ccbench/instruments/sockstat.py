@@ -25,6 +25,7 @@ from ccbench.instruments.base import (
 from ccbench.layout import RawDir
 from ccbench.needs import Needs
 from ccbench.parse.sockstat import connections_to, parse_sockstat, split_addr
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -109,14 +110,16 @@ class Sockstat(Instrument):
         """{flows: each flow's connections as its sample (raw/sockstat-<k>.txt) listed
         them}, and a reason for each connection on another stack or CC."""
         flows: list[dict[str, Any]] = []
-        reasons: list[str] = []
+        reasons: list[Reason] = []
         for e in self.samples:
             k, node, peer, name = e.flow, e.node, e.peer, e.file
             if not 1 <= k <= len(spec.flows):
                 rd.problem(layout.META, f"sockstat sample of flow {k}: the run has no such flow")
                 continue
             if e.at_s is None:
-                reasons.append(f"flow {k}: no sockstat sample was taken while it ran")
+                reasons.append(Reason.of(Code.STACK_UNVERIFIED,
+                                         f"flow {k}: no sockstat sample was taken while it ran",
+                                         flow=k))  # fmt: skip
                 continue
             text = rd.text(name, required=True)
             if text is None:
