@@ -233,7 +233,7 @@ def measure(
         # ACKs: fewer than one per two segments)
         "held_per_pkt": d.packets / pkts if d and pkts else math.nan,
         "valid": s.valid,
-        "reasons": list(s.reasons),
+        "reasons": [r.text for r in s.reasons],
         "method": (s.calibration.delay_method if s.calibration else None),
         "run_dir": str(out),
     }

@@ -316,7 +316,7 @@ def parse(root: Path, mem_gb: float, whole: bool) -> tuple[float, float, str]:
     if not whole:  # a run dir of one stream lacks the others: its verdict says nothing
         return c.wall_s, c.rss_mb, "parsed"
     s = json.loads((root / "summary.json").read_text())
-    note = "valid" if s["valid"] else f"invalid: {s['reasons'][0][:100]}"
+    note = "valid" if s["valid"] else f"invalid: {s['reasons'][0]['text'][:100]}"
     return c.wall_s, c.rss_mb, note
 
 

@@ -70,7 +70,8 @@ def one(rate: int, duration: float, traced: bool, rep: int, work: Path) -> dict[
                     pkts)  # fmt: skip
     trace = sum(p.stat().st_size for p in raw.glob("tcp-probe-*.txt"))
     return {"rate": rate, "traced": traced, "rep": rep, "valid": s["valid"],
-            "reasons": s["reasons"], "util": s["utilization_pct"], "jain": s["jain"],
+            "reasons": [r["text"] for r in s["reasons"]], "util": s["utilization_pct"],
+            "jain": s["jain"],
             "us_per_pkt": cpu["us_per_pkt"], "steal": cpu["steal"], "trace_mb": trace / 1e6,
             "parse_s": parse_s}  # fmt: skip
 

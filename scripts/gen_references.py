@@ -23,6 +23,7 @@ models whose field descriptions are the source; a walk over both is a page of co
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import sys
 import types
@@ -34,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ccbench import config, instruments, layout, probes, record, run_record
+from ccbench import config, instruments, layout, probes, reasons, record, run_record
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG_REF = REPO / "docs" / "config-reference.md"
@@ -277,6 +278,8 @@ def _type_name(t: Any) -> str:
         return f"object: name → {_type_name(args[1])}"
     if _is_model(t):
         return "object"
+    if isinstance(t, type) and issubclass(t, enum.StrEnum):
+        return "string"
     return _JSON_NAMES.get(t, getattr(t, "__name__", str(t)))
 
 
@@ -329,7 +332,26 @@ def summary_reference() -> str:
     for path, kind, default, desc in record_rows(run_record.RunRecord):
         lines.append(f"| `{path}` | {_cell(kind)} | {_cell(default)} | "
                      f"{_cell(desc) or NO_DESCRIPTION} |")  # fmt: skip
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + _codes_section()) + "\n"
+
+
+def _codes_section() -> list[str]:
+    """`reasons[].code`: every class of reason (ccbench.reasons.Code) with its meaning."""
+    stalls = ", ".join(f"`{c}`" for c in reasons.Code if c in reasons.HOST_STALLS)
+    lines = [
+        "",
+        "## Reason codes",
+        "",
+        "`reasons[].code`: the class of each reason (`ccbench.reasons.Code`); programs and "
+        "tests select reasons by it, people read `text`. Host stalls (the machine, not "
+        f"the path, failed the run): {stalls}. A reason recorded before reasons had "
+        "codes (a summary of version `ccbench.summary/3` or earlier) gets the code its "
+        "words match when brought forward, else `unclassified`, and no evidence.",
+        "",
+        "| code | meaning |",
+        "|---|---|",
+    ]
+    return lines + [f"| `{c}` | {_cell(c.meaning)} |" for c in reasons.Code]
 
 
 # --- docs/architecture.md's raw/ table ------------------------------------------------

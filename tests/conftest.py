@@ -1,5 +1,5 @@
-"""Shared test helpers: how to call the real CLI, the root/netns guard, and the signals
-the suite's children start with."""
+"""Shared test helpers: how to call the real CLI, the root/netns guard, the signals
+the suite's children start with, and a run's reasons selected by code."""
 
 from __future__ import annotations
 
@@ -7,9 +7,13 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from ccbench.reasons import Code, Reason
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,6 +30,24 @@ def ccbench(*args: str, check: bool = True, timeout: float = 300) -> subprocess.
     if check and cp.returncode != 0:
         raise AssertionError(f"ccbench {' '.join(args)} -> {cp.returncode}\n{cp.stderr}")
     return cp
+
+
+def codes(reasons: Iterable[Any]) -> list[Code]:
+    """The codes of a run's reasons: typed (Reason, from summarize) or as summary.json
+    holds them ({code, text, evidence})."""
+    return [Code(r.code if isinstance(r, Reason) else r["code"]) for r in reasons]
+
+
+def texts_of(reasons: Iterable[Any], code: Code) -> list[str]:
+    """The words of a run's reasons of class `code` (typed or from summary.json)."""
+    got = [r if isinstance(r, Reason) else Reason.model_validate(r) for r in reasons]
+    return [r.text for r in got if r.code == code]
+
+
+def damaged_files(reasons: Iterable[Any]) -> list[str]:
+    """The files a run's damaged-file reasons name (Code.FILE_DAMAGED: evidence `file`)."""
+    got = [r if isinstance(r, Reason) else Reason.model_validate(r) for r in reasons]
+    return [str(r.evidence["file"]) for r in got if r.code == Code.FILE_DAMAGED]
 
 
 def pytest_configure(config: pytest.Config) -> None:

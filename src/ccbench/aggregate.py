@@ -24,6 +24,7 @@ from ccbench.instruments import host_cpu
 from ccbench.instruments.cpu import RouterCpu
 from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
+from ccbench.reasons import texts
 from ccbench.run_record import RunRecord
 from ccbench.spec import Topology, run_identity
 
@@ -54,7 +55,7 @@ def _identity_columns(s: RunRecord) -> dict[str, Any]:
     return {
         **run_identity(s),
         "valid": s.valid,
-        "reasons": "; ".join(s.reasons),
+        "reasons": "; ".join(texts(s.reasons)),
         "attempt": s.attempt if s.attempt is not None else 1,
         "started_unix": s.started_unix,
         "n_flows": len(s.flows),
@@ -144,7 +145,7 @@ def _status_columns(s: RunRecord) -> dict[str, Any]:
         # asks, or could not be calibrated: see not_run_reason) / waiting (for the
         # kernel its variant needs: not run yet, and run once the senders boot it)
         "status": s.status,
-        "not_run_reason": "; ".join(r.removeprefix("skipped: ") for r in s.reasons)
+        "not_run_reason": "; ".join(r.removeprefix("skipped: ") for r in texts(s.reasons))
         if s.skipped
         else "",
     }

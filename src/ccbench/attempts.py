@@ -17,6 +17,7 @@ from ccbench.errors import CcbenchError, Refused
 from ccbench.exec import pid_alive
 from ccbench.hosts import loader
 from ccbench.progress import info
+from ccbench.reasons import texts
 from ccbench.run import run_once
 from ccbench.run_record import RunRecord
 from ccbench.spec import RunSpec
@@ -73,10 +74,10 @@ def execute(
         judged, series = judge(raw)
         summary = judged.model_copy(update={"attempt": attempt})
         tried.append({"attempt": attempt, "valid": summary.valid,
-                      "reasons": summary.reasons})  # fmt: skip
+                      "reasons": [r.model_dump(mode="json") for r in summary.reasons]})  # fmt: skip
         if summary.valid or attempt == attempts or final:
             break
-        info(f"attempt {attempt} invalid ({'; '.join(summary.reasons)}); retrying")
+        info(f"attempt {attempt} invalid ({'; '.join(texts(summary.reasons))}); retrying")
         keep = layout.RunDir(out).invalid_attempt(attempt)
         keep.parent.mkdir(exist_ok=True)
         safe.remove_tree(keep, out)

@@ -149,7 +149,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         else f"flow {f.flow} failed"
         for f in s.flows
     )
-    verdict = "valid" if s.valid else "INVALID: " + "; ".join(s.reasons)
+    verdict = "valid" if s.valid else "INVALID: " + "; ".join(r.text for r in s.reasons)
     util = s.utilization_pct
     print(f"{a.out}: {flows}; utilization {util:.1f}%; {verdict}" if util is not None
           else f"{a.out}: {verdict}")  # fmt: skip

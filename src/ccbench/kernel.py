@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ccbench.reasons import Code, Reason
+
 WAITING_PREFIX = "waiting for kernel"
 NT_GNU_BUILD_ID = 3
 _UNAME_TAIL = {"GNU/Linux", "x86_64", "aarch64", "i686", "armv7l", "riscv64", "unknown"}
@@ -115,13 +117,19 @@ def mismatch_reason(node: str, ident: str, variant: str, pattern: str) -> str:
     return f"{node} runs kernel '{ident}', variant '{variant}' needs /{pattern}/"
 
 
-def check(req: dict[str, str] | None, variant: str, senders: dict[str, str]) -> list[str]:
+def check(req: dict[str, str] | None, variant: str, senders: dict[str, str]) -> list[Reason]:
     """Validity reasons: every sender whose identity does not match the variant's
     regex (nothing to check without a requirement)."""
     if not req:
         return []
     return [
-        mismatch_reason(node, ident, variant, req["match"])
+        Reason.of(
+            Code.KERNEL_MISMATCH,
+            mismatch_reason(node, ident, variant, req["match"]),
+            node=node,
+            kernel=ident,
+            match=req["match"],
+        )  # fmt: skip
         for node, ident in sorted(senders.items())
         if not matches(req["match"], ident)
     ]
@@ -147,7 +155,7 @@ def of_facts(facts: Any) -> dict[str, str]:
 
 def summary(
     facts: Any, req: dict[str, str] | None, variant: str, label: str
-) -> tuple[dict[str, Any] | None, list[str]]:
+) -> tuple[dict[str, Any] | None, list[Reason]]:
     """summary.json's `kernel` (the variant's label and regex, each sender's identity
     and short name) and the validity reasons of senders that do not match; (None, [])
     when facts.json recorded no sender."""

@@ -35,6 +35,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 from ccbench import jsonio
 from ccbench.errors import CcbenchError
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec, spec_dict_problem
 
 if TYPE_CHECKING:
@@ -289,6 +290,12 @@ def open_text(path: Path) -> IO[str]:
 _DECOMPRESS_ERRORS: tuple[type[BaseException], ...] = (EOFError, lzma.LZMAError, gzip.BadGzipFile)
 
 
+def file_problem(name: str, what: str, code: Code = Code.FILE_DAMAGED) -> Reason:
+    """A reason about raw file `name`: its words start with the name, its evidence names
+    the file."""
+    return Reason.of(code, f"{name}: {what}", file=name)
+
+
 class RawDir:
     """The files of one run's raw/ directory. Reading one never raises: a file that is
     missing (where the run needs it), not UTF-8, not JSON or not the JSON type its
@@ -297,10 +304,10 @@ class RawDir:
     def __init__(self, raw: Path) -> None:
         self.path = raw
         self.failed = (raw / ERROR).exists()
-        self.problems: list[str] = []
+        self.problems: list[Reason] = []
 
-    def problem(self, name: str, what: str) -> None:
-        self.problems.append(f"{name}: {what}")
+    def problem(self, name: str, what: str, code: Code = Code.FILE_DAMAGED) -> None:
+        self.problems.append(file_problem(name, what, code))
 
     def exists(self, name: str) -> bool:
         return stored(self.path, name) is not None

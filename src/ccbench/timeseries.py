@@ -39,6 +39,7 @@ from ccbench.instruments import SENDER_SOURCES, SeriesContext
 from ccbench.layout import RawDir, load_spec
 from ccbench.metrics import RttBound
 from ccbench.parse.iperf3 import Iperf3Result, read_report
+from ccbench.reasons import Reason
 from ccbench.spec import Flow, RunSpec
 from ccbench.timeseries_sink import Series, Sink
 from ccbench.timeseries_stats import SeriesStats
@@ -107,7 +108,7 @@ def build(raw: Path) -> pd.DataFrame:
 
 def write_checked(
     raw: Path, spec: RunSpec, path: Path, bound: RttBound | None = None
-) -> tuple[Series, SeriesStats, list[str]]:
+) -> tuple[Series, SeriesStats, list[Reason]]:
     """Write the time series to `path` as its files are read (timeseries_sink: row
     groups, never the whole table in memory); returns it, what the verdict needs of it
     (timeseries_stats, RTT excess counted above `bound`), and one problem (naming
@@ -117,7 +118,7 @@ def write_checked(
     here such a file just gives no rows. `spec` is the run's (layout.load_spec)."""
     stats = SeriesStats(SENDER_SOURCES, bound, spec.topology.mss_bytes)
     sink = Sink(path, spec.run_id, _frame, stats)
-    problems: list[str] = []
+    problems: list[Reason] = []
     try:
         if not (raw / layout.SKIPPED).exists():
             problems = _read(RawDir(raw), spec, sink)
@@ -127,7 +128,7 @@ def write_checked(
         raise
 
 
-def _read(rd: RawDir, spec: RunSpec, sink: Sink) -> list[str]:
+def _read(rd: RawDir, spec: RunSpec, sink: Sink) -> list[Reason]:
     meta = runmeta.load(RawDir(rd.path), len(spec.flows))  # its problems are the summary's
     frames, local_to_flow = _iperf3_rows(rd, spec, meta.flow_starts)
     for f in frames:
@@ -135,7 +136,7 @@ def _read(rd: RawDir, spec: RunSpec, sink: Sink) -> list[str]:
     ctx = SeriesContext(meta.started_unix, spec.traffic_s, local_to_flow,
                         spec.topology.mss_bytes)  # fmt: skip
     instruments.add_rows(rd, meta.instruments, ctx, sink)
-    return [p for p in rd.problems if not p.startswith(f"{layout.META}:")]
+    return [p for p in rd.problems if p.evidence.get("file") != layout.META]
 
 
 def iperf3_frame(st: SeriesStats) -> pd.DataFrame:

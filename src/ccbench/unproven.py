@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RTT_TOLERANCE_MS
 
 NOT_CHECKABLE = (
@@ -71,7 +72,7 @@ def lowest_rtt_us(f: dict[str, Any]) -> tuple[float, str] | None:
     return None
 
 
-def check_path_rtt(flows: list[dict[str, Any]], scope: Scope) -> list[str]:
+def check_path_rtt(flows: list[dict[str, Any]], scope: Scope) -> list[Reason]:
     """Each flow's lowest RTT is at least its pair's expected RTT (the path's own plus
     the delay asked), within the tolerance calibration uses: below it, the delay was not
     applied to that flow."""
@@ -84,10 +85,11 @@ def check_path_rtt(flows: list[dict[str, Any]], scope: Scope) -> list[str]:
         if want is None or got is None:
             continue
         if got[0] / 1000 < want - RTT_TOLERANCE_MS:
-            reasons.append(
+            reasons.append(Reason.of(Code.DELAY_NOT_APPLIED,
                 f"flow {f['flow']}: {got[1]} {got[0] / 1000:.2f} ms below the {want:.2f} ms "
-                "of its path plus the delay asked (delay not applied)"
-            )
+                "of its path plus the delay asked (delay not applied)",
+                flow=f["flow"], source=got[1], rtt_ms=got[0] / 1000, asked_ms=want,
+            ))  # fmt: skip
     return reasons
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,48 @@ def matrix(d: Any) -> Any:
 
 
 # --- summary.json -------------------------------------------------------------------
-SUMMARY_SCHEMA = "ccbench.summary/3"
+SUMMARY_SCHEMA = "ccbench.summary/4"
+# Version 4 typed each reason: {code, text, evidence} (ccbench.reasons.Reason) where
+# earlier versions wrote the words alone. An old reason keeps its words; its code is the
+# first class in OLD_REASONS whose pattern its words match (the words every version
+# wrote for that class), else "unclassified"; its evidence is empty (the numbers were
+# never recorded apart from the words).
+OLD_REASONS: tuple[tuple[str, str], ...] = (
+    ("run_failed", r"^run failed: "),
+    ("waiting", r"^skipped: waiting for "),
+    ("skipped", r"^skipped: "),
+    ("flow_no_output", r"^flow \d+: no iperf3 output"),
+    ("flow_error", r"^flow \d+: iperf3 (error|exited)"),
+    ("cc_mismatch", r"^flow \d+: (CC used |iperf3 did not report the CC)|^flow \d+: .* ran CC "),
+    ("stack_mismatch", r"^flow \d+: .* ran on TCP stack |^[\w.-]+: stack [\w.-]+: "),
+    ("stack_unverified", r"^flow \d+: (sockstat on .* lists no connection|no sockstat sample)"),
+    ("short_run", r"^flow \d+: ran [\d.]+s of "),
+    ("no_bytes", r"^flow \d+: no bytes received$"),
+    ("hidden_queue", r"packets were held outside the bottleneck"),
+    ("delay_not_applied", r"\(delay not applied\)$"),
+    ("rwnd_limited", r"receive buffer \(.*\), not the CC$"),
+    ("calibration", r"^(no calibration of the testbed recorded$|calibration: )"),
+    ("bottleneck_config", r"^rt1's (queue was|shaper ran at) "),
+    ("delay_late", r"^delay element late: "),
+    ("delay_element", r"^delay element: "),
+    ("rtt_excess", r"% of RTT samples above the .*: the host stalled$"),
+    ("steal", r"^router CPU: .* stolen by the hypervisor"),
+    ("trace_lost", r": the kernel's trace buffer dropped \d+ events"),
+    ("probe_short", r"^probe: .* sampled only \d+% of the traffic"),
+    ("probe_failed", r"^probe: "),
+    ("loss_outside", r"^\d+ packets were lost outside the bottleneck"),
+    ("loss_uncounted", r"retransmissions have no counted drop behind them"),
+    ("kernel_mismatch", r" runs kernel '.*', variant '.*' needs /"),
+    ("host_setting_unread", r"^\S+: (host settings not read|firewall not read before)"),
+    ("host_setting", r"^\S+: (MTU|offload \S+|sysctl \S+|firewall \S+|loader \S+) asked[ ,]"),
+    ("super_packets", r"made super-packets, so "),
+    ("plausibility", r"^flow \d+: (negative |receiver got \d+ bytes, more than|\d+ bytes "
+                     r"received, more than|throughput .* above the )|^utilization .* above the "
+                     r"|^bottleneck \w+: counters went backwards|^flows received \d+ bytes, "
+                     r"more than|^\S+: \S+: .* went down$"),
+    ("file_damaged", r"^[\w.-]+\.(json|txt|log|csv|pcapng|gz|xz)(/[\w.-]+)?: "),
+)  # fmt: skip
+UNCLASSIFIED = "unclassified"
 # Version 3 named each flow's RTT fields by their source: iperf3's smoothed-RTT
 # statistics became srtt_*; min_rtt_us is the kernel's own minimum, which earlier
 # versions did not read (null: not recorded).
@@ -70,15 +112,33 @@ def summary(d: dict[str, Any], run_dir: Path, recompute: Recompute | None = None
     later versions computed when parsing: srtt, convergence_s and mathis (computed by
     `recompute`, the same way, from the run's timeseries.parquet), rtt_excess (not
     recorded), and `recorded` (copied from raw/ as those versions read it). Versions 1
-    and 2 name iperf3's RTT statistics rtt_* (FLOW_RTT_RENAMED). ValueError for a
-    version 1 summary without `recompute`."""
+    and 2 name iperf3's RTT statistics rtt_* (FLOW_RTT_RENAMED). Versions 1 to 3 wrote
+    each reason as its words alone (OLD_REASONS). ValueError for a version 1 summary
+    without `recompute`."""
     d = dict(d)
     if d.get("schema") == SUMMARY_SCHEMA:
         return d
+    if d.get("schema") != "ccbench.summary/3":
+        d = _summary_v3(d, run_dir, recompute)
+    if isinstance(d.get("reasons"), list):
+        d["reasons"] = [_reason_v4(r) for r in d["reasons"]]
+    d["schema"] = SUMMARY_SCHEMA
+    return d
+
+
+def _reason_v4(r: Any) -> Any:
+    """An old reason (its words) as a typed one (not a string: as is, for the model to
+    refuse)."""
+    if not isinstance(r, str):
+        return r
+    code = next((c for c, pattern in OLD_REASONS if re.search(pattern, r)), UNCLASSIFIED)
+    return {"code": code, "text": r, "evidence": {}}
+
+
+def _summary_v3(d: dict[str, Any], run_dir: Path, recompute: Recompute | None) -> dict[str, Any]:
     if isinstance(d.get("flows"), list):
         d["flows"] = [_flow_v3(f) for f in d["flows"]]
     if d.get("schema") == "ccbench.summary/2":
-        d["schema"] = SUMMARY_SCHEMA
         return d
     if recompute is None:
         raise ValueError("a version 1 summary needs its run's files read (ccbench.record_load)")
@@ -87,7 +147,6 @@ def summary(d: dict[str, Any], run_dir: Path, recompute: Recompute | None = None
     if isinstance(probe, dict) and probe.get("tool") == "ping" and not probe.get("what"):
         probe["what"] = "ping (ICMP echo)"  # summaries before `what` named only the tool
     d.setdefault("rtt_excess", None)
-    d["schema"] = SUMMARY_SCHEMA
     return d
 
 

@@ -12,16 +12,14 @@ from ccbench import topology
 from ccbench.errors import CcbenchError
 from ccbench.metrics import RttBound
 from ccbench.parse.iperf3 import Iperf3Result
+from ccbench.reasons import HOST_STALLS, Code, Reason
 from ccbench.spec import RunSpec
 from ccbench.testbed.kinds import kind
 
 LATE_SHARE_MAX = 0.01  # share of packets the delay element released > 5 ms late
-# The reasons that say the machine, not the path, failed the run (a stalled vCPU): each
-# such reason's text carries one of these, so a reader can tell them apart.
+# The words that end a reason whose code is a host stall's (reasons.HOST_STALLS), for
+# people; programs read the code.
 HOST_STALLED = "the host stalled"
-DELAY_LATE = "delay element late"
-HOST_STALL_MARKS = (HOST_STALLED, DELAY_LATE)
-PROBE_SHORT = "sampled only"  # a probe whose samples cover too little of the traffic
 PROBE_COVERAGE_MIN = 0.9  # share of the traffic a self-starting probe (flent) must span
 MIN_DURATION_SHARE = 0.9  # a flow must run at least 90 % of what was asked
 # A flow's mean RTT may exceed the configured RTT + a full bottleneck queue by this
@@ -37,7 +35,7 @@ def _os_cc_name(cc: str, os_name: str | None) -> str:
 def check_flow(
     k: int, spec: RunSpec, res: Iperf3Result | None, rc: int | None, stack_cc: bool = False,
     held_cause: str | None = None, buffer_known: bool = True,
-) -> list[str]:  # fmt: skip
+) -> list[Reason]:  # fmt: skip
     """`stack_cc`: the CC is the TCP stack's own (FreeBSD tcp_bbr), not a socket option.
     `held_cause`: what the host's counters saw (hidden_queue_cause), named in a
     hidden-queue reason. `buffer_known` false: the bottleneck is not ccbench's (a lab's
@@ -45,24 +43,29 @@ def check_flow(
     (ccbench.unproven says so in the record)."""
     f = spec.flows[k - 1]
     if res is None:
-        return [f"flow {k}: no iperf3 output (exit {rc})"]
+        return [Reason.of(Code.FLOW_NO_OUTPUT, f"flow {k}: no iperf3 output (exit {rc})",
+                          flow=k, exit=rc)]  # fmt: skip
     if res.error:
-        return [f"flow {k}: iperf3 error: {res.error}"]
+        return [Reason.of(Code.FLOW_ERROR, f"flow {k}: iperf3 error: {res.error}", flow=k)]
     reasons = []
     if rc not in (0, None):
-        reasons.append(f"flow {k}: iperf3 exited {rc}")
+        reasons.append(Reason.of(Code.FLOW_ERROR, f"flow {k}: iperf3 exited {rc}", flow=k, exit=rc))
     if stack_cc:
         pass  # FreeBSD's bbr stack does its own CC: verified from functions_available
     elif res.cc_sender is not None and res.cc_sender != _os_cc_name(f.cc, res.os):
-        reasons.append(f"flow {k}: CC used {res.cc_sender}, asked for {f.cc}")
+        text = f"flow {k}: CC used {res.cc_sender}, asked for {f.cc}"
+        reasons.append(Reason.of(Code.CC_MISMATCH, text, flow=k, used=res.cc_sender, asked=f.cc))
     elif res.cc_sender is None:
-        reasons.append(f"flow {k}: iperf3 did not report the CC used")
+        reasons.append(Reason.of(Code.CC_MISMATCH, f"flow {k}: iperf3 did not report the CC used",
+                                 flow=k, asked=f.cc))  # fmt: skip
     if res.duration_s is None or res.duration_s < MIN_DURATION_SHARE * f.duration_s:
-        reasons.append(f"flow {k}: ran {res.duration_s or 0:.1f}s of {f.duration_s:g}s")
+        reasons.append(Reason.of(Code.SHORT_RUN, f"flow {k}: ran {res.duration_s or 0:.1f}s of "
+                                 f"{f.duration_s:g}s", flow=k, ran_s=res.duration_s,
+                                 asked_s=f.duration_s))  # fmt: skip
     # The minimum RTT (delay applied?) is checked once the time series gave the kernel's
     # own minimum: summarize.min_rtt.
     if not res.throughput_bps:
-        reasons.append(f"flow {k}: no bytes received")
+        reasons.append(Reason.of(Code.NO_BYTES, f"flow {k}: no bytes received", flow=k))
     if buffer_known:
         reasons += _hidden_queue(k, spec, res, held_cause)
     return reasons
@@ -79,7 +82,7 @@ def excess_bound(spec: RunSpec) -> RttBound | None:
     return RttBound(bound + HIDDEN_QUEUE_MS, t.rtt_ms, t.bdp_pkts * t.mss_bytes)
 
 
-def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result, held_cause: str | None) -> list[str]:
+def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result, held_cause: str | None) -> list[Reason]:
     """Packets held anywhere but the bottleneck queue (an emulator that fell behind, a
     backlog on a busy CPU, a NIC ring) give the flow a bigger buffer than asked for:
     its throughput and RTT are then not the configured path's. No delayed-ACK wait is
@@ -91,11 +94,11 @@ def _hidden_queue(k: int, spec: RunSpec, res: Iperf3Result, held_cause: str | No
     mean_ms = res.mean_rtt_us / 1000
     if mean_ms <= bound + HIDDEN_QUEUE_MS:
         return []
-    return [
-        f"flow {k}: mean RTT {mean_ms:.1f} ms above the {bound:.1f} ms the path can give "
-        f"(RTT + a full queue): packets were held outside the bottleneck"
-        + (f" ({held_cause})" if held_cause else "")
-    ]
+    text = (f"flow {k}: mean RTT {mean_ms:.1f} ms above the {bound:.1f} ms the path can give "
+            f"(RTT + a full queue): packets were held outside the bottleneck"
+            + (f" ({held_cause})" if held_cause else ""))  # fmt: skip
+    return [Reason.of(Code.HIDDEN_QUEUE, text, flow=k, mean_rtt_ms=round(mean_ms, 3),
+                      bound_ms=bound, margin_ms=HIDDEN_QUEUE_MS)]  # fmt: skip
 
 
 def hidden_queue_cause(
@@ -155,22 +158,23 @@ def _seen(led: dict[str, Any] | None, delay: dict[str, Any] | None) -> str | Non
     return "; ".join(seen) if seen else "no softnet squeeze, backlog drop or late release counted"
 
 
-def check_calibration(cal: dict[str, Any]) -> list[str]:
+def check_calibration(cal: dict[str, Any]) -> list[Reason]:
     if not cal:
-        return ["no calibration of the testbed recorded"]
-    return [f"calibration: {p}" for p in cal.get("problems", [])]
+        return [Reason.of(Code.CALIBRATION, "no calibration of the testbed recorded")]
+    return [Reason.of(Code.CALIBRATION, f"calibration: {p}") for p in cal.get("problems", [])]
 
 
-def check_probe(probe: dict[str, Any] | None, tool: str) -> list[str]:
+def check_probe(probe: dict[str, Any] | None, tool: str) -> list[Reason]:
     """The latency-under-load probe was asked for: it must have measured the traffic,
     not the idle path before or after it (a tool that started late, e.g. flent stalled
     on a name lookup, measures the wrong thing)."""
     if probe is None:
-        return [f"probe: the {tool} probe left no data"]
+        return [Reason.of(Code.PROBE_FAILED, f"probe: the {tool} probe left no data", tool=tool)]
     if probe.get("error"):
-        return [f"probe: {probe['error']}"]
+        return [Reason.of(Code.PROBE_FAILED, f"probe: {probe['error']}", tool=probe.get("tool"))]
     if not probe.get("samples"):
-        return [f"probe: {probe['tool']} took no RTT samples while the flows ran"]
+        return [Reason.of(Code.PROBE_FAILED, f"probe: {probe['tool']} took no RTT samples while "
+                          "the flows ran", tool=probe["tool"], samples=0)]  # fmt: skip
     cov = probe.get("coverage")
     if cov is not None and cov < PROBE_COVERAGE_MIN:
         first = probe.get("first_sample_s")
@@ -179,32 +183,34 @@ def check_probe(probe: dict[str, Any] | None, tool: str) -> list[str]:
             why = (f": its first sample came {first:.2f} s after the traffic began (a slow "
                    "start: a busy host, a name lookup)" if first > 0 else
                    ": its samples have gaps or end early")  # fmt: skip
-        return [
-            f"probe: {probe['tool']} {PROBE_SHORT} {cov * 100:.0f}% of the traffic "
-            f"(need {PROBE_COVERAGE_MIN * 100:g}%){why}"
-        ]
+        text = (f"probe: {probe['tool']} sampled only {cov * 100:.0f}% of the traffic "
+                f"(need {PROBE_COVERAGE_MIN * 100:g}%){why}")  # fmt: skip
+        return [Reason.of(Code.PROBE_SHORT, text, tool=probe["tool"], coverage=cov,
+                          limit=PROBE_COVERAGE_MIN, first_sample_s=first)]  # fmt: skip
     return []
 
 
-def check_delay(delay: dict[str, Any] | None, method: str | None) -> list[str]:
+def check_delay(delay: dict[str, Any] | None, method: str | None) -> list[Reason]:
     if method != "ccdelay":
         return []
+    bad = Code.DELAY_ELEMENT
     if delay is None:
-        return ["delay element: no statistics for this run"]
+        return [Reason.of(bad, "delay element: no statistics for this run")]
     reasons = []
     n = delay.get("packets", 0)
     late = delay.get("late_share")
     if n == 0:
-        reasons.append("delay element: saw no packets during the run")
+        reasons.append(Reason.of(bad, "delay element: saw no packets during the run", packets=0))
     elif late is not None and late > LATE_SHARE_MAX:
-        reasons.append(
-            f"{DELAY_LATE}: {late * 100:.2f}% of packets > 5 ms late "
-            f"(limit {LATE_SHARE_MAX * 100:g}%)"
-        )
-    if delay.get("lost", 0) > 0:
-        reasons.append(f"delay element: {delay['lost']} packets lost inside it")
-    if delay.get("queue_full_drops", 0) > 0:
-        reasons.append(f"delay element: kernel queue overflowed ({delay['queue_full_drops']})")
+        reasons.append(Reason.of(Code.DELAY_LATE,
+            f"delay element late: {late * 100:.2f}% of packets > 5 ms late "
+            f"(limit {LATE_SHARE_MAX * 100:g}%)", late_share=late, limit=LATE_SHARE_MAX,
+        ))  # fmt: skip
+    if (lost := delay.get("lost", 0)) > 0:
+        reasons.append(Reason.of(bad, f"delay element: {lost} packets lost inside it", lost=lost))
+    if (full := delay.get("queue_full_drops", 0)) > 0:
+        reasons.append(Reason.of(bad, f"delay element: kernel queue overflowed ({full})",
+                                 queue_full_drops=full))  # fmt: skip
     return reasons
 
 
@@ -230,13 +236,13 @@ def check_plausibility(
     results: list[Iperf3Result | None],
     utilization_pct: float | None,
     bottleneck: dict[str, Any],
-) -> list[str]:
+) -> list[Reason]:
     """Each flow's numbers are non-negative, its receiver got no more than its sender
     sent and no more than the bottleneck can carry in the flow's time; the run's
     utilization is at most 100 % (+ UTILIZATION_MARGIN_PCT, over the window plus the
     drain time); the bottleneck's counters did not go backwards and it sent at least
     the bytes the receivers got (tc counts them with their headers)."""
-    reasons: list[str] = []
+    reasons: list[str] = []  # all of one class: Code.PLAUSIBILITY
     rate = spec.topology.rate_bps
     drain = _drain_s(spec)
     margin = 1 + UTILIZATION_MARGIN_PCT / 100
@@ -295,7 +301,7 @@ def check_plausibility(
             f"flows received {received} bytes, more than the {queue['sent_bytes']} the "
             f"bottleneck queue sent (tc-before.json/tc-after.json)"
         )
-    return reasons
+    return [Reason.of(Code.PLAUSIBILITY, r) for r in reasons]
 
 
 def _same_stack(seen: str | None, want: str) -> bool:
@@ -305,7 +311,7 @@ def _same_stack(seen: str | None, want: str) -> bool:
 
 def check_sockstat(
     k: int, node: str, peer: str, conns: list[Any], cc: str, stack: str
-) -> list[str]:
+) -> list[Reason]:
     """Flow k's connections (parse.sockstat.connections_to, sampled on FreeBSD sender
     `node` while the flow ran) each ran on the stack and CC the variant asked for.
     iperf3's control and data connections go to the same port and sockstat cannot tell
@@ -315,14 +321,18 @@ def check_sockstat(
 
     want_cc, want_stack = resolve_variant(cc, stack)
     if not conns:
-        return [f"flow {k}: sockstat on {node} lists no connection to {peer} while it ran"]
+        return [Reason.of(Code.STACK_UNVERIFIED, f"flow {k}: sockstat on {node} lists no "
+                          f"connection to {peer} while it ran", flow=k)]  # fmt: skip
     reasons = []
     for c in conns:
         who = f"flow {k}: {node} {c.local} -> {c.foreign}"
         if not _same_stack(c.stack, want_stack):
-            reasons.append(f"{who} ran on TCP stack {c.stack or '(none)'}, asked {want_stack}")
+            reasons.append(Reason.of(Code.STACK_MISMATCH, f"{who} ran on TCP stack "
+                                     f"{c.stack or '(none)'}, asked {want_stack}", flow=k,
+                                     used=c.stack, asked=want_stack))  # fmt: skip
         if want_cc is not None and c.cc != want_cc:
-            reasons.append(f"{who} ran CC {c.cc or '(none)'}, asked {want_cc}")
+            reasons.append(Reason.of(Code.CC_MISMATCH, f"{who} ran CC {c.cc or '(none)'}, asked "
+                                     f"{want_cc}", flow=k, used=c.cc, asked=want_cc))  # fmt: skip
     return reasons
 
 
@@ -333,16 +343,18 @@ def check_sockstat(
 RTT_EXCESS_SHARE_MAX = 0.02
 
 
-def check_rtt_excess(ex: dict[str, Any] | None) -> list[str]:
+def check_rtt_excess(ex: dict[str, Any] | None) -> list[Reason]:
     if not ex or ex.get("share") is None or ex["share"] <= RTT_EXCESS_SHARE_MAX:
         return []
     delack = ex.get("delayed_ack_max_ms")
     more = f" (+ up to {delack:g} ms of delayed ACK below the BDP)" if delack else ""
-    return [
-        f"{ex['share'] * 100:.1f}% of RTT samples above the {ex['bound_ms']:.1f} ms the path "
-        f"can give{more} (limit {RTT_EXCESS_SHARE_MAX * 100:g}%; worst +"
-        f"{ex['max_excess_ms']:.1f} ms, longest {ex['longest_above_s']:.2f} s): {HOST_STALLED}"
-    ]
+    text = (f"{ex['share'] * 100:.1f}% of RTT samples above the {ex['bound_ms']:.1f} ms the path "
+            f"can give{more} (limit {RTT_EXCESS_SHARE_MAX * 100:g}%; worst +"
+            f"{ex['max_excess_ms']:.1f} ms, longest {ex['longest_above_s']:.2f} s): "
+            f"{HOST_STALLED}")  # fmt: skip
+    return [Reason.of(Code.RTT_EXCESS, text, share=ex["share"], limit=RTT_EXCESS_SHARE_MAX,
+                      bound_ms=ex["bound_ms"], max_excess_ms=ex["max_excess_ms"],
+                      longest_above_s=ex["longest_above_s"])]  # fmt: skip
 
 
 # The share of the bottleneck router's CPU time the hypervisor gave other guests over
@@ -356,23 +368,21 @@ def check_rtt_excess(ex: dict[str, Any] | None) -> list[str]:
 # 80.9-82.8 %), while the runs at 7.5-9.2 % (two-flows-48 bbr, cubic) stayed within
 # 0.3 points of, or above, theirs.
 STEAL_MAX_PCT = 10.0
-STOLEN = "stolen by the hypervisor"
 
 
-def check_steal(cpu: dict[str, Any] | None) -> list[str]:
+def check_steal(cpu: dict[str, Any] | None) -> list[Reason]:
     """The router's CPU over the traffic (summary `router_cpu`; None: not recorded) was
     not taken by the hypervisor at STEAL_MAX_PCT or more: a host stall."""
     steal = (cpu or {}).get("steal_pct")
     if not isinstance(steal, int | float) or steal < STEAL_MAX_PCT:
         return []
-    return [
-        f"router CPU: {steal:.1f}% of its time {STOLEN} while the flows ran (limit "
-        f"{STEAL_MAX_PCT:g}%: runs at that steal carried 3-10 points of utilization "
-        f"less): {HOST_STALLED}"
-    ]
+    text = (f"router CPU: {steal:.1f}% of its time stolen by the hypervisor while the flows ran "
+            f"(limit {STEAL_MAX_PCT:g}%: runs at that steal carried 3-10 points of utilization "
+            f"less): {HOST_STALLED}")  # fmt: skip
+    return [Reason.of(Code.STEAL, text, steal_pct=steal, limit_pct=STEAL_MAX_PCT)]
 
 
-def check_trace_lost(events: dict[str, Any] | None) -> list[str]:
+def check_trace_lost(events: dict[str, Any] | None) -> list[Reason]:
     """A per-ACK trace (summary `tcp_events`; None: not traced) whose kernel ring buffer
     overflowed: trace_pipe wrote `CPU:N [LOST M EVENTS]` where its reader fell behind
     (instruments.tcp_probe's buffer holds seconds of ACKs, so the reader was stalled that
@@ -380,22 +390,24 @@ def check_trace_lost(events: dict[str, Any] | None) -> list[str]:
     congestion-state rows and the zooms. A host stall."""
     if not events or not isinstance(lost := events.get("lost_events"), int) or lost <= 0:
         return []
-    return [
+    text = (
         f"{events['source']}: the kernel's trace buffer dropped {lost} "
         "events (trace_pipe's [LOST … EVENTS]: its reader fell behind), so recoveries, "
         f"RTOs and ACKs are missing from its events, rows and zooms: {HOST_STALLED}"
-    ]
+    )
+    return [Reason.of(Code.TRACE_LOST, text, lost_events=lost)]
 
 
-def host_stalled_only(reasons: list[str]) -> bool:
-    """Every one of a run's reasons (at least one) is a host stall's (HOST_STALL_MARKS)."""
-    return bool(reasons) and all(any(m in r for m in HOST_STALL_MARKS) for r in reasons)
+def host_stalled_only(reasons: list[Reason]) -> bool:
+    """Every one of a run's reasons (at least one) is a host stall's (reasons.HOST_STALLS):
+    the machine, not the path, failed the run."""
+    return bool(reasons) and all(r.code in HOST_STALLS for r in reasons)
 
 
 SHAPER_RATE_TOLERANCE = 0.01  # tc rounds rates; more than 1 % off is another rate
 
 
-def check_bottleneck_config(spec: RunSpec, have: dict[str, Any] | None) -> list[str]:
+def check_bottleneck_config(spec: RunSpec, have: dict[str, Any] | None) -> list[Reason]:
     """The queue and shaper rt1 had when the run started (tc-before.json) must be the
     ones the run asked for: on an SSH dumbbell shared by several testbeds, a run on
     another testbed's queue would be valid-looking numbers of the wrong experiment."""
@@ -408,9 +420,11 @@ def check_bottleneck_config(spec: RunSpec, have: dict[str, Any] | None) -> list[
     )
     reasons = []
     if wrong_limit or had != t.queue_kind:
-        reasons.append(f"rt1's queue was {got}, the run asked for {asked}")
+        reasons.append(Reason.of(Code.BOTTLENECK_CONFIG, f"rt1's queue was {got}, the run asked "
+                                 f"for {asked}", queue=got, asked=asked))  # fmt: skip
     rate = have.get("shaper_rate_bps")
     if rate and abs(rate / t.rate_bps - 1) > SHAPER_RATE_TOLERANCE:
-        reasons.append(f"rt1's shaper ran at {rate / 1e6:g} Mbit/s, the run asked for "
-                       f"{t.rate_mbit:g}")  # fmt: skip
+        reasons.append(Reason.of(Code.BOTTLENECK_CONFIG, f"rt1's shaper ran at {rate / 1e6:g} "
+                                 f"Mbit/s, the run asked for {t.rate_mbit:g}",
+                                 rate_bps=rate, asked_bps=t.rate_bps))  # fmt: skip
     return reasons

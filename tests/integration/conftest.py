@@ -18,7 +18,8 @@ from bench.sshnode import sshd_argv
 from ccbench import layout
 from ccbench.container import DEFAULT_IMAGE
 from ccbench.parse.procstat import usage_between
-from ccbench.validity import PROBE_SHORT, STOLEN, host_stalled_only
+from ccbench.reasons import Code, Reason
+from ccbench.validity import host_stalled_only
 from tests.conftest import REPO, ccbench
 from tests.integration import shared_runs
 
@@ -26,6 +27,10 @@ from tests.integration import shared_runs
 # VM measures the neighbours; idle steal here is ~1 %, busy periods reach 10-26 %.
 MAX_STEAL_PCT = float(os.environ.get("CCB_TEST_MAX_STEAL", "2"))
 FIDELITY_TRIES = 3
+
+
+class StolenRun(AssertionError):
+    """A fidelity try whose run was judged invalid for the router's CPU steal (Code.STEAL)."""
 
 
 class FidelityRetry(UserWarning):
@@ -64,7 +69,7 @@ def measure_fidelity(measure: Callable[[], None], tries: int = FIDELITY_TRIES) -
             return
         except AssertionError as e:
             steal = usage_between(before, Path("/proc/stat").read_text())["steal_pct"] or 0.0
-            stolen.append(steal > MAX_STEAL_PCT or STOLEN in str(e))
+            stolen.append(steal > MAX_STEAL_PCT or isinstance(e, StolenRun))
             notes.append(f"try {k}: steal {steal:.1f}%: {str(e).splitlines()[0][:200]}")
             if k < tries:
                 warnings.warn(FidelityRetry(notes[-1]), stacklevel=2)
@@ -225,6 +230,8 @@ def run_measured(
         shutil.rmtree(out, ignore_errors=True)
         ccbench("run", "--config", str(cfg), "--out", str(out), "--attempts", "1")
         s = json.loads((out / "summary.json").read_text())
+        if not s["valid"] and Code.STEAL in [r["code"] for r in s["reasons"]]:
+            raise StolenRun(s["reasons"])
         assert s["valid"], s["reasons"]
         if check:
             check(s)
@@ -236,14 +243,14 @@ def run_measured(
 
 # Reasons a run is invalid because the VM, not the code under test, fell behind
 # (validity.check_rtt_excess, the delay element's lateness check, the router's CPU
-# steal, a per-ACK trace whose reader fell behind: validity.HOST_STALL_MARKS). Tests whose subject
+# steal, a per-ACK trace whose reader fell behind: reasons.HOST_STALLS). Tests whose subject
 # is not fidelity (crash clean-up, resume, kernel waits) accept a run judged invalid for
 # these only: the check did its job; fidelity has its own tests (measure_fidelity).
-def assert_judged(summary: dict[str, Any], also: tuple[str, ...] = ()) -> None:
+def assert_judged(summary: dict[str, Any], also: tuple[Code, ...] = ()) -> None:
     """The run was measured and judged: valid, or invalid only because the host stalled
-    (or for a reason holding one of `also`: what else the test's subject is not)."""
+    (or for a reason of a code in `also`: what else the test's subject is not)."""
     assert not summary.get("skipped"), summary["reasons"]
-    rest = [r for r in summary["reasons"] if not any(a in r for a in also)]
+    rest = [Reason.model_validate(r) for r in summary["reasons"] if r["code"] not in also]
     assert summary["valid"] or not rest or host_stalled_only(rest), summary["reasons"]
 
 
@@ -252,10 +259,10 @@ def assert_judged(summary: dict[str, Any], also: tuple[str, ...] = ()) -> None:
 # machine: 0.68 s into a 3-s run in one CI run (2026-11-28; flent is released 1.5 s
 # early and needs about 1.1 s idle), so it covered 80 %. validity's coverage check did
 # its job; for a test whose subject is where the tools run, that run is judged too.
-PROBE_STARTED_LATE = (PROBE_SHORT,)
+PROBE_STARTED_LATE = (Code.PROBE_SHORT,)
 
 
-def run_judged(cfg: Path, out: Path, also: tuple[str, ...] = ()) -> dict[str, Any]:
+def run_judged(cfg: Path, out: Path, also: tuple[Code, ...] = ()) -> dict[str, Any]:
     """`ccbench run --config cfg` once, for a test whose subject is not fidelity (which
     tool ran, what it recorded): its summary, valid or invalid only because the host
     stalled (assert_judged, with `also`); not measured again for a stall, as

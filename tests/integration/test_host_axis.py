@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from ccbench import layout
-from tests.conftest import ccbench
+from ccbench.reasons import Code
+from tests.conftest import ccbench, codes, texts_of
 from tests.integration.conftest import run_judged, write_config
 from tests.integration.conftest import testbed_up as built
 
@@ -79,7 +80,7 @@ def test_settings_are_set_read_back_and_put_back(tmp_path: Path) -> None:
         assert s1["sysctl"]["net.ipv4.tcp_wmem"].split() == ["4096", "16384", str(FIVE_MB)]
         assert r1["sysctl"]["net.ipv4.tcp_rmem"].split() == ["4096", "131072", str(FIVE_MB)]
         assert s1["mtu"] == r1["mtu"] == 1500
-        assert not [r for r in s["reasons"] if "asked" in r]
+        assert not {Code.HOST_SETTING, Code.HOST_SETTING_UNREAD} & set(codes(s["reasons"]))
         # the ruleset as r1 listed it before the traffic, its counter after: the flow's
         # bytes at IP level, at least the payload iperf3 says r1 received
         fw = r1["firewall"]
@@ -110,7 +111,8 @@ def test_settings_are_set_read_back_and_put_back(tmp_path: Path) -> None:
         ccbench("run", "--config", str(bad), "--out", str(tmp_path / "bad"), "--attempts", "2")
         rec = json.loads((tmp_path / "bad" / "summary.json").read_text())
         assert not rec["valid"]
-        assert any("r1: sysctl net.core.rmem_max = 5242880 refused" in r for r in rec["reasons"])
+        [failed] = texts_of(rec["reasons"], Code.RUN_FAILED)  # refused before the traffic
+        assert "r1: sysctl net.core.rmem_max = 5242880 refused" in failed  # host and knob named
         tries = json.loads((tmp_path / "bad" / "attempts.json").read_text())["attempts"]
         assert len(tries) == 1
         assert _node_state("ihost", "s1", s1["interface"])[1] == "10485760"
@@ -124,8 +126,8 @@ def test_settings_are_set_read_back_and_put_back(tmp_path: Path) -> None:
         ccbench("run", "--config", str(bad), "--out", str(tmp_path / "typo"), "--attempts", "2")
         rec = json.loads((tmp_path / "typo" / "summary.json").read_text())
         assert not rec["valid"]
-        assert any("r1 (receivers): the nftables ruleset does not load: /dev/stdin:4:" in r
-                   for r in rec["reasons"])  # fmt: skip
+        [failed] = texts_of(rec["reasons"], Code.RUN_FAILED)  # refused before anything changed
+        assert "r1 (receivers): the nftables ruleset does not load: /dev/stdin:4:" in failed
         assert len(json.loads((tmp_path / "typo" / "attempts.json").read_text())["attempts"]) == 1
         assert _node_state("ihost", "s1", s1["interface"]) == up
         assert "ccbench" not in _in("ccb-ihost-r1", "nft", "list", "tables")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ccbench.reasons import Code
 from tests.conftest import ccbench
 from tests.integration.shared_runs import Q48, SharedRun, run_config
 
@@ -71,7 +72,8 @@ def test_small_receive_buffer_is_flagged(q48_testbed: tuple[str, Path], tmp_path
     assert not s["valid"]
     f = s["flows"][0]
     assert f["rwnd_limited_share"] > 0.5, f
-    why = [r for r in s["reasons"] if "receive buffer" in r]
-    assert why and "r1" in why[0] and "net.ipv4.tcp_rmem = 4096" in why[0], s["reasons"]
+    why = [r for r in s["reasons"] if r["code"] == Code.RWND_LIMITED]
+    assert why and why[0]["evidence"]["receiver"] == "r1", s["reasons"]
+    assert "net.ipv4.tcp_rmem = 4096" in why[0]["text"]  # its buffer limits, from facts.json
     facts = json.loads((tmp_path / "out" / "raw" / "facts.json").read_text())
     assert "net.ipv4.tcp_rmem" in facts["receivers"]["r1"]["buffers"]

@@ -42,9 +42,10 @@ from ccbench.instruments import Recording
 from ccbench.instruments.siftr import LOG as SIFTR_LOG
 from ccbench.instruments.siftr import Siftr
 from ccbench.layout import load_spec
+from ccbench.reasons import Code
 from ccbench.spec import RunSpec
 from ccbench.summarize import summarize
-from tests.conftest import REPO
+from tests.conftest import REPO, codes, damaged_files
 from tests.integration.conftest import namespaces
 from tests.raw_meta import edit_meta
 
@@ -183,8 +184,10 @@ def test_an_interrupted_siftr_fetch_makes_the_run_invalid_and_a_rerun_fetches_it
     assert not list(raw.glob("*siftr*"))  # neither the part nor a file that looks whole
     assert log.exists()  # left on the node for a look by hand (and the rerun)
     s = verdict(raw, started)
-    assert not s["valid"] and s["reasons"] == [f"siftr-s1.log: not fetched: {err}"]
-    print(f"\ninterrupted: {s['reasons'][0]}")
+    assert not s["valid"] and damaged_files(s["reasons"]) == ["siftr-s1.log"]
+    assert codes(s["reasons"]) == [Code.FILE_DAMAGED]
+    assert s["reasons"][0].text.endswith(err)  # the fetch's own account
+    print(f"\ninterrupted: {s['reasons'][0].text}")
 
     sha, size = node_sha256(n, SIFTR_LOG), log.stat().st_size
     raw2, again = a_run(d, "run-again")

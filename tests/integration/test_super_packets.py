@@ -20,11 +20,11 @@ import pytest
 import yaml
 
 from ccbench.config import load_testbed_config
-from ccbench.instruments.qdisc import SUPER_PACKETS
+from ccbench.reasons import Code
 from ccbench.testbed import manage
 from ccbench.testbed.local import LocalTestbed
 from ccbench.testbed.local_layouts import offload_devices, offload_state
-from tests.conftest import ccbench
+from tests.conftest import ccbench, codes
 from tests.integration.conftest import testbed_up as built
 from tests.integration.conftest import write_config
 
@@ -58,12 +58,12 @@ def test_sender_offloads_make_the_run_invalid(tmp_path: Path) -> None:
         off = _run(cfg, tmp_path / "off")  # the same path as built: frames only
     q = s["queue"]
     assert not s["valid"]
-    mine = [r for r in s["reasons"] if SUPER_PACKETS in r]
-    assert mine and mine[0].startswith(f"bottleneck {'/'.join(tb.bottleneck)}: "), s["reasons"]
+    mine = [r for r in s["reasons"] if r["code"] == Code.SUPER_PACKETS]
+    assert mine and mine[0]["evidence"]["where"] == "/".join(tb.bottleneck), s["reasons"]
     assert q["super_packets"] is True and q["frame_bytes"] == tb.topo.frame_bytes == 1514
     assert q["pkt_bytes_max"] > q["frame_bytes"], q
     assert off["queue"]["super_packets"] is False, off["queue"]
-    assert not [r for r in off["reasons"] if SUPER_PACKETS in r]
+    assert Code.SUPER_PACKETS not in codes(off["reasons"])
 
 
 def _run(cfg: Path, out: Path) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pytest
 
 from ccbench import cli, lifecycle, record_load
 from ccbench.errors import CalibrationFailed, CcbenchError, Unavailable
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec
 from ccbench.testbed import base, local, manage
 
@@ -239,7 +240,8 @@ def test_the_cli_prints_what_the_run_did(
     f1 = real.flows[0].model_copy(update={"cc_used": "bbr", "throughput_bps": 94.2e6})
     f2 = real.flows[1].model_copy(update={"flow": 2, "cc_used": None, "cc_requested": "cubic",
                                           "throughput_bps": None})  # fmt: skip
-    update = {"flows": [f1, f2], "valid": False, "reasons": ["a", "b"], "utilization_pct": 94.2}
+    update = {"flows": [f1, f2], "valid": False, "reasons": [Reason.of(Code.UNCLASSIFIED, "a"),
+              Reason.of(Code.UNCLASSIFIED, "b")], "utilization_pct": 94.2}  # fmt: skip
     done: Any = real.model_copy(update=update)
     seen: list[Any] = []
 

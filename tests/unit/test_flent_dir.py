@@ -24,6 +24,7 @@ import pytest
 from ccbench import leftovers, probes
 from ccbench.layout import RawDir
 from ccbench.probes.flent import FLENT_SH, node_dir
+from ccbench.reasons import Code
 from ccbench.summarize.probe import probe_record
 from ccbench.validity import check_probe
 
@@ -154,7 +155,8 @@ def test_a_refusal_makes_the_run_invalid_with_its_line(tmp_path: Path) -> None:
     assert rec is not None
     why = f"Expecting value: line 1 column 1 (char 0); probe.err: {cp.stderr.strip()}"
     assert rec["error"] == f"probe.flent.gz: {why}" and len(cp.stderr) < 200  # not cut
-    assert check_probe(rec, "flent") == [f"probe: probe.flent.gz: {why}"]
+    (got,) = check_probe(rec, "flent")
+    assert got.code == Code.PROBE_FAILED and got.text == f"probe: probe.flent.gz: {why}"
 
 
 def entries(top: Path, tb: str, *pids: int) -> Path:

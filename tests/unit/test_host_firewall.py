@@ -37,6 +37,7 @@ from ccbench.hosts.firewall import (
     pf_conf,
 )
 from ccbench.instruments.host_settings import judge_firewall
+from ccbench.reasons import Code
 from ccbench.testbed import base
 from tests.unit.test_host_settings import Bed, StandIn, _spec, cap
 
@@ -511,7 +512,9 @@ def test_the_record_has_the_rules_before_and_the_counters_after() -> None:
 def test_a_ruleset_not_in_force_makes_the_run_invalid(reading: FirewallReading,
                                                       says: str) -> None:  # fmt: skip
     found, why = judge_firewall("r1", reading, None)
-    assert why == [says] and not found.loaded
+    assert [(r.code, r.evidence) for r in why] == [
+        (Code.HOST_SETTING, {"node": "r1", "setting": "firewall"})]  # fmt: skip
+    assert why[0].text == says and not found.loaded  # what was found, named
 
 
 def test_ipfw_and_pf_in_force() -> None:

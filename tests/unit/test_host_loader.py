@@ -37,10 +37,12 @@ from ccbench.instruments.host_settings import HostSettings as HostSettingsInstru
 from ccbench.layout import RawDir
 from ccbench.matrix import expand
 from ccbench.model import Variant
+from ccbench.reasons import Code
 from ccbench.report import provenance, tables
 from ccbench.spec import Flow, RunSpec, Topology
 from ccbench.summarize import summarize
 from ccbench.testbed import manage
+from tests.conftest import codes
 
 REPO = Path(__file__).resolve().parents[2]
 QDISC_CHECK = REPO / "tests" / "fixtures" / "matrix-qdisc-check.json"
@@ -219,20 +221,22 @@ def test_a_host_not_booted_with_the_tunables_and_one_whose_kernel_capped_one(
     assert found["net.isr.maxthreads"] == loader.Reported(kenv=None, sysctl="1",
                                                           judged_on="kenv")  # fmt: skip
     assert loader.not_booted(SEED003, found) == ["net.isr.defaultqlimit", "net.isr.maxthreads"]
-    assert loader.judge("s1", SEED003, found) == [
-        "s1: loader net.isr.defaultqlimit asked '1024', found None (kenv: not booted with it)",
-        "s1: loader net.isr.maxthreads asked '-1', found None (kenv: not booted with it)",
-    ]
+    assert [r.evidence for r in loader.judge("s1", SEED003, found)] == [
+        {"node": "s1", "setting": "loader net.isr.defaultqlimit", "asked": "1024", "found": None,
+         "judged_on": "kenv"},
+        {"node": "s1", "setting": "loader net.isr.maxthreads", "asked": "-1", "found": None,
+         "judged_on": "kenv"},
+    ]  # fmt: skip
     h.conf.write_text('net.isr.maxthreads="-1"\nnet.isr.defaultqlimit="20000"\n')
     h.reboot()
     asked = {"net.isr.maxthreads": "-1", "net.isr.defaultqlimit": "20000"}
     found = loader.read(h, asked)
     assert found["net.isr.maxthreads"].sysctl == "4"  # -1: every CPU, judged on kenv
     assert loader.not_booted(asked, found) == []
-    assert loader.judge("s1", asked, found) == [
-        "s1: loader net.isr.defaultqlimit asked '20000', found '10240' (sysctl: the loader "
-        "passed '20000', the kernel uses '10240')"
-    ]
+    [capped] = loader.judge("s1", asked, found)
+    assert (capped.code, capped.evidence) == (Code.HOST_SETTING, {
+        "node": "s1", "setting": "loader net.isr.defaultqlimit", "asked": "20000",
+        "found": "10240", "judged_on": "sysctl"})  # fmt: skip
 
 
 # --- the wait ----------------------------------------------------------------------
@@ -347,7 +351,8 @@ def test_what_was_waited_for_reaches_the_record_and_the_variant_table(tmp_path: 
                            {"net.link.ifqmaxlen": "50"}, wrote=True)  # fmt: skip
     reason = attempts.record_wait(spec, out, None, {"s1": KERNEL}, [wait])
     s = run_record.RunRecord.from_dict(summarize(out / "raw"))
-    assert s.status == "waiting" and s.reasons == [f"skipped: {reason}"]
+    assert s.status == "waiting" and codes(s.reasons) == [Code.WAITING]
+    assert s.reasons[0].text.endswith(reason)  # what it waits for, named
     assert s.waiting is not None and s.waiting.label == ""
     assert s.waiting.loader["s1"].asked == {"net.link.ifqmaxlen": "1024"}
     assert s.waiting.loader["s1"].found == {"net.link.ifqmaxlen": "50"}
@@ -413,10 +418,9 @@ def test_the_values_are_read_back_into_the_record_and_a_mismatch_is_invalid(
         "net.link.ifqmaxlen": loader.Reported(kenv="1024", sysctl="512", judged_on="sysctl"),
     }
     assert part.value["r1"].loader == {}
-    assert [r for r in part.reasons if "loader" in r] == [
-        "s1: loader net.link.ifqmaxlen asked '1024', found '512' (sysctl: the loader passed "
-        "'1024', the kernel uses '512')"
-    ]
+    assert [r.evidence for r in part.reasons if r.code == Code.HOST_SETTING] == [
+        {"node": "s1", "setting": "loader net.link.ifqmaxlen", "asked": "1024", "found": "512",
+         "judged_on": "sysctl"}]  # fmt: skip
 
 
 # --- ccbench matrix ----------------------------------------------------------------

@@ -28,6 +28,7 @@ from ccbench.hosts.settings import (
 )
 from ccbench.instruments.host_settings import judge
 from ccbench.matrix import expand
+from ccbench.reasons import Code, texts
 from ccbench.spec import Flow, RunSpec, Topology
 from ccbench.testbed import base
 from tests.unit.test_lab_guard import Host, make_lab
@@ -403,7 +404,10 @@ def test_the_read_back_judges_what_the_run_asked_and_lists_the_baselines_rest() 
     host = {"net.ipv4.tcp_wmem": "4096\t16384\t10485760", "net.core.rmem_max": "4194304"}
     r = _reading("ethtool-k-veth-default.txt", dict(host))
     found, reasons = judge("s1", r, want, explicit, 9000)
-    assert reasons == [
+    assert [(r.code, r.evidence["setting"]) for r in reasons] == [
+        (Code.HOST_SETTING, "mtu"), (Code.HOST_SETTING, "offload gso"),
+        (Code.HOST_SETTING, "sysctl net.ipv4.tcp_wmem")]  # fmt: skip
+    assert texts(reasons) == [  # each naming host, setting, asked and found
         "s1/s1-eth0: MTU asked 9000, found 1500",
         "s1/s1-eth0: offload gso asked off, found on",
         "s1: sysctl net.ipv4.tcp_wmem asked '4096 16384 5242880', found '4096\\t16384\\t10485760'",

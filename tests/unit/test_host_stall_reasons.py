@@ -1,13 +1,14 @@
 """validity.host_stalled_only: the tests that accept a run the VM stalled (integration
-conftest.assert_judged) read the reasons' class from the marks validity builds them with,
-not from text copied into the tests."""
+conftest.assert_judged) read the reasons' class from their codes (reasons.HOST_STALLS),
+not from their words."""
 
 from __future__ import annotations
 
 from ccbench import validity
+from ccbench.reasons import HOST_STALLS, Code, Reason
 
 
-def test_the_stall_reasons_carry_their_marks_and_others_do_not() -> None:
+def test_the_stall_reasons_carry_their_codes_and_others_do_not() -> None:
     excess = validity.check_rtt_excess({"share": 0.059, "bound_ms": 85.1, "max_excess_ms": 10.6,
                                         "longest_above_s": 0.11})  # fmt: skip
     late = validity.check_delay({"packets": 1000, "late_share": 0.03}, "ccdelay")
@@ -19,3 +20,13 @@ def test_the_stall_reasons_carry_their_marks_and_others_do_not() -> None:
     assert not validity.host_stalled_only(lost)
     assert not validity.host_stalled_only([*excess, *lost])
     assert not validity.host_stalled_only([])  # a valid run has no reasons: not "stalled"
+    assert [excess[0].code, late[0].code, lost[0].code] == [
+        Code.RTT_EXCESS, Code.DELAY_LATE, Code.DELAY_ELEMENT]  # fmt: skip
+
+
+def test_the_code_decides_not_the_words() -> None:
+    """A stall's code with any words is a stall; a stall's words under another code are not."""
+    assert {Code.DELAY_LATE, Code.RTT_EXCESS, Code.STEAL, Code.TRACE_LOST} == HOST_STALLS
+    assert validity.host_stalled_only([Reason.of(Code.STEAL, "reworded")])
+    words = validity.check_steal({"steal_pct": 50.0})[0].text
+    assert not validity.host_stalled_only([Reason.of(Code.UNCLASSIFIED, words)])

@@ -11,9 +11,11 @@ from pathlib import Path
 from ccbench import instruments
 from ccbench.instruments.interfaces import READ, Interfaces, file
 from ccbench.layout import AFTER, BEFORE, RawDir
+from ccbench.reasons import Code, Reason
 from ccbench.run_record import RunRecord
 from ccbench.spec import Flow, RunSpec, Topology
 from ccbench.summarize.bottleneck import bottleneck_of
+from tests.conftest import damaged_files
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "interfaces"
 NODES = ["s1", "s2", "rt1", "dl", "rt2", "r1", "r2"]
@@ -25,7 +27,7 @@ def spec() -> RunSpec:
                           Flow(pair=2, cc="cubic", duration_s=3)))  # fmt: skip
 
 
-def _part(raw: Path) -> tuple[dict, list[str]]:
+def _part(raw: Path) -> tuple[dict, list[Reason]]:
     rd = RawDir(raw)
     part = Interfaces(nodes=NODES).summary_part(rd, spec())
     return part.value, rd.problems
@@ -68,9 +70,10 @@ def test_a_missing_or_damaged_read_is_one_problem(tmp_path: Path) -> None:
     assert sorted(got) == ["dl", "r1", "rt1", "rt2", "s1"]
     assert sorted(got["rt2"]) == ["lo"]  # the one interface whose counters did not go down
     assert len(problems) == 5, problems
-    assert [p for p in problems if file("s2", AFTER) in p]
-    assert [p for p in problems if file("r2", BEFORE) in p and "not JSON" in p]
-    assert len([p for p in problems if file("rt2", AFTER) in p and "went down" in p]) == 3
+    assert sorted(damaged_files(problems)) == [
+        f"{file('r2', BEFORE)}/{file('r2', AFTER)}", file("s2", AFTER)]  # fmt: skip
+    went_down = [p.evidence["file"] for p in problems if p.code == Code.PLAUSIBILITY]
+    assert went_down == 3 * [file("rt2", AFTER)]
 
 
 class _Ex:

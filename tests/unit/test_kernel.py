@@ -19,8 +19,10 @@ from ccbench.errors import CcbenchError
 from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
 from ccbench.model import Variant
+from ccbench.reasons import Code
 from ccbench.report import tables
 from ccbench.summarize import summarize
+from tests.conftest import codes, damaged_files
 from tests.unit.test_model import fixture_matrix
 
 REPO = Path(__file__).resolve().parents[2]
@@ -157,21 +159,21 @@ def test_a_run_on_the_wrong_kernel_is_invalid_with_the_reason(tmp_path: Path) ->
         "label": "after", "match": "D49540",
         "senders": {"s1": {"identity": "6.1.0 #1 SMP D49540", "short": "6.1.0 #1"}},
     }  # fmt: skip
-    assert not any("runs kernel" in r for r in ok["reasons"])
+    assert Code.KERNEL_MISMATCH not in codes(ok["reasons"])
     bad = summarize(_raw_with(tmp_path / "b", {"label": "after", "match": "D49540"},
                               "6.1.0 #1 SMP"))  # fmt: skip
     assert not bad["valid"]
-    assert "s1 runs kernel '6.1.0 #1 SMP', variant 'cubic' needs /D49540/" in bad["reasons"]
+    assert [r.evidence for r in bad["reasons"] if r.code == Code.KERNEL_MISMATCH] == [
+        {"node": "s1", "kernel": "6.1.0 #1 SMP", "match": "D49540"}]  # fmt: skip
     broken = tmp_path / "c"
     raw = _raw_with(broken, None, "6.1.0")
     (raw / "kernel.json").write_text('{"label": 3}')
     s = summarize(raw)
-    assert "kernel.json: not a {label, match} requirement" in s["reasons"]
+    assert "kernel.json" in damaged_files(s["reasons"])
     # Without a requirement the identity is provenance only.
     plain = summarize(_raw_with(tmp_path / "d", None, "6.1.0 #1"))
-    assert plain["kernel"]["match"] is None and not any(
-        "runs kernel" in r for r in plain["reasons"]
-    )
+    assert plain["kernel"]["match"] is None
+    assert Code.KERNEL_MISMATCH not in codes(plain["reasons"])
 
 
 def _runs(values: dict[str, list[float]]) -> pd.DataFrame:

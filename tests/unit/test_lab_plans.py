@@ -14,6 +14,7 @@ import yaml
 
 from ccbench.exec import Result
 from ccbench.parse.drops import nft_drops
+from ccbench.reasons import Code
 from ccbench.roles import LAB_DELAY_ELEMENTS
 from ccbench.spec import Topology
 from ccbench.testbed import base, kinds, lab_checks
@@ -275,9 +276,9 @@ def test_a_lab_without_a_router_names_what_it_cannot_check() -> None:
     assert not_checkable(scope_of({"bottleneck": {"node": "rt1"}})) == []
     flows = [{"flow": 1, "pair": 1, "min_rtt_us": 38000}, {"flow": 2, "pair": 1,
                                                            "min_rtt_us": 40300}]  # fmt: skip
-    assert check_path_rtt(flows, scope) == [
-        "flow 1: min RTT 38.00 ms below the 40.40 ms of its path plus the delay asked "
-        "(delay not applied)"]  # fmt: skip
+    [low] = check_path_rtt(flows, scope)
+    assert (low.code, low.evidence) == (Code.DELAY_NOT_APPLIED, {
+        "flow": 1, "source": "min RTT", "rtt_ms": 38.0, "asked_ms": 40.4})  # fmt: skip
 
 
 def test_nftables_loss_rules_drops_are_the_ledgers() -> None:

@@ -14,8 +14,10 @@ import pytest
 
 from ccbench import topology, validity
 from ccbench.aggregate import run_rows
+from ccbench.reasons import Code
 from ccbench.report.tables import invalid_rows
 from ccbench.summarize import summarize
+from tests.conftest import texts_of
 
 CAPTURE = Path(__file__).resolve().parents[1] / "captures" / "run-local-2cubic-ledger"
 HINT = (
@@ -46,7 +48,7 @@ def test_a_routed_run_at_1_gbit_is_told_of_the_macvlan_layout(tmp_path: Path) ->
     run = _at(tmp_path, 1000, None)
     s = summarize(run / "raw")
     # 48 packets at 1 Gbit/s hold 0.6 ms: the flows' 27 ms mean RTT was held elsewhere
-    hidden = [r for r in s["reasons"] if "held outside the bottleneck" in r]
+    hidden = texts_of(s["reasons"], Code.HIDDEN_QUEUE)  # their words (the hint) are the subject
     assert len(hidden) == 2 and not s["valid"]
     assert hidden[0] == (
         "flow 1: mean RTT 27.2 ms above the 20.6 ms the path can give (RTT + a full queue): "
@@ -54,7 +56,7 @@ def test_a_routed_run_at_1_gbit_is_told_of_the_macvlan_layout(tmp_path: Path) ->
         f"or late release counted. {HINT})"
     )
     # and the report's list of invalid runs carries the reason as it is
-    (run / "summary.json").write_text(json.dumps(s))
+    (run / "summary.json").write_text(json.dumps(s, default=lambda r: r.model_dump(mode="json")))
     row, _ = run_rows(run)
     table = pd.DataFrame([{**row, "skipped": False}])
     assert HINT in invalid_rows(table)[0]["reasons"]
@@ -75,7 +77,7 @@ def test_no_hint_where_no_layout_is_documented_to_do_better(
     spec = json.loads((run / "raw" / "spec.json").read_text())
     spec["topology"]["queue_limit_pkts"] = 4  # a hidden queue at every rate
     (run / "raw" / "spec.json").write_text(json.dumps(spec))
-    hidden = [r for r in summarize(run / "raw")["reasons"] if "held outside" in r]
+    hidden = texts_of(summarize(run / "raw")["reasons"], Code.HIDDEN_QUEUE)
     assert hidden and not any("testbed.layout" in r for r in hidden)
 
 

@@ -12,6 +12,8 @@ import pytest
 from ccbench import ledger
 from ccbench.hosts.linux import LinuxHost
 from ccbench.parse import drops
+from ccbench.reasons import Code
+from tests.conftest import codes, texts_of
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "drops"
 
@@ -96,7 +98,8 @@ def test_interface_drop_makes_the_run_invalid() -> None:
     led = ledger.account(snap("before"), after)
     assert led["outside"] == {"r1 vy rx_dropped": 7}
     reasons = ledger.check(led, bottleneck_pkts=100, delay_pkts=0, retransmits=117)
-    assert reasons == ["7 packets were lost outside the bottleneck (r1 vy rx_dropped 7)"]
+    assert [(r.code, r.evidence) for r in reasons] == [(Code.LOSS_OUTSIDE, {"outside_pkts": 7})]
+    assert "(r1 vy rx_dropped 7)" in reasons[0].text  # where, named
 
 
 def test_control_interface_is_not_the_path() -> None:
@@ -116,16 +119,16 @@ def test_delay_node_drops_are_outside_the_bottleneck() -> None:
         "00001:", "60111:").replace("00002:", "60121:")}  # fmt: skip
     led = ledger.account(snap("before", dl=dl_b), snap("after", dl=dl_a))
     assert led["outside"] == {"dl dummynet pipe 60111 drops": 17}
-    assert ledger.check(led, 0, 0, 27) == [
-        "17 packets were lost outside the bottleneck (dl dummynet pipe 60111 drops 17)"
-    ]
+    [outside] = ledger.check(led, 0, 0, 27)
+    assert (outside.code, outside.evidence) == (Code.LOSS_OUTSIDE, {"outside_pkts": 17})
+    assert "(dl dummynet pipe 60111 drops 17)" in outside.text  # where, named
 
 
 def test_retransmissions_without_drops_are_the_host() -> None:
     """The measured hole (2026-11-23): 1566 retransmits, 0 drops counted anywhere."""
     led = ledger.account(snap("before"), snap("after"))
     reasons = ledger.check(led, bottleneck_pkts=0, delay_pkts=0, retransmits=1566)
-    assert len(reasons) == 1 and "1556 retransmissions have no counted drop" in reasons[0]
+    assert codes(reasons) == [Code.LOSS_UNCOUNTED] and reasons[0].evidence["unexplained"] == 1556
     # within the slack: a few spurious retransmissions are normal
     assert ledger.check(led, bottleneck_pkts=200, delay_pkts=0, retransmits=215) == []
 
@@ -135,7 +138,7 @@ def test_delay_element_drops_count_as_seen() -> None:
     explain retransmissions."""
     led = ledger.account(snap("before"), snap("after"))
     assert ledger.check(led, 5, 30, 35) == []
-    assert "no counted drop" in ledger.check(led, 5, 0, 35)[0]
+    assert codes(ledger.check(led, 5, 0, 35)) == [Code.LOSS_UNCOUNTED]
 
 
 def test_unreadable_snapshot_is_an_error() -> None:
@@ -179,15 +182,14 @@ def test_real_run_with_a_host_drop_is_invalid(tmp_path: Path) -> None:
     s = _parse_copy(tmp_path, drop)
     assert not s["valid"]
     # rt2's to-dl is the receiving end of dl's to-rt2: the veth's direction dl -> rt2
-    assert (
-        "5 packets were lost outside the bottleneck (dl to-rt2 -> rt2 to-dl dropped 5)"
-        in s["reasons"]
-    )
+    [outside] = texts_of(s["reasons"], Code.LOSS_OUTSIDE)
+    assert outside.endswith("(dl to-rt2 -> rt2 to-dl dropped 5)")  # where, named
 
 
 def test_real_run_with_one_snapshot_missing_is_invalid(tmp_path: Path) -> None:
     s = _parse_copy(tmp_path, lambda raw: (raw / "drops-before.json").unlink())
-    assert not s["valid"] and any(r.startswith("drops-before.json") for r in s["reasons"])
+    files = [r["evidence"]["file"] for r in s["reasons"] if r["code"] == Code.FILE_DAMAGED]
+    assert not s["valid"] and "drops-before.json" in files
 
 
 def test_rtt_samples_above_the_path_are_a_host_stall(tmp_path: Path) -> None:
@@ -213,7 +215,7 @@ def test_rtt_samples_above_the_path_are_a_host_stall(tmp_path: Path) -> None:
     assert ex["above"] >= 12 and ex["delayed_ack_max_ms"] == 20.0
     assert 95.0 - ex["bound_ms"] - 20.0 <= ex["max_excess_ms"] <= 95.0 - ex["bound_ms"] + 1e-6
     assert ex["longest_above_s"] > 1.0  # consecutive samples at 0.1 s
-    assert not s["valid"] and any("of RTT samples above" in r for r in s["reasons"])
+    assert not s["valid"] and Code.RTT_EXCESS in codes(s["reasons"])
 
 
 # --- each lost packet once (ledger module docstring) ---------------------------------
@@ -261,9 +263,9 @@ def test_veth_drop_is_counted_once_on_real_capture() -> None:
     led = ledger.account(before, after)
     assert led["outside"] == {"s1 to-rt1 -> rt1 to-s1 dropped": 10}
     assert led["outside_pkts"] == 10 and led["softnet_backlog_pkts"] == 0
-    assert ledger.check(led, 0, 0, 10) == [
-        "10 packets were lost outside the bottleneck (s1 to-rt1 -> rt1 to-s1 dropped 10)"
-    ]
+    [outside] = ledger.check(led, 0, 0, 10)
+    assert (outside.code, outside.evidence) == (Code.LOSS_OUTSIDE, {"outside_pkts": 10})
+    assert outside.text.endswith("(s1 to-rt1 -> rt1 to-s1 dropped 10)")  # where, named
 
 
 def test_veth_drops_seen_by_one_end_only_still_count() -> None:
@@ -503,7 +505,7 @@ def test_retransmissions_the_receiver_got_twice_need_no_drop(tmp_path: Path) -> 
     led = s["loss_ledger"]
     assert (led["retransmits"], led["bottleneck_pkts"], led["outside_pkts"]) == (734, 273, 0)
     assert led["spurious_retransmits"] == 461
-    assert not any("no counted drop" in r for r in s["reasons"]), s["reasons"]
+    assert Code.LOSS_UNCOUNTED not in codes(s["reasons"]), s["reasons"]
 
 
 def test_retransmissions_without_dsack_or_drop_stay_unexplained(tmp_path: Path) -> None:
@@ -518,7 +520,9 @@ def test_retransmissions_without_dsack_or_drop_stay_unexplained(tmp_path: Path) 
     s = _parse_copy(tmp_path, no_dsack, DSACK_RUN)
     assert s["loss_ledger"]["spurious_retransmits"] == 0
     assert not s["valid"]
-    assert any("461 retransmissions have no counted drop behind them" in r for r in s["reasons"])
+    unexplained = [r["evidence"]["unexplained"] for r in s["reasons"]
+                   if r["code"] == Code.LOSS_UNCOUNTED]  # fmt: skip
+    assert unexplained == [461]
 
 
 def test_a_lab_hosts_own_firewall_drops_are_not_the_loss_rules() -> None:

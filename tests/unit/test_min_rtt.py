@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ccbench.reasons import Code, Reason
 from ccbench.spec import Flow, RunSpec, Topology
 from ccbench.summarize import min_rtt
 from ccbench.unproven import Scope, check_path_rtt, lowest_rtt_us
@@ -17,6 +18,12 @@ LAB = Scope("the network between s1 and r1; its buffer is not known", {1: 50.0})
 
 def flow(**rtts: float | None) -> dict[str, Any]:
     return {"flow": 1, "pair": 1, **rtts}
+
+
+def judged(reasons: list[Reason]) -> list[tuple[Any, ...]]:
+    """(flow, what was judged, its ms, the ms asked) of each delay-not-applied reason."""
+    assert all(r.code == Code.DELAY_NOT_APPLIED for r in reasons)
+    return [tuple(r.evidence[k] for k in ("flow", "source", "rtt_ms", "asked_ms")) for r in reasons]
 
 
 def test_the_kernels_minimum_wins_over_iperf3s_srtt() -> None:
@@ -31,25 +38,17 @@ def test_the_kernels_minimum_wins_over_iperf3s_srtt() -> None:
 
 def test_both_checks_judge_the_kernels_minimum() -> None:
     f = flow(min_rtt_us=38_000, srtt_min_us=60_000)
-    assert min_rtt.reasons(SPEC, [f], Scope()) == [
-        "flow 1: min RTT 38.00 ms below the configured 40 ms (delay not applied)"
-    ]
-    assert check_path_rtt([f], LAB) == [
-        "flow 1: min RTT 38.00 ms below the 50.00 ms of its path plus the delay asked "
-        "(delay not applied)"
-    ]
+    assert judged(min_rtt.reasons(SPEC, [f], Scope())) == [(1, "min RTT", 38.0, 40.0)]
+    assert judged(check_path_rtt([f], LAB)) == [(1, "min RTT", 38.0, 50.0)]
 
 
 def test_without_a_sampler_both_checks_judge_iperf3s_srtt() -> None:
     f = flow(min_rtt_us=None, srtt_min_us=38_500)
     lab_reasons = check_path_rtt([f], LAB)
-    assert min_rtt.reasons(SPEC, [f], LAB) == [
-        "flow 1: min srtt (iperf3) 38.50 ms below the configured 40 ms (delay not applied)",
-        *lab_reasons,
-    ]
-    assert lab_reasons == [
-        "flow 1: min srtt (iperf3) 38.50 ms below the 50.00 ms of its path plus the delay "
-        "asked (delay not applied)"
+    assert min_rtt.reasons(SPEC, [f], LAB)[1:] == lab_reasons
+    assert judged(min_rtt.reasons(SPEC, [f], LAB)) == [
+        (1, "min srtt (iperf3)", 38.5, 40.0),
+        (1, "min srtt (iperf3)", 38.5, 50.0),
     ]
 
 

@@ -16,6 +16,7 @@ from ccbench.parse.flent import parse_flent_gz
 from ccbench.parse.irtt import parse_irtt
 from ccbench.probes.base import ProbeRun, ProbeSettings
 from ccbench.probes.flent import FLENT_SH, _coverage
+from ccbench.reasons import Code
 from ccbench.summarize.probe import read_probe
 from ccbench.validity import check_probe
 from tests.raw_meta import write_meta
@@ -140,8 +141,11 @@ def test_read_probe_keeps_flent_samples_taken_while_the_flows_ran(tmp_path: Path
     assert p.first_sample_s == pytest.approx(1.08, abs=0.05)
     [reason] = check_probe({"tool": p.tool, "samples": len(p.rtts_us), "coverage": p.coverage,
                             "first_sample_s": p.first_sample_s}, "flent")  # fmt: skip
-    assert reason.startswith("probe: flent ping sampled only 80% of the traffic (need 90%)")
-    assert f"its first sample came {p.first_sample_s:.2f} s after the traffic began" in reason
+    assert (reason.code, reason.evidence) == (Code.PROBE_SHORT, {
+        "tool": "flent ping", "coverage": p.coverage, "limit": 0.9,
+        "first_sample_s": p.first_sample_s})  # fmt: skip
+    # why, in words: a start after the traffic (not gaps)
+    assert f"its first sample came {p.first_sample_s:.2f} s after" in reason.text
 
 
 def _flent_run(tmp_path: Path, name: str) -> Path:

@@ -15,6 +15,7 @@ from ccbench import timeseries
 from ccbench.spec import QDISC_INTERVAL_DEFAULT_S, RunSpec
 from ccbench.summarize import summarize
 from ccbench.summarize.judge import parse_run_dir
+from tests.conftest import damaged_files
 from tests.raw_meta import edit_meta
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ def test_summary_queue_from_the_capture(run_dir: Path) -> None:
     assert q["sampled"] and q["samples"] == 250 and q["file"] == "qdisc-rt1.txt"
     assert q["drops_check"]["equal"] and q["drops_check"]["counters"] == 318
     assert s["bottleneck"]["drops"] == 318
-    assert not any(r.startswith("qdisc-") for r in s["reasons"])
+    assert not [f for f in damaged_files(s["reasons"]) if f.startswith("qdisc-")]
 
 
 def test_parse_rebuilds_the_qdisc_rows(run_dir: Path) -> None:
@@ -65,13 +66,13 @@ def test_damaged_sampler_file_is_a_reason(run_dir: Path) -> None:
     (run_dir / "raw" / "qdisc-rt1.txt").write_text("garbage\n[]\n")
     s = summarize(run_dir / "raw")
     assert not s["valid"]
-    assert any(r.startswith("qdisc-rt1.txt: not qdisc samples") for r in s["reasons"])
+    assert "qdisc-rt1.txt" in damaged_files(s["reasons"])
 
 
 def test_missing_sampler_file_is_a_reason(run_dir: Path) -> None:
     (run_dir / "raw" / "qdisc-rt1.txt").unlink()
     s = summarize(run_dir / "raw")
-    assert "qdisc-rt1.txt: missing" in s["reasons"]
+    assert "qdisc-rt1.txt" in damaged_files(s["reasons"])
 
 
 def test_run_before_queue_sampling_says_so() -> None:

@@ -14,6 +14,7 @@ from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.instruments import Recording
 from ccbench.instruments.siftr import LOG as SIFTR_LOG
 from ccbench.instruments.siftr import Siftr
+from ccbench.reasons import Code
 from ccbench.roles import NoDelay, dumbbell
 from ccbench.run_senders import prepare_senders as _prepare_senders
 from ccbench.spec import Flow, RunSpec, Topology, Variant
@@ -91,7 +92,8 @@ def test_stack_that_did_not_take_makes_the_run_invalid(tmp_path: Path) -> None:
     (raw / "spec.json").write_text(json.dumps(s.to_dict()))
     summary = summarize(raw)
     assert not summary["valid"]
-    assert any(r.startswith("s1: stack freebsd:") for r in summary["reasons"])
+    assert [r.evidence for r in summary["reasons"] if r.code == Code.STACK_MISMATCH] == [
+        {"node": "s1", "asked": "freebsd"}]  # fmt: skip
 
 
 class NoSiftr2Ex(RecordingEx):
@@ -169,7 +171,8 @@ def test_a_siftr_log_not_fetched_makes_the_run_invalid_and_stays_on_the_node(
     write_meta(tmp_path, {"siftr": nodes}, client_rc=[0] * len(SEED_SCALE.flows))
     summary = summarize(tmp_path)
     assert not summary["valid"]
-    assert f"siftr-s1.log: not fetched: {lost}" in summary["reasons"]
+    [why] = [r.text for r in summary["reasons"] if r.evidence.get("file") == "siftr-s1.log"]
+    assert why.endswith(str(lost))  # the fetch's own account
     assert "5931008 bytes received" in str(lost)
 
 

@@ -17,12 +17,14 @@ from ccbench.hosts.freebsd import FreeBSDHost
 from ccbench.hosts.linux import LinuxHost
 from ccbench.instruments import Recording, for_run
 from ccbench.instruments.sockstat import Sockstat
+from ccbench.reasons import Code
 from ccbench.roles import Bottleneck, NoDelay, dumbbell
 from ccbench.run import RunProcs, _drive
 from ccbench.run_senders import _nic_records
 from ccbench.spec import Flow, RunSpec, Topology, Variant
 from ccbench.summarize import summarize
 from ccbench.summarize.hosts import nic_records
+from tests.conftest import codes, damaged_files
 from tests.raw_meta import edit_meta, write_meta
 
 CAP = Path(__file__).resolve().parents[1] / "captures" / "freebsd"
@@ -228,26 +230,28 @@ def test_summary_keeps_the_connections_and_accepts_the_asked_stack(tmp_path: Pat
         "connections": [{"local": "10.1.1.11:54320", "stack": "rack", "cc": "cubic"},
                         {"local": "10.1.1.11:54321", "stack": "rack", "cc": "cubic"}],
     }]  # fmt: skip
-    assert not [r for r in s["reasons"] if "sockstat" in r or "TCP stack" in r]
+    assert not {Code.STACK_MISMATCH, Code.STACK_UNVERIFIED, Code.CC_MISMATCH} & set(
+        codes(s["reasons"]))  # fmt: skip
+    assert "sockstat-1.txt" not in damaged_files(s["reasons"])
 
 
 def test_summary_a_connection_on_another_stack_makes_the_run_invalid(tmp_path: Path) -> None:
     s = summarize(_raw(tmp_path, "default"))
     assert not s["valid"]
-    assert ("flow 1: s1 10.1.1.11:54321 -> 10.1.3.21:5202 ran on TCP stack rack, asked freebsd"
-            in s["reasons"])  # fmt: skip
+    assert {"flow": 1, "used": "rack", "asked": "freebsd"} in [
+        r.evidence for r in s["reasons"] if r.code == Code.STACK_MISMATCH]  # fmt: skip
 
 
 def test_summary_a_sample_never_taken_is_a_reason(tmp_path: Path) -> None:
     s = summarize(_raw(tmp_path, "rack", at_s=None))
-    assert "flow 1: no sockstat sample was taken while it ran" in s["reasons"]
+    assert [r.evidence for r in s["reasons"] if r.code == Code.STACK_UNVERIFIED] == [{"flow": 1}]
 
 
 def test_summary_damaged_sockstat_names_the_file(tmp_path: Path) -> None:
     raw = _raw(tmp_path, "rack")
     (raw / "sockstat-1.txt").write_text("sockstat: not found\n")
     s = summarize(raw)
-    assert any(r.startswith("sockstat-1.txt: no sockstat header") for r in s["reasons"])
+    assert "sockstat-1.txt" in damaged_files(s["reasons"])
 
 
 # --- A. NIC records -----------------------------------------------------------------
@@ -316,9 +320,8 @@ def test_summary_carries_records_and_notes_only_when_recorded(tmp_path: Path) ->
         "rt1 eth5: TX ring 48 asked, 64 set: igb raised it: below its minimum"
     ]
     assert [r["interface"] for r in s["nics"]] == ["eth5", "eth2"]
-    assert any(
-        r.startswith("facts.json: nics s1: line 1 is not a NIC record") for r in s["reasons"]
-    )
+    facts = [r.text for r in s["reasons"] if r.evidence.get("file") == "facts.json"]
+    assert len(facts) == 1 and "nics s1: line 1" in facts[0]  # where in it, named
     (raw / "facts.json").write_text(json.dumps({"host": {}}))
     assert "nics" not in summarize(raw) and "nic_notes" not in summarize(raw)
 
@@ -365,5 +368,4 @@ def test_summary_keeps_rt1s_bql_before_and_after_the_traffic(tmp_path: Path) -> 
     ]
     # a damaged reading is a reason naming the file
     (raw / "bql-after.txt").write_text("garbage\n")
-    assert any(r.startswith("bql-after.txt: not a byte_queue_limits line")
-               for r in summarize(raw)["reasons"])  # fmt: skip
+    assert "bql-after.txt" in damaged_files(summarize(raw)["reasons"])

@@ -20,6 +20,7 @@ from ccbench.probes import ProbeRun
 from ccbench.roles import Bottleneck, NoDelay, dumbbell
 from ccbench.runmeta import RunMeta
 from ccbench.spec import Flow, RunSpec, Topology
+from tests.conftest import damaged_files
 
 REPO = Path(__file__).resolve().parents[2]
 # A run of this ccbench's layout (instruments' records) and one from before them.
@@ -100,7 +101,8 @@ def test_a_malformed_field_a_verdict_reads_is_one_problem(tmp_path: Path) -> Non
     (tmp_path / layout.META).write_text(json.dumps(doc))
     rd = RawDir(tmp_path)
     assert runmeta.load(rd, 2).probe_argv is None
-    assert rd.problems == ["meta.json: probe_argv is not a list of strings"]
+    assert damaged_files(rd.problems) == ["meta.json"]
+    assert "probe_argv" in rd.problems[0].text  # the field, named
 
 
 def test_the_probe_reads_the_traffic_window_and_argv_from_it() -> None:

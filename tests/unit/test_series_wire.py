@@ -17,6 +17,7 @@ import pytest
 from ccbench import timeseries, upgrade
 from ccbench.instruments import SENDER_SOURCES
 from ccbench.parse.iperf3 import parse_iperf3
+from ccbench.reasons import Code
 from ccbench.spec import RunSpec
 from ccbench.summarize.judge import judge
 from ccbench.summarize.window import reasons as window_reasons
@@ -127,8 +128,10 @@ def test_small_receive_buffer_is_a_reason() -> None:
     rec, _ = judge(SMALL / "raw")
     f = rec.flows[0]
     assert f.rwnd_limited_share == 1.0 and f.rwnd_source == "ss"
-    why = [r for r in rec.reasons if "receive buffer" in r]
-    assert len(why) == 1 and "r1" in why[0] and "tcp_rmem = 4096 32768 65536" in why[0]
+    [why] = [r for r in rec.reasons if r.code == Code.RWND_LIMITED]
+    assert why.evidence == {"flow": 1, "share": 1.0, "limit": RWND_LIMITED_SHARE,
+                            "receiver": "r1"}  # fmt: skip
+    assert "tcp_rmem = 4096 32768 65536" in why.text  # its buffer limits, from facts.json
     assert not rec.valid
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from ccbench import timeseries
+from ccbench.reasons import Code
 from ccbench.summarize import summarize
+from tests.conftest import codes, damaged_files
 
 CAP = Path(__file__).resolve().parents[1] / "captures"
 RUN = CAP / "run-local-wire-cubic-bdp" / "raw"
@@ -36,7 +38,9 @@ def test_an_empty_server_json_is_a_reason(raw: Path) -> None:
     (raw / "server-1.json").write_text("")
     s = summarize(raw)
     assert not s["valid"]
-    assert s["reasons"] == [f"server-1.json: empty {LACKS}"]
+    assert codes(s["reasons"]) == [Code.FILE_DAMAGED]
+    assert damaged_files(s["reasons"]) == ["server-1.json"]
+    assert s["reasons"][0].text.endswith(LACKS)  # what is lost, named
     # what the reason stands for: the series has no delivered rows for the flow
     ts = timeseries.build(raw)
     assert not (ts["source"] == timeseries.DELIVERED).any()
@@ -47,7 +51,7 @@ def test_an_unreadable_server_json_is_a_reason_naming_the_file(raw: Path) -> Non
     (raw / "server-1.json").write_text(text[: len(text) // 2])  # cut short
     s = summarize(raw)
     assert not s["valid"] and len(s["reasons"]) == 1
-    assert s["reasons"][0].startswith("server-1.json: not valid JSON")
+    assert damaged_files(s["reasons"]) == ["server-1.json"]
 
 
 def test_a_missing_server_json_beside_another_flows_is_a_reason(tmp_path: Path) -> None:
@@ -58,12 +62,11 @@ def test_a_missing_server_json_beside_another_flows_is_a_reason(tmp_path: Path) 
     assert summarize(raw)["valid"]
     (raw / "server-2.json").unlink()
     s = summarize(raw)
-    assert s["reasons"] == [
-        "server-2.json: missing (flow 2's delivered throughput per interval is not known)"
-    ]
+    assert codes(s["reasons"]) == [Code.FILE_DAMAGED]
+    assert damaged_files(s["reasons"]) == ["server-2.json"]
 
 
 def test_a_run_from_before_servers_wrote_json_has_no_such_reason() -> None:
     """run-local-2cubic-ledger: server-K.txt (text logs), no JSON: nothing to check."""
     s = summarize(CAP / "run-local-2cubic-ledger")
-    assert s["valid"] and not [r for r in s["reasons"] if r.startswith("server-")]
+    assert s["valid"] and s["reasons"] == []

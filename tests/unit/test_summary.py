@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from ccbench import validity
+from ccbench.reasons import Code
 from ccbench.summarize import summarize
 from ccbench.timeseries import build
+from tests.conftest import codes, texts_of
 from tests.raw_meta import edit_meta
 
 RAW = Path(__file__).resolve().parents[1] / "captures" / "run-local-2cubic"
@@ -53,7 +55,9 @@ def test_a_wrong_cc_makes_the_run_invalid(tmp_path: Path) -> None:
     (raw / "spec.json").write_text(json.dumps(spec))
     s = summarize(raw)
     assert not s["valid"]
-    assert "flow 2: CC used cubic, asked for bbr" in s["reasons"]
+    assert [(r.code, r.evidence) for r in s["reasons"]] == [
+        (Code.CC_MISMATCH, {"flow": 2, "used": "cubic", "asked": "bbr"})
+    ]
 
 
 def test_a_tool_error_makes_the_run_invalid(tmp_path: Path) -> None:
@@ -65,7 +69,8 @@ def test_a_tool_error_makes_the_run_invalid(tmp_path: Path) -> None:
     assert not s["valid"]
     assert s["flows"][0]["throughput_bps"] is None
     assert s["throughput_sum_bps"] is None
-    assert any("iperf3 error: unable to connect" in r for r in s["reasons"])
+    [error] = [r for r in s["reasons"] if r.code == Code.FLOW_ERROR]
+    assert error.evidence == {"flow": 1} and "unable to connect" in error.text  # iperf3's own
 
 
 def test_late_delay_element_makes_the_run_invalid(tmp_path: Path) -> None:
@@ -77,7 +82,9 @@ def test_late_delay_element_makes_the_run_invalid(tmp_path: Path) -> None:
     after["lateness"]["over_threshold"] = before["lateness"]["over_threshold"] + n // 50
     (raw / "delay-after.json").write_text(json.dumps(after))
     s = summarize(raw)
-    assert any(r.startswith("delay element late: 2.0") for r in s["reasons"])
+    [late] = [r.evidence for r in s["reasons"] if r.code == Code.DELAY_LATE]
+    assert late["late_share"] == pytest.approx(0.02, abs=1e-3)
+    assert late["limit"] == validity.LATE_SHARE_MAX
 
 
 def test_timeseries_has_both_sources_per_flow() -> None:
@@ -104,8 +111,13 @@ def test_a_failed_attempt_is_reported_not_lost(tmp_path: Path) -> None:
     (raw / "error.txt").write_text("adhoc/adhoc rep 1: iperf3 clients still running after 3s\n")
     s = summarize(raw)
     assert not s["valid"]
-    assert s["reasons"][0] == "run failed: adhoc/adhoc rep 1: iperf3 clients still running after 3s"
-    assert "flow 2: no iperf3 output (exit 0)" in s["reasons"]
+    assert codes(s["reasons"])[0] == Code.RUN_FAILED  # first, and naming what error.txt says
+    assert s["reasons"][0].text.endswith(
+        ": adhoc/adhoc rep 1: iperf3 clients still running after 3s"
+    )
+    assert {"flow": 2, "exit": 0} in [
+        r.evidence for r in s["reasons"] if r.code == Code.FLOW_NO_OUTPUT
+    ]
 
 
 def test_a_probe_that_missed_the_traffic_makes_the_run_invalid(tmp_path: Path) -> None:
@@ -119,7 +131,9 @@ def test_a_probe_that_missed_the_traffic_makes_the_run_invalid(tmp_path: Path) -
     edit_meta(raw, probe_argv=stalled["probe_argv"], started_unix=stalled["started_unix"])
     s = summarize(raw)
     assert s["probe"]["samples"] == 0 and s["probe"]["coverage"] == 0.0
-    assert s["reasons"] == ["probe: flent tcp_1up took no RTT samples while the flows ran"]
+    assert [(r.code, r.evidence) for r in s["reasons"]] == [
+        (Code.PROBE_FAILED, {"tool": "flent tcp_1up", "samples": 0})
+    ]
     assert not s["valid"]
 
 
@@ -128,7 +142,7 @@ def test_a_started_probe_without_data_makes_the_run_invalid(tmp_path: Path) -> N
     shutil.copytree(RAW, raw)
     edit_meta(raw, probe_argv=["ping", "-D", "-i", "0.1", "198.18.4.2"])
     s = summarize(raw)
-    assert s["reasons"] == ["probe: the ping probe left no data"]
+    assert [(r.code, r.evidence) for r in s["reasons"]] == [(Code.PROBE_FAILED, {"tool": "ping"})]
 
 
 def test_a_queue_outside_the_bottleneck_makes_the_run_invalid(tmp_path: Path) -> None:
@@ -141,17 +155,16 @@ def test_a_queue_outside_the_bottleneck_makes_the_run_invalid(tmp_path: Path) ->
     spec["topology"]["queue_limit_pkts"] = 8
     (raw / "spec.json").write_text(json.dumps(spec))
     s = summarize(raw)
-    assert s["reasons"] == [
-        "flow 1: mean RTT 34.6 ms above the 21.9 ms the path can give (RTT + a full queue): "
-        "packets were held outside the bottleneck",
-        "flow 2: mean RTT 35.6 ms above the 21.9 ms the path can give (RTT + a full queue): "
-        "packets were held outside the bottleneck",
-        # and tc-before.json shows rt1 had another queue than the (edited) spec asks
-        "rt1's queue was pfifo 83, the run asked for pfifo 8",
-    ]
+    # and tc-before.json shows rt1 had another queue than the (edited) spec asks
+    assert codes(s["reasons"]) == [Code.HIDDEN_QUEUE, Code.HIDDEN_QUEUE, Code.BOTTLENECK_CONFIG]
+    held = [r.evidence for r in s["reasons"][:2]]
+    assert [(e["flow"], round(e["mean_rtt_ms"], 1), round(e["bound_ms"], 1)) for e in held] == [
+        (1, 34.6, 21.9), (2, 35.6, 21.9)]  # fmt: skip
     spec["topology"]["queue_limit_pkts"] = 40  # 29.7 ms + 5 ms of slack: 34.6 passes
     (raw / "spec.json").write_text(json.dumps(spec))
-    assert [r[:6] for r in summarize(raw)["reasons"]] == ["flow 2", "rt1's "]
+    again = summarize(raw)["reasons"]
+    assert codes(again) == [Code.HIDDEN_QUEUE, Code.BOTTLENECK_CONFIG]
+    assert again[0].evidence["flow"] == 2
 
 
 def test_a_run_on_another_testbeds_queue_or_rate_is_invalid(tmp_path: Path) -> None:
@@ -164,8 +177,10 @@ def test_a_run_on_another_testbeds_queue_or_rate_is_invalid(tmp_path: Path) -> N
     tc[0]["options"]["rate"] = 125_000_000  # 1 Gbit/s in bytes per second
     (raw / "tc-before.json").write_text(json.dumps(tc))
     s = summarize(raw)
-    assert "rt1's queue was pfifo 331, the run asked for pfifo 83" in s["reasons"]
-    assert "rt1's shaper ran at 1000 Mbit/s, the run asked for 50" in s["reasons"]
+    assert [r.evidence for r in s["reasons"] if r.code == Code.BOTTLENECK_CONFIG] == [
+        {"queue": "pfifo 331", "asked": "pfifo 83"},
+        {"rate_bps": 1e9, "asked_bps": 50e6},
+    ]
     assert not s["valid"]
 
 
@@ -177,7 +192,7 @@ def test_a_hidden_queue_reason_names_what_the_counters_saw(tmp_path: Path) -> No
     spec = json.loads((raw / "spec.json").read_text())
     spec["topology"]["queue_limit_pkts"] = 4
     (raw / "spec.json").write_text(json.dumps(spec))
-    first = summarize(raw)["reasons"][0]
+    first = texts_of(summarize(raw)["reasons"], Code.HIDDEN_QUEUE)[0]  # its words: the subject
     assert first == (
         "flow 1: mean RTT 27.2 ms above the 21.0 ms the path can give (RTT + a full queue): "
         "packets were held outside the bottleneck (seen: no softnet squeeze, backlog drop "

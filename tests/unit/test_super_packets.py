@@ -22,6 +22,7 @@ from ccbench.parse.qdisc import (
     queue_stats,
 )
 from ccbench.parse.tc import QdiscStats, parse_tc_qdisc_json
+from ccbench.reasons import Code, texts
 from ccbench.summarize import summarize
 from tests.raw_meta import edit_meta
 
@@ -94,7 +95,13 @@ def test_sender_tso_gso_on_fills_the_queue_with_super_packets() -> None:
     assert st["samples_over_frame"] == st["samples_with_backlog"]  # every sample
     assert st["pkt_bytes_max"] > 8 * FRAME and st["pkt_bytes_mean"] > 3 * FRAME
     assert st["super_packets"] is True
-    [why] = super_packet_reasons("rt1/to-dl", st)
+    [reason] = super_packet_reasons("rt1/to-dl", st)
+    assert reason.code == Code.SUPER_PACKETS and reason.evidence == {
+        "where": "rt1/to-dl", "pkt_bytes_max": st["pkt_bytes_max"], "frame_bytes": 1514,
+        "samples_over_frame": st["samples_over_frame"],
+        "samples_with_backlog": st["samples_with_backlog"]}  # fmt: skip
+    # its words: what was held, against what, and what the limit then meant
+    why = reason.text
     assert SUPER_PACKETS in why and why.startswith("bottleneck rt1/to-dl: ")
     assert f"up to {st['pkt_bytes_max']:.0f} bytes (mean {st['pkt_bytes_mean']:.0f} B" in why
     assert "at most 1514" in why and "limit of 48 packets is not 48 wire packets" in why
@@ -147,7 +154,7 @@ def test_jumbo_frames_are_the_expected_size() -> None:
 
 def test_byte_limited_queue_reason() -> None:
     st = {**_stats("tso-gso-on"), "limit_pkts": None, "limit_bytes": 72_000}
-    [why] = super_packet_reasons("rt1/to-dl", st)
+    [why] = texts(super_packet_reasons("rt1/to-dl", st))
     assert "held and dropped them whole, not as wire packets" in why
 
 
@@ -174,7 +181,7 @@ def test_summary_says_it(run_dir: tuple[str, Path]) -> None:
     expected = _raw_backlogs(run, traffic_s=3.0)
     assert q["samples_with_backlog"] == len(expected)
     assert q["pkt_bytes_max"] == round(max(b / n for b, n in expected), 1)
-    mine = [r for r in s["reasons"] if SUPER_PACKETS in r]
+    mine = [r for r in s["reasons"] if r.code == Code.SUPER_PACKETS]
     if run == "tso-gso-on":
         assert q["super_packets"] is True and not s["valid"]
         assert mine == super_packet_reasons("rt1/to-dl", q)

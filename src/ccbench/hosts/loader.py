@@ -33,6 +33,7 @@ from ccbench.exec import Executor
 from ccbench.host_settings import ROLES, SYSCTL_NAME, SYSCTL_VALUE, HostSettings
 from ccbench.hosts.base import Argv
 from ccbench.part import Part, d
+from ccbench.reasons import Code, Reason
 
 LOADER_CONF = "/boot/loader.conf"
 OS = "freebsd"
@@ -175,23 +176,30 @@ def not_booted(asked: Mapping[str, str], found: Mapping[str, Reported]) -> list[
     return [n for n, v in sorted(asked.items()) if n not in found or not _same(v, found[n].kenv)]
 
 
-def judge(node: str, asked: Mapping[str, str], found: Mapping[str, Reported]) -> list[str]:
+def judge(node: str, asked: Mapping[str, str], found: Mapping[str, Reported]) -> list[Reason]:
     """Reasons naming host, tunable, asked and found: not booted with it (kenv), or the
     kernel uses another value than the loader passed (sysctl)."""
-    return [f"{node}: {r}" for r in _mismatches(asked, found)]
+    return [Reason.of(Code.HOST_SETTING, f"{node}: {words}", node=node, setting=f"loader {name}",
+                      asked=asked[name], found=have, judged_on=on)
+            for name, have, on, words in _mismatches(asked, found)]  # fmt: skip
 
 
-def _mismatches(asked: Mapping[str, str], found: Mapping[str, Reported]) -> list[str]:
+def _mismatches(
+    asked: Mapping[str, str], found: Mapping[str, Reported]
+) -> list[tuple[str, str | None, str, str]]:
+    """(tunable, the value found, where: kenv or sysctl, in words) of each tunable asked
+    and not in force."""
     out = []
     for name, value in sorted(asked.items()):
         r = found.get(name)
         if r is None or not _same(value, r.kenv):
             have = r.kenv if r else None
-            out.append(f"loader {name} asked {value!r}, found {have!r} (kenv: not booted "
-                       "with it)")  # fmt: skip
+            out.append((name, have, "kenv", f"loader {name} asked {value!r}, found {have!r} "
+                        "(kenv: not booted with it)"))  # fmt: skip
         elif r.judged_on == "sysctl" and not _same(value, r.sysctl):
-            out.append(f"loader {name} asked {value!r}, found {r.sysctl!r} (sysctl: the "
-                       f"loader passed {r.kenv!r}, the kernel uses {r.sysctl!r})")  # fmt: skip
+            out.append((name, r.sysctl, "sysctl", f"loader {name} asked {value!r}, found "
+                        f"{r.sysctl!r} (sysctl: the loader passed {r.kenv!r}, the kernel uses "
+                        f"{r.sysctl!r})"))  # fmt: skip
     return out
 
 
@@ -245,9 +253,9 @@ def check_booted(ex: Executor, where: str, os_name: str, asked: Mapping[str, str
     if os_name != OS:
         raise Refused(f"{where}: loader tunables are FreeBSD's boot settings ({LOADER_CONF}); "
                       f"{os_name} has none")  # fmt: skip
-    reasons = _mismatches(asked, read(ex, asked))
-    if reasons:
-        raise Refused(f"{where}: {'; '.join(reasons)}")
+    wrong = _mismatches(asked, read(ex, asked))
+    if wrong:
+        raise Refused(f"{where}: {'; '.join(words for *_, words in wrong)}")
 
 
 def check_variant(where: str, sender_os: str, testbed_oses: tuple[str, ...],

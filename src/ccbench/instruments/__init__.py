@@ -33,6 +33,7 @@ from ccbench.instruments.sockstat import Sockstat
 from ccbench.instruments.ss import Ss
 from ccbench.instruments.tcp_probe import TcpProbe
 from ccbench.layout import RawDir
+from ccbench.reasons import Reason
 from ccbench.spec import Recorded, RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -129,7 +130,7 @@ class SummaryParts:
     """What a run's instruments give its summary (instruments.summary_parts)."""
 
     parts: dict[str, Any]  # summary key -> value, in REGISTRY's order
-    reasons: list[str]
+    reasons: list[Reason]
     nics: dict[tuple[str, str], dict[str, Any]]  # keys for NIC records (SummaryPart.nics)
 
 

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic, Self, TypeVar
 from ccbench.exec import Proc
 from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.needs import Need, Needs
+from ccbench.reasons import Reason
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -89,7 +90,7 @@ class SummaryPart:
     (the hosts' NIC records, ccbench.summarize.hosts)."""
 
     value: Any
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[Reason] = field(default_factory=list)
     nics: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 

@@ -37,6 +37,7 @@ from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.parse.iperf3 import Iperf3Result, read_report
 from ccbench.parse.procstat import Window, parse_counters, window
 from ccbench.part import Part, d
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 from ccbench.testbed.kinds import kind
@@ -246,7 +247,7 @@ class _Quiet:
 
     def __init__(self, rd: RawDir) -> None:
         self.rd = rd
-        self.problems: list[str] = []
+        self.problems: list[Reason] = []
 
     def exists(self, name: str) -> bool:
         return self.rd.exists(name)
@@ -265,8 +266,8 @@ class _Quiet:
     def json(self, name: str) -> Any:
         return self._quiet(self.rd.json, name)
 
-    def problem(self, name: str, what: str) -> None:
-        self.problems.append(f"{name}: {what}")
+    def problem(self, name: str, what: str, code: Code = Code.FILE_DAMAGED) -> None:
+        self.problems.append(layout.file_problem(name, what, code))
 
 
 def _process(res: Iperf3Result | None, remote: bool) -> ProcessCpu | None:

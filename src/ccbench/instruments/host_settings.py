@@ -28,6 +28,7 @@ from ccbench.instruments.base import Cost, Instrument, Recording, SummaryPart, n
 from ccbench.jsonio import write_json
 from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.part import Part, d
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 from ccbench.testbed.kinds import kind
@@ -100,7 +101,7 @@ def expected(tb: Testbed, spec: RunSpec, node: str, role: str) -> RoleSettings:
 
 
 def judge(node: str, r: EndpointReading, want: RoleSettings, explicit: RoleSettings,
-          mtu: int) -> tuple[HostFound, list[str]]:  # fmt: skip
+          mtu: int) -> tuple[HostFound, list[Reason]]:  # fmt: skip
     """What `node` reported against what was expected: what the run asked itself
     (`explicit`) and the path MTU are judged, reasons naming host, setting, asked, found;
     where the host differs from ccbench's baseline in what the run did not ask, that is
@@ -108,11 +109,13 @@ def judge(node: str, r: EndpointReading, want: RoleSettings, explicit: RoleSetti
     host let it (a namespace's net.core.* is the machine's), and the super-packet check
     judges what offloads do to the bottleneck."""
     state = r.state()
-    reasons = [f"{node}: host settings not read: {e}" for e in r.errors]
+    reasons = [Reason.of(Code.HOST_SETTING_UNREAD, f"{node}: host settings not read: {e}",
+                         node=node) for e in r.errors]  # fmt: skip
     where = f"{node}/{state.name}" if state else node
     if state is not None and state.mtu != mtu:
-        reasons.append(f"{where}: MTU asked {mtu}, found {state.mtu}")
-    differs: list[tuple[bool, str]] = []  # (asked by the run, what)
+        reasons.append(Reason.of(Code.HOST_SETTING, f"{where}: MTU asked {mtu}, found {state.mtu}",
+                                 node=node, setting="mtu", asked=mtu, found=state.mtu))  # fmt: skip
+    differs: list[tuple[bool, str, str]] = []  # (asked by the run, setting, what)
     asked_off, asked_sysctl = dict(explicit.offloads), dict(explicit.sysctl)
     for name, on in want.offloads:
         if state is None:
@@ -120,24 +123,25 @@ def judge(node: str, r: EndpointReading, want: RoleSettings, explicit: RoleSetti
         is_on = state.is_on(name)
         if is_on is None or is_on == on or (state.fixed(name) and name not in asked_off):
             continue
-        differs.append((name in asked_off, f"{where}: offload {name} asked "
+        differs.append((name in asked_off, f"offload {name}", f"{where}: offload {name} asked "
                         f"{'on' if on else 'off'}, found {state.offloads[name]}"))  # fmt: skip
     for name, value in want.sysctl:
         have = r.sysctl.get(name)
         if have is not None and not same_value(value, have):
-            differs.append((name in asked_sysctl,
+            differs.append((name in asked_sysctl, f"sysctl {name}",
                             f"{node}: sysctl {name} asked {value!r}, found {have!r}"))  # fmt: skip
     found = HostFound(
         role=r.role, os=r.os, interface=r.interface, mtu=state.mtu if state else None,
         offloads=state.offloads if state else {}, sysctl=r.sysctl,
         asked={**want.to_dict(), "mtu": mtu},
-        baseline_differs=[w for run, w in differs if not run],
+        baseline_differs=[w for run, _, w in differs if not run],
     )  # fmt: skip
-    return found, reasons + [w for run, w in differs if run]
+    return found, reasons + [Reason.of(Code.HOST_SETTING, w, node=node, setting=setting)
+                             for run, setting, w in differs if run]  # fmt: skip
 
 
 def judge_firewall(node: str, before: FirewallReading, after: FirewallReading | None
-                   ) -> tuple[FirewallFound, list[str]]:  # fmt: skip
+                   ) -> tuple[FirewallFound, list[Reason]]:  # fmt: skip
     """The ruleset as `node` reported it before the traffic and its counters after; a
     ruleset not in force is the reason, naming host and setting."""
     fw = firewall.REGISTRY[before.kind]
@@ -147,7 +151,9 @@ def judge_firewall(node: str, before: FirewallReading, after: FirewallReading | 
         kind=before.kind, loaded=was.loaded, rules=was.rules,
         counters=[RuleCounted(rule=c.rule, packets=c.packets, bytes=c.bytes) for c in counted],
     )  # fmt: skip
-    why = [] if was.loaded else [f"{node}: firewall {before.kind} asked, found {was.why}"]
+    why = [] if was.loaded else [Reason.of(Code.HOST_SETTING, f"{node}: firewall {before.kind} "
+                                           f"asked, found {was.why}", node=node,
+                                           setting="firewall")]  # fmt: skip
     return found, why
 
 
@@ -222,10 +228,11 @@ class HostSettings(Instrument[dict[str, HostFound]]):
         if raw is None:
             return SummaryPart(None)
         out: dict[str, HostFound] = {}
-        reasons: list[str] = []
+        reasons: list[Reason] = []
         for node, role in self.nodes.items():
             if not isinstance(raw.get(node), dict):
-                reasons.append(f"{node}: host settings not read ({FILE} has no record of it)")
+                unread = f"{node}: host settings not read ({FILE} has no record of it)"
+                reasons.append(Reason.of(Code.HOST_SETTING_UNREAD, unread, node=node))
                 continue
             try:
                 fields = dict(raw[node])
@@ -244,7 +251,7 @@ class HostSettings(Instrument[dict[str, HostFound]]):
                 out[node] = out[node].model_copy(update={"firewall": fw})
         return SummaryPart(out, reasons)
 
-    def _firewall_parts(self, rd: RawDir, reasons: list[str]) -> dict[str, FirewallFound]:
+    def _firewall_parts(self, rd: RawDir, reasons: list[Reason]) -> dict[str, FirewallFound]:
         """node -> its firewall part, from the reads before and after the traffic."""
         kinds = self._firewalls()
         if not kinds:
@@ -254,7 +261,8 @@ class HostSettings(Instrument[dict[str, HostFound]]):
         out = {}
         for node in kinds:
             if not isinstance(before.get(node), dict):
-                reasons.append(f"{node}: firewall not read before the traffic")
+                reasons.append(Reason.of(Code.HOST_SETTING_UNREAD, f"{node}: firewall not read "
+                                         "before the traffic", node=node))  # fmt: skip
                 continue
             try:
                 now = FirewallReading(**after[node]) if isinstance(after.get(node), dict) else None

@@ -19,6 +19,7 @@ from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.parse.drops import links
 from ccbench.part import Part, d
+from ccbench.reasons import Code
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -95,7 +96,8 @@ class Interfaces(BeforeAfter[dict[str, dict[str, InterfaceCounters]]]):
                 delta = {k: after[dev][k] - before[dev][k] for k in after[dev]}
                 went_down = sorted(k for k, v in delta.items() if v < 0)
                 if went_down:
-                    rd.problem(names[1], f"{dev}: {', '.join(went_down)} went down")
+                    rd.problem(names[1], f"{dev}: {', '.join(went_down)} went down",
+                               Code.PLAUSIBILITY)  # fmt: skip
                     continue
                 deltas[dev] = delta
             out[node] = deltas

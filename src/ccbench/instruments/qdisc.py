@@ -27,6 +27,7 @@ from ccbench.jsonio import is_number
 from ccbench.layout import AFTER, BEFORE, RawDir, RawFile, open_text, stored
 from ccbench.needs import Needs
 from ccbench.part import Part, d
+from ccbench.reasons import Code, Reason
 from ccbench.roles import BOTTLENECK_ROUTER
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
@@ -38,7 +39,8 @@ if TYPE_CHECKING:
 # queue is seen from the first packet (summary queue.first_s says).
 FIRST_SAMPLE_S = 5.0
 QDISC_MIN_COVERAGE = 0.9  # like the ss sampler: samples must reach this share of the traffic
-# In the reason of a run whose bottleneck queue held super-packets (queue.super_packets).
+# In the words of a run's reason whose bottleneck queue held super-packets
+# (queue.super_packets; Code.SUPER_PACKETS).
 SUPER_PACKETS = "offloads (TSO/GSO/GRO/LRO) made super-packets"
 # What reading a stored file may raise besides ValueError (a UnicodeDecodeError is one).
 _READ_ERRORS = (UnicodeDecodeError, OSError, EOFError, zlib.error, lzma.LZMAError,
@@ -180,7 +182,7 @@ class QdiscSampler(Instrument[QueueSummary]):
         return SummaryPart(out, super_packet_reasons(f"{self.node}/{self.dev}", out))
 
 
-def super_packet_reasons(where: str, q: dict[str, Any]) -> list[str]:
+def super_packet_reasons(where: str, q: dict[str, Any]) -> list[Reason]:
     """Why a run is invalid when its bottleneck queue (`q`: summary.json `queue`) held
     super-packets: its limit and its drops were then not of wire packets."""
     if not q.get("super_packets"):
@@ -189,12 +191,13 @@ def super_packet_reasons(where: str, q: dict[str, Any]) -> list[str]:
     meant = (f"the queue's limit of {limit} packets is not {limit} wire packets"
              if limit is not None else "the queue held and dropped them whole, not as "
              "wire packets")  # fmt: skip
-    return [
-        f"bottleneck {where}: the queue held packets of up to {q['pkt_bytes_max']:.0f} bytes "
-        f"(mean {q['pkt_bytes_mean']:.0f} B; {q['samples_over_frame']} of "
-        f"{q['samples_with_backlog']} samples over a frame) where a frame is at most "
-        f"{q['frame_bytes']}: an endpoint's {SUPER_PACKETS}, so {meant}"
-    ]
+    text = (f"bottleneck {where}: the queue held packets of up to {q['pkt_bytes_max']:.0f} bytes "
+            f"(mean {q['pkt_bytes_mean']:.0f} B; {q['samples_over_frame']} of "
+            f"{q['samples_with_backlog']} samples over a frame) where a frame is at most "
+            f"{q['frame_bytes']}: an endpoint's {SUPER_PACKETS}, so {meant}")  # fmt: skip
+    return [Reason.of(Code.SUPER_PACKETS, text, where=where, pkt_bytes_max=q["pkt_bytes_max"],
+                      frame_bytes=q["frame_bytes"], samples_over_frame=q["samples_over_frame"],
+                      samples_with_backlog=q["samples_with_backlog"])]  # fmt: skip
 
 
 def _queue(rd: RawDir, spec: RunSpec, name: str, t0_s: float | None) -> dict[str, Any]:

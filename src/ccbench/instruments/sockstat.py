@@ -27,6 +27,7 @@ from ccbench.needs import Needs
 from ccbench.parse import split_hostport
 from ccbench.parse.sockstat import connections_to, parse_sockstat
 from ccbench.part import Part, d
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec
 from ccbench.testbed.base import Testbed
 
@@ -133,14 +134,16 @@ class Sockstat(Instrument[SockstatSummary]):
         """{flows: each flow's connections as its sample (raw/sockstat-<k>.txt) listed
         them}, and a reason for each connection on another stack or CC."""
         flows: list[dict[str, Any]] = []
-        reasons: list[str] = []
+        reasons: list[Reason] = []
         for e in self.samples:
             k, node, peer, name = e.flow, e.node, e.peer, e.file
             if not 1 <= k <= len(spec.flows):
                 rd.problem(layout.META, f"sockstat sample of flow {k}: the run has no such flow")
                 continue
             if e.at_s is None:
-                reasons.append(f"flow {k}: no sockstat sample was taken while it ran")
+                reasons.append(Reason.of(Code.STACK_UNVERIFIED,
+                                         f"flow {k}: no sockstat sample was taken while it ran",
+                                         flow=k))  # fmt: skip
                 continue
             text = rd.text(name, required=True)
             if text is None:

@@ -20,6 +20,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # imported where a batch is made: `ccbench run` reads iperf3 without it
     import pyarrow as pa
 
+    from ccbench.reasons import Code, Reason
+
 from ccbench.jsonio import jtype
 from ccbench.parse import join_hostport
 from ccbench.parse.batches import BATCH_ROWS, batched_records
@@ -243,12 +245,12 @@ class RunFiles(Protocol):
     """What read_report needs of a run's raw files (ccbench.layout.RawDir: reading one
     never raises; what is wrong with it is a problem naming it)."""
 
-    problems: list[str]
+    problems: list[Reason]
 
     def exists(self, name: str) -> bool: ...
     def text(self, name: str) -> str | None: ...
     def json(self, name: str) -> Any: ...
-    def problem(self, name: str, what: str) -> None: ...
+    def problem(self, name: str, what: str, code: Code = ...) -> None: ...
 
 
 def read_report(rd: RunFiles, name: str) -> tuple[Iperf3Result | None, bool]:

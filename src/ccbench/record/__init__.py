@@ -21,6 +21,7 @@ from typing import Any, Self
 from pydantic import Field
 
 from ccbench import jsonio, upgrade
+from ccbench.reasons import Reason
 from ccbench.record.parts import (
     Bottleneck,
     CalibrationSummary,
@@ -88,7 +89,8 @@ class RecordFields(Part):
         "a lab's own network: the checks that need the bottleneck's counters, each 'not "
         "checkable' (ccbench.unproven)", None)  # fmt: skip
     valid: bool = d("the verdict: every check passed")
-    reasons: list[str] = d("every check that failed (a not-run run: why)")
+    reasons: list[Reason] = d("every check that failed (a not-run run: why), in the order "
+                              "the checks ran")  # fmt: skip
     skipped: bool = d("the run was not run (its testbed could not be built, or its "
                       "kernel or boot tunables are not booted)", False)  # fmt: skip
     waiting: Waiting | None = d("not run yet: waiting for the kernel or the boot tunables "

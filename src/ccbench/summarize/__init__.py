@@ -23,6 +23,7 @@ from typing import Any
 
 from ccbench import instruments, layout, metrics, runmeta, unproven, validity
 from ccbench.layout import RawDir, load_spec
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec, run_identity
 from ccbench.summarize.bottleneck import bottleneck_of
 from ccbench.summarize.delay import delay_element
@@ -159,5 +160,9 @@ def _skipped(spec: RunSpec, reason: str, waiting: dict[str, Any] | None = None) 
         "skipped": True,
         # Waiting for the kernel its variant needs (the senders run another one now).
         **({"waiting": waiting} if isinstance(waiting, dict) else {}),
-        "reasons": [f"skipped: {reason}"],
+        "reasons": [
+            Reason.of(
+                Code.WAITING if isinstance(waiting, dict) else Code.SKIPPED, f"skipped: {reason}"
+            )
+        ],
     }

@@ -9,19 +9,20 @@ from ccbench import layout, metrics, validity
 from ccbench.layout import RawDir
 from ccbench.parse import split_hostport
 from ccbench.parse.iperf3 import Iperf3Result, read_report
+from ccbench.reasons import Reason
 from ccbench.spec import Flow, RunSpec
 
 
 def flows_of(
     rd: RawDir, spec: RunSpec, rcs: list[int | None], held_cause: str | None,
     buffer_known: bool = True,
-) -> tuple[list[dict[str, Any]], list[Iperf3Result | None], list[str]]:  # fmt: skip
+) -> tuple[list[dict[str, Any]], list[Iperf3Result | None], list[Reason]]:  # fmt: skip
     """Each flow's summary record and iperf3 result (None: no usable output), and the
     reasons its checks give (validity.check_flow; `buffer_known` false: a lab's own
     network, whose buffer bounds no RTT)."""
     flows: list[dict[str, Any]] = []
     results: list[Iperf3Result | None] = []
-    reasons: list[str] = []
+    reasons: list[Reason] = []
     for k, f in enumerate(spec.flows, start=1):
         res, unreadable = read_report(rd, layout.iperf3(k))
         results.append(res)
@@ -32,7 +33,7 @@ def flows_of(
     return flows, results, reasons + _server_reasons(rd, spec, results)
 
 
-def _server_reasons(rd: RawDir, spec: RunSpec, results: list[Iperf3Result | None]) -> list[str]:
+def _server_reasons(rd: RawDir, spec: RunSpec, results: list[Iperf3Result | None]) -> list[Reason]:
     """Each flow's delivered intervals (raw/server-K.json, its iperf3 server's `-J`
     report): the throughput over time, Jain's index over time and convergence_s are
     drawn from them (timeseries.DELIVERED). A run whose servers wrote JSON must have a
@@ -49,17 +50,17 @@ def _server_reasons(rd: RawDir, spec: RunSpec, results: list[Iperf3Result | None
             continue
         lacks = f"flow {k}'s delivered throughput per interval is not known"
         if not rd.exists(name):
-            reasons.append(f"{name}: missing ({lacks})")
+            reasons.append(layout.file_problem(name, f"missing ({lacks})"))
             continue
         got, unreadable = read_report(rd, name)
         if unreadable:
             continue  # rd.problems names the file and what is wrong with it
         if got is None:
-            reasons.append(f"{name}: empty ({lacks})")
+            reasons.append(layout.file_problem(name, f"empty ({lacks})"))
         elif got.error:
-            reasons.append(f"{name}: iperf3 server error: {got.error} ({lacks})")
+            reasons.append(layout.file_problem(name, f"iperf3 server error: {got.error} ({lacks})"))
         elif not got.intervals:
-            reasons.append(f"{name}: no intervals ({lacks})")
+            reasons.append(layout.file_problem(name, f"no intervals ({lacks})"))
     return reasons
 
 

@@ -13,6 +13,7 @@ from ccbench import jsonio, kernel, layout
 from ccbench.jsonio import is_number
 from ccbench.layout import RawDir
 from ccbench.parse.bql import parse_bql
+from ccbench.reasons import Reason
 from ccbench.spec import RunSpec
 
 # NIC record keys (emulab/lib-linux.sh record_nic) that name an offload -> short name.
@@ -171,7 +172,7 @@ def nics_of(
     return {"records": records, "notes": notes}
 
 
-def kernel_of(rd: RawDir, spec: RunSpec) -> tuple[dict[str, Any] | None, list[str]]:
+def kernel_of(rd: RawDir, spec: RunSpec) -> tuple[dict[str, Any] | None, list[Reason]]:
     """Every sender's kernel identity (facts.json) and, when the variant names the
     kernel it needs (kernel.json: {label, match}), a reason per sender that does not
     run it. A damaged facts.json is _nics' reason, not repeated here."""

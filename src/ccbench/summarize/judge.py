@@ -86,7 +86,8 @@ def parse_run_dir(run_dir: Path) -> RunRecord:
             rec = rec.model_copy(update={"attempt": len(att["attempts"])})
         except (KeyError, TypeError):
             rec = rec.model_copy(update={
-                "reasons": [*rec.reasons, "attempts.json: unreadable (not the run's attempt list)"],
+                "reasons": [*rec.reasons, layout.file_problem(
+                    layout.ATTEMPTS, "unreadable (not the run's attempt list)")],
                 "valid": False,
             })  # fmt: skip
     _write(rd.summary, rd.timeseries, rec, series, run_dir)

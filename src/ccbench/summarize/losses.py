@@ -7,6 +7,7 @@ from typing import Any
 from ccbench import layout, ledger
 from ccbench.layout import RawDir
 from ccbench.parse.ss import SsReader
+from ccbench.reasons import Reason
 
 
 def loss_ledger(rd: RawDir) -> dict[str, Any] | None:
@@ -28,7 +29,7 @@ def loss_ledger(rd: RawDir) -> dict[str, Any] | None:
 def ledger_reasons(
     led: dict[str, Any], flows: list[dict[str, Any]], bneck: dict[str, Any],
     delay: dict[str, Any] | None, spurious: int | None = None,
-) -> list[str]:  # fmt: skip
+) -> list[Reason]:  # fmt: skip
     retx = [f["retransmits"] for f in flows]
     # tbf/htb count their child queue's drops in their own: the larger is the total.
     parts = [bneck.get(k, {}).get("dropped") for k in ("queue", "shaper") if k in bneck]

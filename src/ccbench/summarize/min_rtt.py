@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from ccbench import unproven
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RTT_TOLERANCE_MS, RunSpec
 from ccbench.timeseries_stats import SeriesStats
 
@@ -29,7 +30,7 @@ def with_kernel_min_rtt(flows: list[dict[str, Any]], st: SeriesStats) -> list[di
     return out
 
 
-def reasons(spec: RunSpec, flows: list[dict[str, Any]], scope: unproven.Scope) -> list[str]:
+def reasons(spec: RunSpec, flows: list[dict[str, Any]], scope: unproven.Scope) -> list[Reason]:
     """A flow below the configured RTT (the delay was not applied), or on a lab below its
     pair's path RTT plus the delay asked."""
     out = []
@@ -37,6 +38,8 @@ def reasons(spec: RunSpec, flows: list[dict[str, Any]], scope: unproven.Scope) -
     for f in flows:
         got = unproven.lowest_rtt_us(f)
         if got is not None and got[0] / 1000 < rtt_ms - RTT_TOLERANCE_MS:
-            out.append(f"flow {f['flow']}: {got[1]} {got[0] / 1000:.2f} ms below the "
-                       f"configured {rtt_ms:g} ms (delay not applied)")  # fmt: skip
+            text = (f"flow {f['flow']}: {got[1]} {got[0] / 1000:.2f} ms below the configured "
+                    f"{rtt_ms:g} ms (delay not applied)")  # fmt: skip
+            out.append(Reason.of(Code.DELAY_NOT_APPLIED, text, flow=f["flow"], source=got[1],
+                                 rtt_ms=got[0] / 1000, asked_ms=rtt_ms))  # fmt: skip
     return out + unproven.check_path_rtt(flows, scope)

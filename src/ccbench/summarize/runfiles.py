@@ -10,6 +10,7 @@ from typing import Any
 
 from ccbench import layout, validity
 from ccbench.layout import RawDir
+from ccbench.reasons import Code, Reason
 
 
 def calibration_of(rd: RawDir) -> dict[str, Any] | None:
@@ -32,7 +33,7 @@ def calibration_of(rd: RawDir) -> dict[str, Any] | None:
     return cal
 
 
-def sender_setup_reasons(rd: RawDir) -> list[str]:
+def sender_setup_reasons(rd: RawDir) -> list[Reason]:
     setup = rd.json(layout.SENDER_SETUP) or {}
     reasons = []
     for node, rec in setup.items():
@@ -43,21 +44,22 @@ def sender_setup_reasons(rd: RawDir) -> list[str]:
         ):
             rd.problem(layout.SENDER_SETUP, f"{node}: not a stack record")
             continue
-        reasons += [f"{node}: stack {rec['stack']}: {p}" for p in rec.get("problems", [])]
+        reasons += [Reason.of(Code.STACK_MISMATCH, f"{node}: stack {rec['stack']}: {p}", node=node,
+                              asked=rec["stack"]) for p in rec.get("problems", [])]  # fmt: skip
     return reasons
 
 
-def run_failed(rd: RawDir) -> list[str]:
+def run_failed(rd: RawDir) -> list[Reason]:
     """The run's own failure (raw/error.txt) as its first reason."""
     if not rd.failed:
         return []
     err = (rd.path / layout.ERROR).read_bytes().decode("utf-8", "replace").strip()
-    return [f"run failed: {err}"]
+    return [Reason.of(Code.RUN_FAILED, f"run failed: {err}")]
 
 
 def calibration_reasons(
     rd: RawDir, cal: dict[str, Any] | None, delay: dict[str, Any] | None, delay_method: str | None
-) -> list[str]:
+) -> list[Reason]:
     """The testbed calibration's checks and the delay element's (which needs the
     calibration's delay method)."""
     if cal is None:  # calibration.json's own reason says it
@@ -65,7 +67,7 @@ def calibration_reasons(
     reasons = list(validity.check_calibration(cal))
     # Without statistics because a delay file is missing or damaged: its reason says it.
     delay_files = (layout.delay(layout.BEFORE), layout.delay(layout.AFTER))  # or NAME.gz ...
-    if delay is not None or not any(r.startswith(delay_files) for r in rd.problems):
+    if delay is not None or not any(r.text.startswith(delay_files) for r in rd.problems):
         reasons += validity.check_delay(delay, delay_method)
     return reasons
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from ccbench import layout
 from ccbench.layout import RawDir
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec
 from ccbench.timeseries_stats import RWND_LIMITED_SHARE, RWND_SLACK_MSS, SeriesStats
 
@@ -27,7 +28,7 @@ def with_window_share(flows: list[dict[str, Any]], st: SeriesStats) -> list[dict
     return out
 
 
-def reasons(rd: RawDir, spec: RunSpec, flows: list[dict[str, Any]]) -> list[str]:
+def reasons(rd: RawDir, spec: RunSpec, flows: list[dict[str, Any]]) -> list[Reason]:
     """One reason per flow held at its peer's window for more than RWND_LIMITED_SHARE of
     its samples."""
     out = []
@@ -36,11 +37,12 @@ def reasons(rd: RawDir, spec: RunSpec, flows: list[dict[str, Any]]) -> list[str]
         if share is None or share <= RWND_LIMITED_SHARE:
             continue
         node = spec.flows[int(f["flow"]) - 1].receiver
-        out.append(
+        out.append(Reason.of(Code.RWND_LIMITED,
             f"flow {f['flow']}: bytes in flight within {RWND_SLACK_MSS} segments of the "
             f"receiver's advertised window in {share:.0%} of its {f['rwnd_source']} samples: "
-            f"the result measures {node}'s receive buffer ({_buffers(rd, node)}), not the CC"
-        )
+            f"the result measures {node}'s receive buffer ({_buffers(rd, node)}), not the CC",
+            flow=f["flow"], share=share, limit=RWND_LIMITED_SHARE, receiver=node,
+        ))  # fmt: skip
     return out
 
 
