@@ -435,7 +435,7 @@ def test_record_names_optional_instruments_with_their_options() -> None:
 @pytest.mark.parametrize(
     ("value", "says"),
     [
-        (["ss"], "'ss' is no optional instrument (there are: bblog, tcp_probe)"),
+        (["ss"], "'ss' is no optional instrument (there are: bblog, tcp_probe, receiver_tcp)"),
         (["nope"], "'nope' is no optional instrument"),
         (["bblog", "bblog"], "bblog is named twice"),
         ([{"tcp_probe": {"budget": 1}}], "tcp_probe has no option 'budget' (it has: budget_mb)"),
