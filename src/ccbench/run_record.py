@@ -21,9 +21,11 @@ class RunRecord(RecordFields):
 
 def placed(fields: list[str], parts: list[tuple[str, str | None]]) -> list[str]:
     """`fields` with each part's key (key, the field it follows; None: after all others)
-    put right after that field; a part that follows another part waits for it.
-    TypeError naming the parts that follow no field."""
+    put right after that field, after the parts `parts` placed there before it (so
+    two parts that follow one field keep their order); a part that follows another
+    part waits for it. TypeError naming the parts that follow no field."""
     order, pending = list(fields), list(parts)
+    last: dict[str, str] = {}  # a field -> the last part put after it
     while pending:
         ready = [p for p in pending if p[1] is None or p[1] in order]
         if not ready:
@@ -32,7 +34,11 @@ def placed(fields: list[str], parts: list[tuple[str, str | None]]) -> list[str]:
         for key, after in ready:
             if key in order:
                 raise TypeError(f"record part {key!r} is a field already")
-            order.insert(order.index(after) + 1 if after else len(order), key)
+            if after is None:
+                order.append(key)
+                continue
+            order.insert(order.index(last.get(after, after)) + 1, key)
+            last[after] = key
         pending = [p for p in pending if p not in ready]
     return order
 

@@ -35,6 +35,8 @@ def test_parts_follow_their_field_and_chains_wait() -> None:
     # b follows a, which is placed after it in the list: b waits for a.
     got = placed(["x", "y"], [("b", "a"), ("a", "x"), ("end", None)])
     assert got == ["x", "a", "b", "y", "end"]
+    # two parts after one field keep their (the registry's) order
+    assert placed(["x", "y"], [("p", "x"), ("q", "x")]) == ["x", "p", "q", "y"]
     with pytest.raises(TypeError, match="c after 'nowhere'"):
         placed(["x"], [("c", "nowhere")])
     with pytest.raises(TypeError, match="'x' is a field already"):

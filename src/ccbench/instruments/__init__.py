@@ -28,6 +28,7 @@ from ccbench.instruments.host_cpu import HostCpu
 from ccbench.instruments.host_settings import HostSettings
 from ccbench.instruments.interfaces import Interfaces
 from ccbench.instruments.qdisc import QdiscSampler
+from ccbench.instruments.receiver_tcp import ReceiverTcpCounters
 from ccbench.instruments.siftr import Siftr
 from ccbench.instruments.sockstat import Sockstat
 from ccbench.instruments.ss import Ss
@@ -54,6 +55,7 @@ REGISTRY: dict[str, type[Instrument]] = {
         Sockstat,
         HostSettings,
         TcpCounters,
+        ReceiverTcpCounters,
         Interfaces,
         TxQueueLimits,
         HostCpu,
