@@ -270,6 +270,32 @@ class BeforeAfter(Instrument[P]):
         self._read(rec, AFTER)
 
 
+@dataclass
+class NodeReads(BeforeAfter[P]):
+    """A BeforeAfter that runs one command (`read`) on each of its `nodes` and keeps
+    what it printed as raw file `raw_name(node, when)`; its record is the node list."""
+
+    read: ClassVar[tuple[str, ...]] = ()
+
+    nodes: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def raw_name(node: str, when: str) -> str:
+        raise NotImplementedError
+
+    def hosts(self) -> list[str]:
+        return list(self.nodes)
+
+    def snapshots(self, rec: Recording, when: str) -> list[tuple[str, list[str], str]]:
+        return [(n, list(self.read), self.raw_name(n, when)) for n in self.nodes]
+
+    @classmethod
+    def from_record(cls, r: Any) -> Self:
+        need(isinstance(r, dict) and isinstance(r.get("nodes"), list)
+             and all(isinstance(n, str) for n in r["nodes"]), "not {nodes}")  # fmt: skip
+        return cls(nodes=list(r["nodes"]))
+
+
 def need(cond: bool, what: str) -> None:
     """A record check: BadRecord(`what`) unless `cond`."""
     if not cond:

@@ -11,10 +11,10 @@ Where the two disagree, the ledger's window (servers and probe included) is the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Self
 
-from ccbench.instruments.base import BeforeAfter, Recording, SummaryPart, need
+from ccbench.instruments.base import NodeReads, SummaryPart
 from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.parse.drops import links
@@ -45,10 +45,12 @@ class InterfaceCounters(Part):
 
 
 @dataclass
-class Interfaces(BeforeAfter[dict[str, dict[str, InterfaceCounters]]]):
+class Interfaces(NodeReads[dict[str, dict[str, InterfaceCounters]]]):
     name = "interfaces"
     description = "every interface's counters on every Linux node before and after (ip -s -s)"
     raw_files = (RawFile(file, "every interface's counters on Linux node NODE"),)
+    read = tuple(READ)
+    raw_name = staticmethod(file)
     oses = ()  # every node's, not only the senders'
     needs = {"linux": Needs(("ip",))}
     summary_key = "interfaces"
@@ -57,24 +59,10 @@ class Interfaces(BeforeAfter[dict[str, dict[str, InterfaceCounters]]]):
         "counts the same drops from its own snapshots)"
     )
 
-    nodes: list[str] = field(default_factory=list)
-
     @classmethod
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
         nodes = [n for n, os in tb.node_os().items() if os in cls.needs]
         return cls(nodes=nodes) if nodes else None
-
-    def hosts(self) -> list[str]:
-        return list(self.nodes)
-
-    def snapshots(self, rec: Recording, when: str) -> list[tuple[str, list[str], str]]:
-        return [(n, READ, file(n, when)) for n in self.nodes]
-
-    @classmethod
-    def from_record(cls, r: Any) -> Self:
-        need(isinstance(r, dict) and isinstance(r.get("nodes"), list)
-             and all(isinstance(n, str) for n in r["nodes"]), "not {nodes}")  # fmt: skip
-        return cls(nodes=list(r["nodes"]))
 
     def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
         """node -> interface -> after minus before, for the interfaces in both reads. A

@@ -20,10 +20,10 @@ net/ipv4/proc.c snmp4_net_list, `Tcp` + snmp4_tcp_list).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Self
 
-from ccbench.instruments.base import BeforeAfter, Recording, SummaryPart, need
+from ccbench.instruments.base import NodeReads, SummaryPart
 from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.parse.nstat import counter_delta, parse_nstat
@@ -111,12 +111,14 @@ def receiver_tcp(delta: Mapping[str, int], raw: list[str]) -> ReceiverTcp:
 
 
 @dataclass
-class ReceiverTcpCounters(BeforeAfter[dict[str, ReceiverTcp]]):
+class ReceiverTcpCounters(NodeReads[dict[str, ReceiverTcp]]):
     name = "receiver_tcp"
     description = "TCP receive-side counters on every Linux receiver before and after (nstat)"
     optional = True
     needs = {"linux": Needs(("nstat",))}  # its receivers' OS; any sender OS (`oses`)
     raw_files = (RawFile(file, "Linux receiver NODE's TCP receive-side counters (nstat)"),)
+    read = tuple(READ)
+    raw_name = staticmethod(file)
     summary_key = "receiver_tcp"
     summary_doc = (
         "`record: [receiver_tcp]`, Linux receivers: node -> its TCP's receive side over the "
@@ -126,8 +128,6 @@ class ReceiverTcpCounters(BeforeAfter[dict[str, ReceiverTcp]]):
     )
     summary_after = "interfaces"  # beside the other per-node counters
 
-    nodes: list[str] = field(default_factory=list)
-
     @classmethod
     def for_run(cls, tb: Testbed, spec: RunSpec) -> Self | None:
         if cls.asked(spec) is None:
@@ -135,18 +135,6 @@ class ReceiverTcpCounters(BeforeAfter[dict[str, ReceiverTcp]]):
         receivers = dict.fromkeys(f.receiver for f in spec.flows)
         nodes = [n for n in receivers if tb.driver(n).os in cls.needs]
         return cls(nodes=nodes) if nodes else None
-
-    def hosts(self) -> list[str]:
-        return list(self.nodes)
-
-    def snapshots(self, rec: Recording, when: str) -> list[tuple[str, list[str], str]]:
-        return [(n, READ, file(n, when)) for n in self.nodes]
-
-    @classmethod
-    def from_record(cls, r: Any) -> Self:
-        need(isinstance(r, dict) and isinstance(r.get("nodes"), list)
-             and all(isinstance(n, str) for n in r["nodes"]), "not {nodes}")  # fmt: skip
-        return cls(nodes=list(r["nodes"]))
 
     def summary_part(self, rd: RawDir, spec: RunSpec, *, t0: float | None = None) -> SummaryPart:
         """receiver -> after minus before. A receiver's reads missing or not parsing, or
