@@ -44,7 +44,8 @@ def test_nth_loss_drops_every_nth_data_packet(tmp_path: Path) -> None:
         "testbed": {"id": "itnth"},
         "topology": {"pairs": 1, "rate_mbit": 50, "rtt_ms": 20, "queue": {"limit_bdp": 1},
                      "loss": {"mode": "nth", "rate": 0.02}},
-        "run": {"duration_s": 4, "interval_s": 1, "attempts": 2, "flows": [{"cc": "cubic"}]},
+        # 2 s: thousands of segments, every 50th dropped from the start
+        "run": {"duration_s": 2, "interval_s": 1, "attempts": 2, "flows": [{"cc": "cubic"}]},
     }  # fmt: skip
     (tmp_path / "nth.yaml").write_text(yaml.safe_dump(cfg))
     s = run_measured(tmp_path / "nth.yaml", tmp_path / "out")
@@ -57,7 +58,7 @@ def test_nth_loss_drops_every_nth_data_packet(tmp_path: Path) -> None:
 def test_parallel_streams_run_as_one_flow(q48_testbed: tuple[str, Path], tmp_path: Path) -> None:
     """Seed 003's `-P k`: one iperf3 flow with 2 parallel streams."""
     cfg = run_config(tmp_path / "p.yaml", q48_testbed[0], Q48,
-                     {"duration_s": 3, "flows": [{"cc": "cubic", "streams": 2}]})  # fmt: skip
+                     {"duration_s": 2, "flows": [{"cc": "cubic", "streams": 2}]})  # fmt: skip
     s = run_judged(cfg, tmp_path / "out")
     doc = json.loads((tmp_path / "out" / "raw" / "iperf3-1.json").read_text())
     assert doc["start"]["test_start"]["num_streams"] == 2
