@@ -369,7 +369,9 @@ def test_lab_rehearsal_short(lab: Path) -> None:
     host = {"senders": {"sysctl": {"net.ipv4.tcp_wmem": "4096 16384 5242880"},
                         "offloads": {"gso": "on"}},
             "receivers": {"sysctl": {"net.ipv4.tcp_rmem": "4096 131072 5242880"}}}  # fmt: skip
-    cfg = config(lab, "short.yaml", 6, inventory="lab-sudo.yaml", host=host)
+    # 3 s: the run's checks (RTT, the loss ledger, the settings read back) are not
+    # steady-state numbers; 1 % nth loss still drops tens of packets
+    cfg = config(lab, "short.yaml", 3, inventory="lab-sudo.yaml", host=host)
     up(cfg)
     during = host_state()
     assert any("NFQUEUE" in r for r in during["r1"]["iptables"]), during["r1"]["iptables"]
@@ -420,7 +422,7 @@ def test_lab_rehearsal_nftables(lab: Path) -> None:
     if shutil.which("nft") is None:
         pytest.skip("nft is not installed (./setup.sh installs nftables)")
     before = host_state()
-    cfg = config(lab, "nft.yaml", 6, inventory="lab-nft.yaml")
+    cfg = config(lab, "nft.yaml", 3, inventory="lab-nft.yaml")
     up(cfg)
     during = host_state()
     assert during["r1"]["nft"] == ["table inet ccbench"], during["r1"]["nft"]

@@ -98,7 +98,7 @@ def test_cc_used_is_cc_asked(bdp_testbed: tuple[str, Path], tmp_path: Path) -> N
     """reno and bbr side by side, each flow on its own sender (cubic: the test above)."""
     tb_id, _ = bdp_testbed
     flows = [{"cc": "reno", "pair": 1}, {"cc": "bbr", "pair": 2}]
-    cfg = run_cfg(tmp_path / "r.yaml", tb_id, flows, duration=3, queue={"limit_bdp": 1})
+    cfg = run_cfg(tmp_path / "r.yaml", tb_id, flows, duration=2, queue={"limit_bdp": 1})
     s = run_judged(cfg, tmp_path / "out")
     assert [(f["cc_requested"], f["cc_used"]) for f in s["flows"]] == [("reno", "reno"),
                                                                        ("bbr", "bbr")]  # fmt: skip

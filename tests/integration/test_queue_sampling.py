@@ -24,7 +24,9 @@ def test_queue_series_and_summary(q48_testbed: tuple[str, Path], tmp_path: Path)
     tb_id, tb_cfg = q48_testbed
     cfg = tmp_path / "run.yaml"
     doc = yaml.safe_load(tb_cfg.read_text())
-    doc["run"].update(duration_s=5, qdisc_interval_s=0.05,
+    # 3 s: 60 samples at 0.05 s, and the queue fills and drops within the first second
+    duration_s = 3
+    doc["run"].update(duration_s=duration_s, qdisc_interval_s=0.05,
                       flows=[{"cc": "cubic", "pair": 1}, {"cc": "cubic", "pair": 2}])  # fmt: skip
     cfg.write_text(yaml.safe_dump(doc))
     out = tmp_path / "run"
@@ -32,7 +34,7 @@ def test_queue_series_and_summary(q48_testbed: tuple[str, Path], tmp_path: Path)
     ccbench("parse", str(out))  # summary.json and timeseries.parquet from raw/
     s = json.loads((out / "summary.json").read_text())
     q = s["queue"]
-    assert q["sampled"] and q["samples_in_traffic"] >= 0.8 * 5 / 0.05, q
+    assert q["sampled"] and q["samples_in_traffic"] >= 0.8 * duration_s / 0.05, q
     assert q["interval_achieved_s"] == pytest.approx(0.05, rel=0.3), q
     assert q["limit_pkts"] == 48 and 0 <= q["backlog_mean_pkts"] <= 48
     chk = q["drops_check"]
@@ -42,9 +44,9 @@ def test_queue_series_and_summary(q48_testbed: tuple[str, Path], tmp_path: Path)
     ts = pd.read_parquet(out / "timeseries.parquet")
     qrows = ts[ts["source"] == "qdisc"]
     assert len(qrows) == q["samples"] and (qrows["flow"] == 0).all()
-    # The statistics cover the samples taken while the flows ran (0 .. 5 s); the
+    # The statistics cover the samples taken while the flows ran (0 .. 3 s); the
     # series also keeps the drain after them.
-    inw = qrows[(qrows["t_s"] >= 0) & (qrows["t_s"] <= 5)]
+    inw = qrows[(qrows["t_s"] >= 0) & (qrows["t_s"] <= duration_s)]
     assert len(inw) == q["samples_in_traffic"]
     assert inw["backlog_pkts"].max() == q["backlog_max_pkts"]
     assert set(ts["source"]) >= {"iperf3", "ss", "qdisc"}

@@ -45,7 +45,8 @@ def test_nth_loss_drops_every_nth_data_packet(tmp_path: Path) -> None:
         "testbed": {"id": "itnth"},
         "topology": {"pairs": 1, "rate_mbit": 50, "rtt_ms": 20, "queue": {"limit_bdp": 1},
                      "loss": {"mode": "nth", "rate": 0.02}},
-        "run": {"duration_s": 4, "interval_s": 1, "attempts": 2, "flows": [{"cc": "cubic"}]},
+        # 2 s: thousands of segments, every 50th dropped from the start
+        "run": {"duration_s": 2, "interval_s": 1, "attempts": 2, "flows": [{"cc": "cubic"}]},
     }  # fmt: skip
     (tmp_path / "nth.yaml").write_text(yaml.safe_dump(cfg))
     s = run_measured(tmp_path / "nth.yaml", tmp_path / "out")
@@ -58,7 +59,7 @@ def test_nth_loss_drops_every_nth_data_packet(tmp_path: Path) -> None:
 def test_parallel_streams_run_as_one_flow(q48_testbed: tuple[str, Path], tmp_path: Path) -> None:
     """Seed 003's `-P k`: one iperf3 flow with 2 parallel streams."""
     cfg = run_config(tmp_path / "p.yaml", q48_testbed[0], Q48,
-                     {"duration_s": 3, "flows": [{"cc": "cubic", "streams": 2}]})  # fmt: skip
+                     {"duration_s": 2, "flows": [{"cc": "cubic", "streams": 2}]})  # fmt: skip
     s = run_judged(cfg, tmp_path / "out")
     doc = json.loads((tmp_path / "out" / "raw" / "iperf3-1.json").read_text())
     assert doc["start"]["test_start"]["num_streams"] == 2
@@ -105,16 +106,20 @@ def test_latency_under_load_with_irtt_and_flent(
 ) -> None:
     """probe_tool fping / irtt / flent (flent's ping test: fping + irtt) beside 2 cubic flows
     through a 48-packet queue: samples taken while the flows ran, from the raw file kept."""
+    # 3 s: what is checked is where the samples come from and that they see the path
+    # (its 40 ms plus at most the queue), not a steady-state number
+    duration_s = 3
     cfg = run_config(tmp_path / "p.yaml", q48_testbed[0], Q48,
-                     {"duration_s": 5, "interval_s": 1, "probe_tool": tool,
+                     {"duration_s": duration_s, "interval_s": 1, "probe_tool": tool,
                       "flows": [{"cc": "cubic"}, {"cc": "cubic", "pair": 2}]})  # fmt: skip
 
     def sampled_the_path(s: dict[str, Any]) -> None:
         """What the probe measured is the path's: part of the try (measured again when
         the host spoiled it: irtt's p95 was 52.1 ms in one CI run at 13-23 % steal)."""
         p = s["probe"]
-        # 10 samples/s for 5 s (flent starts 1.5 s early so its runners sample from the start)
-        assert p["samples"] >= 45, p
+        # 10 samples/s over the traffic, 90 % of them at least (flent starts 1.5 s early
+        # so its runners sample from the start)
+        assert p["samples"] >= 0.9 * 10 * duration_s, p
         # the path's 40 ms plus up to 48 packets of queue at 100 Mbit/s (5.8 ms). The p95,
         # not the max: one sample may meet a host stall (CI saw 57.1 ms once on this VM),
         # which the run's rtt_excess share records; 5 % of samples beyond the path would

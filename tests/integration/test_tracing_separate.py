@@ -1,6 +1,7 @@
 """`tracing: separate` through the real workflow (the .test config's baseline variant,
-2 repetitions x 3 s): twice the runs, the per-packet trace only in the traced twins,
-the reported numbers only the untraced runs', and the observer table's numbers
+2 repetitions of 2 s: the subject is which run records what and which numbers the
+report takes, not a steady-state number): twice the runs, the per-packet trace only in
+the traced twins, the reported numbers only the untraced runs', and the observer table's numbers
 recomputed from the runs table and found in the report. One variant: the twins and the
 observer table are made per variant alike (test_pipeline runs both of .test's)."""
 
@@ -32,7 +33,8 @@ def test_separate_tracing_doubles_the_runs_and_reports_the_observer_effect(
     shutil.copytree(REPO / "profiles", tmp_path / "profiles")
     cfg = yaml.safe_load((REPO / ".test" / "config" / "config.yaml").read_text())
     cfg.update(tracing="separate", report_name="traced-test", results_dir="results-traced",
-               variants=[v for v in cfg["variants"] if v.get("baseline")])  # fmt: skip
+               variants=[v for v in cfg["variants"] if v.get("baseline")],
+               duration_s=2)  # fmt: skip
     (tmp_path / "traced.yaml").write_text(yaml.safe_dump(cfg))
     cp = run_snakemake(tmp_path, tmp_path / "traced.yaml")
     assert cp.returncode == 0, cp.stderr[-3000:]
