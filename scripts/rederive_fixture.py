@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from ccbench.layout import RawDir
-from ccbench.summarize.probe import probe_record
+from ccbench.summarize.probe import probe_record, recorded_run
 from ccbench.summarize.run_metrics import run_metrics
 from ccbench.summarize.runfiles import recorded
 
@@ -33,7 +33,7 @@ def main(fixture: Path) -> int:
     for run in runs:
         path = run / "summary.json"
         s = json.loads(path.read_text())
-        probe = probe_record(RawDir(run / "raw"))
+        probe = probe_record(RawDir(run / "raw"), recorded_run(run / "raw"))
         if probe != s.get("probe"):
             print(f"{run.name}: probe {s.get('probe', {}).get('rtt_p50_us')} -> "
                   f"{(probe or {}).get('rtt_p50_us')} (p50 us)")  # fmt: skip

@@ -40,6 +40,7 @@ from ccbench.layout import RawDir, load_spec
 from ccbench.metrics import RttBound
 from ccbench.parse.iperf3 import Iperf3Result, read_report
 from ccbench.reasons import Reason
+from ccbench.runmeta import RunMeta
 from ccbench.spec import Flow, RunSpec
 from ccbench.timeseries_sink import Series, Sink
 from ccbench.timeseries_stats import SeriesStats
@@ -101,42 +102,47 @@ def build(raw: Path) -> pd.DataFrame:
     """The time series in memory (small runs, tests); rows from files that do not parse
     are left out (write_checked says which)."""
     spec = load_spec(raw)
+    rd = RawDir(raw)
+    files = None if rd.exists(layout.SKIPPED) else (rd, runmeta.load(rd, len(spec.flows)))
     with tempfile.TemporaryDirectory(prefix=".timeseries-", dir=raw.parent) as d:
-        series, _, _ = write_checked(raw, spec, Path(d) / layout.TIMESERIES)
+        series, _, _ = write_checked(Path(d) / layout.TIMESERIES, spec, files)
         return series.frame()
 
 
 def write_checked(
-    raw: Path, spec: RunSpec, path: Path, bound: RttBound | None = None
+    path: Path, spec: RunSpec, files: tuple[RawDir, RunMeta] | None, bound: RttBound | None = None
 ) -> tuple[Series, SeriesStats, list[Reason]]:
-    """Write the time series to `path` as its files are read (timeseries_sink: row
-    groups, never the whole table in memory); returns it, what the verdict needs of it
-    (timeseries_stats, RTT excess counted above `bound`), and one problem (naming
-    the file) per sampler file (ss, siftr) that is not text, does not parse, or was cut
-    short: its rows are left out, and the verdict (summarize.judge) makes the run
-    invalid. iperf3 and meta.json problems are the summary's (they are its files too);
-    here such a file just gives no rows. `spec` is the run's (layout.load_spec)."""
+    """Write the time series of a run of `spec` to `path` as its files are read
+    (timeseries_sink: row groups, never the whole table in memory); returns it, what the
+    verdict needs of it (timeseries_stats, RTT excess counted above `bound`), and one
+    problem (naming the file) per sampler file (ss, siftr) that is not text, does not
+    parse, or was cut short: its rows are left out, and the verdict (summarize.judge)
+    makes the run invalid. `files`: the run's raw/ reader and its meta.json as read
+    (summarize.context; None: a run not run, no rows). iperf3 and meta.json problems are
+    the summary's (they are its files too); here such a file just gives no rows."""
     stats = SeriesStats(SENDER_SOURCES, bound, spec.topology.mss_bytes)
     sink = Sink(path, spec.run_id, _frame, stats)
     problems: list[Reason] = []
     try:
-        if not (raw / layout.SKIPPED).exists():
-            problems = _read(RawDir(raw), spec, sink)
+        if files is not None:
+            problems = _read(*files, spec, sink)
         return sink.close(), stats, problems
     except BaseException:
         sink.abort()
         raise
 
 
-def _read(rd: RawDir, spec: RunSpec, sink: Sink) -> list[Reason]:
-    meta = runmeta.load(RawDir(rd.path), len(spec.flows))  # its problems are the summary's
+def _read(rd: RawDir, meta: RunMeta, spec: RunSpec, sink: Sink) -> list[Reason]:
+    """The rows of every file, into `sink`; the problems the samplers' files add to
+    `rd` (what the summary found before is its own)."""
+    seen = len(rd.problems)
     frames, local_to_flow = _iperf3_rows(rd, spec, meta.flow_starts)
     for f in frames:
         sink.add(f)
     ctx = SeriesContext(meta.started_unix, spec.traffic_s, local_to_flow,
                         spec.topology.mss_bytes)  # fmt: skip
     instruments.add_rows(rd, meta.instruments, ctx, sink)
-    return [p for p in rd.problems if p.evidence.get("file") != layout.META]
+    return rd.problems[seen:]
 
 
 def iperf3_frame(st: SeriesStats) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from ccbench import leftovers, probes
 from ccbench.layout import RawDir
 from ccbench.probes.flent import FLENT_SH, node_dir
 from ccbench.reasons import Code
-from ccbench.summarize.probe import probe_record
+from ccbench.summarize.probe import probe_record, recorded_run
 from ccbench.validity import check_probe
 
 NOBODY = 65534
@@ -151,7 +151,7 @@ def test_a_refusal_makes_the_run_invalid_with_its_line(tmp_path: Path) -> None:
     cp = flent(top)
     (raw / "probe.flent.gz").write_text(cp.stdout)
     (raw / "probe.err").write_text(cp.stderr)
-    rec = probe_record(RawDir(raw))
+    rec = probe_record(RawDir(raw), recorded_run(raw))
     assert rec is not None
     why = f"Expecting value: line 1 column 1 (char 0); probe.err: {cp.stderr.strip()}"
     assert rec["error"] == f"probe.flent.gz: {why}" and len(cp.stderr) < 200  # not cut

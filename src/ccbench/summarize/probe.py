@@ -42,11 +42,11 @@ def read_probe(raw: Path) -> ProbeResult | None:
     return probes.read(raw, recorded_run(raw))
 
 
-def probe_record(rd: RawDir, run: ProbeRun | None = None) -> dict[str, Any] | None:
+def probe_record(rd: RawDir, run: ProbeRun) -> dict[str, Any] | None:
     """RTT under load from the concurrent probe (a probe tool of ccbench.probes); `run`:
-    what the run recorded for reading it (RunMeta.probe_run; None: recorded_run)."""
+    what the run recorded for reading it (RunMeta.probe_run, or recorded_run)."""
     try:
-        p = probes.read(rd.path, run if run is not None else recorded_run(rd.path))
+        p = probes.read(rd.path, run)
     except _PROBE_ERRORS as e:
         name = next((f for f in probes.raw_files() if rd.exists(f)), "probe")
         msg = f"{e}" if isinstance(e, ValueError) else f"{type(e).__name__}: {e}"
