@@ -22,10 +22,10 @@ if [ "$#" -gt 0 ]; then
   python -m pytest -q --durations=15 "$@"
   exit
 fi
-# The slowest tests listed after each part: ./test.sh must stay under 12 minutes on
-# 2 cores (issue 33). The unit tests run on every core (pytest-xdist, each test file on
-# one worker: --dist loadfile builds a module's fixtures, such as test_report's built
-# reports, once) at idle priority (SCHED_IDLE: any other task on a core takes it at
+# The slowest tests listed after each part: ./test.sh's goal is 7 minutes on 2 cores
+# (docs/testing.md: where it stands). The unit tests run on every core (pytest-xdist,
+# each test file on one worker: --dist loadfile builds a module's fixtures, such as
+# test_report's built reports, once) at idle priority (SCHED_IDLE: any other task on a core takes it at
 # once), beside the integration tests marked shares_cpu, whose subject is not fidelity
 # (a run the host stalls is accepted as judged), two modules at a time (--dist
 # loadfile again). Then, the unit tests done, the other integration tests alone, one at
