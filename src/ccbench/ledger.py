@@ -58,7 +58,6 @@ from ccbench.exec import Executor
 from ccbench.hosts import node_driver
 from ccbench.layout import AFTER, BEFORE
 from ccbench.parse import drops as parse_drops
-from ccbench.reasons import Code, Reason
 
 SCHEMA = "ccbench-drops/1"
 # Retransmissions without a counted drop behind them that are tolerated: TCP may
@@ -282,38 +281,3 @@ def account(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         "softnet_time_squeeze": squeeze,
         "unread": sorted(set(after.get("errors") or {}) | set(before.get("errors") or {})),
     }
-
-
-def check(
-    ledger: dict[str, Any], bottleneck_pkts: int | None, delay_pkts: int,
-    retransmits: int | None, spurious: int | None = None,
-) -> list[Reason]:  # fmt: skip
-    """Validity reasons from a ledger (empty: every lost packet is accounted for).
-    The delay element's own drops (`delay_pkts`) are reported by its check
-    (validity.check_delay); here they only count as drops that were seen.
-    `spurious`: retransmissions the receivers reported as duplicates (D-SACK): their
-    original arrived, so no drop needs to be behind them."""
-    reasons = []
-    outside = ledger["outside"]
-    if outside:
-        where = ", ".join(f"{k} {v}" for k, v in sorted(outside.items(), key=lambda kv: -kv[1]))
-        reasons.append(Reason.of(Code.LOSS_OUTSIDE, f"{ledger['outside_pkts']} packets were lost "
-                                 f"outside the bottleneck ({where})",
-                                 outside_pkts=ledger["outside_pkts"]))  # fmt: skip
-    if bottleneck_pkts is None or retransmits is None:
-        return reasons
-    configured = bottleneck_pkts + ledger["loss_rules_pkts"]
-    seen = configured + ledger["outside_pkts"] + delay_pkts
-    slack = max(RETX_SLACK_PKTS, RETX_SLACK_SHARE * configured)
-    lost = retransmits - (spurious or 0)
-    if lost > seen + slack:
-        dup = f", {spurious} of them received twice (D-SACK)" if spurious else ""
-        reasons.append(Reason.of(Code.LOSS_UNCOUNTED,
-            f"the senders retransmitted {retransmits} packets{dup}, the path dropped "
-            f"{configured} (bottleneck {bottleneck_pkts}, loss rules "
-            f"{ledger['loss_rules_pkts']}): {lost - seen} retransmissions have no counted "
-            "drop behind them (packets lost or held in the host)",
-            retransmits=retransmits, spurious=spurious, dropped=seen, slack=slack,
-            unexplained=lost - seen,
-        ))  # fmt: skip
-    return reasons

@@ -172,10 +172,14 @@ def nics_of(
     return {"records": records, "notes": notes}
 
 
-def kernel_of(rd: RawDir, spec: RunSpec) -> tuple[dict[str, Any] | None, list[Reason]]:
+def kernel_of(
+    rd: RawDir, spec: RunSpec
+) -> tuple[dict[str, Any] | None, list[Reason], dict[str, str]]:
     """Every sender's kernel identity (facts.json) and, when the variant names the
     kernel it needs (kernel.json: {label, match}), a reason per sender that does not
-    run it. A damaged facts.json is _nics' reason, not repeated here."""
+    run it; each receiver's buffer limits (receiver_buffers). A damaged facts.json is
+    nics_of's reason, not repeated here."""
+    buffers = receiver_buffers(rd, spec)
     req = rd.json(layout.KERNEL) if rd.exists(layout.KERNEL) else None
     if req is not None and not (isinstance(req.get("label"), str)
                                 and isinstance(req.get("match"), str)):  # fmt: skip
@@ -186,7 +190,24 @@ def kernel_of(rd: RawDir, spec: RunSpec) -> tuple[dict[str, Any] | None, list[Re
     except (OSError, ValueError):
         facts = None
     try:
-        return kernel.summary(facts, req, spec.variant, spec.kernel_label)
+        return (*kernel.summary(facts, req, spec.variant, spec.kernel_label), buffers)
     except re.error as e:
         rd.problem(layout.KERNEL, f"match is not a regular expression ({e})")
-        return None, []
+        return None, [], buffers
+
+
+def receiver_buffers(rd: RawDir, spec: RunSpec) -> dict[str, str]:
+    """Each receiver's buffer limits as one line, from facts.json (what ran is recorded
+    there; nothing is read from the host now; its problems are nics_of's)."""
+    facts = RawDir(rd.path).json(layout.HOST_FACTS) if rd.exists(layout.HOST_FACTS) else None
+    recs = facts.get("receivers") if isinstance(facts, dict) else None
+    recs = recs if isinstance(recs, dict) else {}
+    out = {}
+    for node in dict.fromkeys(f.receiver for f in spec.flows):
+        rec = recs.get(node)
+        text = rec.get("buffers") if isinstance(rec, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            out[node] = "its limits not recorded"
+            continue
+        out[node] = "; ".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
+    return out
