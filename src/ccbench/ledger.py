@@ -56,7 +56,7 @@ from ccbench import jsonio, layout
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor
 from ccbench.hosts import node_driver
-from ccbench.layout import AFTER, BEFORE
+from ccbench.layout import AFTER, BEFORE, RawDir
 from ccbench.parse import drops as parse_drops
 
 SCHEMA = "ccbench-drops/1"
@@ -281,3 +281,20 @@ def account(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
         "softnet_time_squeeze": squeeze,
         "unread": sorted(set(after.get("errors") or {}) | set(before.get("errors") or {})),
     }
+
+
+def read(rd: RawDir) -> dict[str, Any] | None:
+    """The account (`account`) of a run's drop snapshots (drops-before/after.json in
+    raw/ `rd`); None for runs recorded before ccbench took them, or when one is missing
+    or damaged (its problem is on `rd`)."""
+    names = layout.drops(BEFORE), layout.drops(AFTER)
+    if not any(rd.exists(n) for n in names):
+        return None
+    before, after = (rd.json(n, required=True) for n in names)
+    if before is None or after is None:
+        return None
+    try:
+        return account(before, after)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        rd.problem(names[1], f"drop counters unreadable ({e})")
+        return None

@@ -479,7 +479,7 @@ def test_bottleneck_drops_are_not_counted_twice(tmp_path: Path, capture: str, dr
     the two, never their sum, in both layouts."""
     from ccbench.layout import RawDir
     from ccbench.summarize.bottleneck import bottleneck_of
-    from ccbench.summarize.losses import LossLedger
+    from ccbench.summarize.losses import loss_ledger
 
     for when in ("before", "after"):
         (tmp_path / f"tc-{when}.json").write_text(
@@ -487,12 +487,12 @@ def test_bottleneck_drops_are_not_counted_twice(tmp_path: Path, capture: str, dr
         )
     bneck = bottleneck_of(RawDir(tmp_path))
     assert bneck["queue"]["dropped"] == bneck["shaper"]["dropped"] == drops
-    acc = LossLedger({"outside": {}, "outside_pkts": 0, "loss_rules_pkts": 0}, None)
-    led = acc.counted([{"retransmits": drops}], bneck)
+    acc = {"outside": {}, "outside_pkts": 0, "loss_rules_pkts": 0}
+    led = loss_ledger(RawDir(tmp_path), acc, [{"retransmits": drops}], bneck)
     assert led["bottleneck_pkts"] == drops
     assert validity.check_ledger(led, led["bottleneck_pkts"], 0, led["retransmits"]) == []
     # with 2 x the drops retransmitted, the ledger finds the second half unaccounted for
-    led = acc.counted([{"retransmits": 2 * drops}], bneck)
+    led = loss_ledger(RawDir(tmp_path), acc, [{"retransmits": 2 * drops}], bneck)
     assert validity.check_ledger(led, led["bottleneck_pkts"], 0, led["retransmits"])
 
 

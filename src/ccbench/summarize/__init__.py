@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccbench import instruments, layout, metrics, unproven
+from ccbench import instruments, layout, ledger, metrics, unproven
+from ccbench.parse.iperf3 import read_report
 from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec, run_identity
 from ccbench.summarize.bottleneck import bottleneck_of
@@ -190,17 +191,21 @@ def extract(run: RunContext | Skipped) -> Summary | NotRun:
     # Without statistics because a delay file is missing or damaged: its problem says it.
     delay_files = (layout.delay(layout.BEFORE), layout.delay(layout.AFTER))  # or NAME.gz ...
     delay_damaged = any(r.text.startswith(delay_files) for r in rd.problems)
-    losses = loss_ledger(rd)
-    flows = flows_of(rd, spec)
+    account = ledger.read(rd)
+    reports = [read_report(rd, layout.iperf3(k)) for k in range(1, len(spec.flows) + 1)]
+    flows = flows_of(rd, spec, reports)
     calib, error, files = calibration_record(cal), error_text(rd), recorded(rd.path)
     stacks = sender_stacks(rd)
     bneck = bottleneck_of(rd) if scope.buffer_known else unproven.uncontrolled_bottleneck(scope)
+    losses = None if account is None else loss_ledger(rd, account, flows.records, bneck)
     probe = probe_record(rd, meta.probe_run(spec.traffic_s))
     # queue, sockstat, siftr, retransmit_causes, bblog, interfaces, router_cpu, and what
     # was read of a NIC (its BQL): the instruments' parts
     got = instruments.summary_parts(rd, spec, meta.instruments, t0=meta.started_unix,
                                     before_records=meta.before_records)  # fmt: skip
-    nics = nics_of(rd, got.nics)  # provenance: facts.json is checked to be an object here
+    # provenance: facts.json is checked to be an object here
+    facts = rd.json(layout.HOST_FACTS) if rd.exists(layout.HOST_FACTS) else None
+    nics = nics_of(rd, facts, got.nics)
     kern, kern_reasons, buffers = kernel_of(rd, spec)
     total = flows.throughput_sum_bps
     util = metrics.utilization_pct(total, spec.topology.rate_bps) if total is not None else None
@@ -214,7 +219,7 @@ def extract(run: RunContext | Skipped) -> Summary | NotRun:
         bottleneck=bneck,
         delay_element=delay,
         delay_damaged=delay_damaged,
-        loss_ledger=None if losses is None else losses.counted(flows.records, bneck),
+        loss_ledger=losses,
         sender_stacks=stacks,
         nics=nics,
         kernel=kern,

@@ -28,15 +28,15 @@ class Flows:
     jain: float | None
 
 
-def flows_of(rd: RawDir, spec: RunSpec) -> Flows:
-    """What the flows' iperf3 reports say: each client's, then each server's."""
-    reads = [read_report(rd, layout.iperf3(k)) for k in range(1, len(spec.flows) + 1)]
+def flows_of(rd: RawDir, spec: RunSpec, reads: list[tuple[Iperf3Result | None, bool]]) -> Flows:
+    """What the flows' iperf3 reports say: each client's (`reads`: read_report of each
+    iperf3-K.json), then each server's (read here: only for a client that reported)."""
     results = [res for res, _ in reads]
     pairs = zip(spec.flows, results, strict=True)
     records = [_flow_record(k, f, res) for k, (f, res) in enumerate(pairs, start=1)]
-    return Flows(records, results, [not unreadable for _, unreadable in reads],
-                 _server_problems(rd, spec, results), throughput_sum(spec, records),
-                 jain_of(records))  # fmt: skip
+    total, jain = throughput_sum(spec, records), jain_of(records)
+    readable = [not unreadable for _, unreadable in reads]
+    return Flows(records, results, readable, _server_problems(rd, spec, results), total, jain)
 
 
 def _server_problems(rd: RawDir, spec: RunSpec, results: list[Iperf3Result | None]) -> list[Reason]:

@@ -90,13 +90,13 @@ def _tx_queues(rec: dict[str, Any], node: str, notes: list[str]) -> None:
             rec["channels"] = parse_channels(text)
         except ValueError as e:
             notes.append(f"{where}: channels unknown, its ethtool -l output does not parse ({e})")
+    used = tx_queues_in_use(rec)
     bql = rec.get("tx_bql")
     if isinstance(bql, str):
         try:
             rec["bql"] = parse_bql(bql).get(rec["interface"], [])
         except ValueError as e:
             notes.append(f"{where}: BQL unknown, its tx_bql does not parse ({e})")
-    used = tx_queues_in_use(rec)
     asked = _int(rec.get("tx_queues_asked"))
     if asked and asked != used:
         why = rec.get("tx_queues_note") or ""
@@ -149,16 +149,15 @@ def nic_records(nics: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str], 
 
 
 def nics_of(
-    rd: RawDir, readings: dict[tuple[str, str], dict[str, Any]] | None = None
-) -> dict[str, Any] | None:
-    """The NIC records of an SSH testbed's nodes from facts.json, each with what the
-    run's instruments read of it (`readings`: (node, interface) -> keys, from
-    instruments.summary_parts: the bottleneck interface's BQL before and after the
-    traffic, `bql_before` / `bql_after`); None where there are none (local runs: veths;
-    runs recorded before ccbench read them)."""
-    if not rd.exists(layout.HOST_FACTS):
-        return None
-    facts = rd.json(layout.HOST_FACTS)
+    rd: RawDir, facts: dict[str, Any] | None,
+    readings: dict[tuple[str, str], dict[str, Any]] | None = None,
+) -> dict[str, Any] | None:  # fmt: skip
+    """The NIC records of an SSH testbed's nodes from facts.json (`facts`: None where
+    missing or unreadable), each with what the run's instruments read of it
+    (`readings`: (node, interface) -> keys, from instruments.summary_parts: the
+    bottleneck interface's BQL before and after the traffic, `bql_before` /
+    `bql_after`); None where there are none (local runs: veths; runs recorded before
+    ccbench read them). Its problems are facts.json's, reported on `rd`."""
     if facts is None or "nics" not in facts:
         return None
     if not isinstance(facts["nics"], dict):
