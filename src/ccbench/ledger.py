@@ -56,9 +56,8 @@ from ccbench import jsonio, layout
 from ccbench.errors import CcbenchError
 from ccbench.exec import Executor
 from ccbench.hosts import node_driver
-from ccbench.layout import AFTER, BEFORE
+from ccbench.layout import AFTER, BEFORE, RawDir
 from ccbench.parse import drops as parse_drops
-from ccbench.reasons import Code, Reason
 
 SCHEMA = "ccbench-drops/1"
 # Retransmissions without a counted drop behind them that are tolerated: TCP may
@@ -284,36 +283,18 @@ def account(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def check(
-    ledger: dict[str, Any], bottleneck_pkts: int | None, delay_pkts: int,
-    retransmits: int | None, spurious: int | None = None,
-) -> list[Reason]:  # fmt: skip
-    """Validity reasons from a ledger (empty: every lost packet is accounted for).
-    The delay element's own drops (`delay_pkts`) are reported by its check
-    (validity.check_delay); here they only count as drops that were seen.
-    `spurious`: retransmissions the receivers reported as duplicates (D-SACK): their
-    original arrived, so no drop needs to be behind them."""
-    reasons = []
-    outside = ledger["outside"]
-    if outside:
-        where = ", ".join(f"{k} {v}" for k, v in sorted(outside.items(), key=lambda kv: -kv[1]))
-        reasons.append(Reason.of(Code.LOSS_OUTSIDE, f"{ledger['outside_pkts']} packets were lost "
-                                 f"outside the bottleneck ({where})",
-                                 outside_pkts=ledger["outside_pkts"]))  # fmt: skip
-    if bottleneck_pkts is None or retransmits is None:
-        return reasons
-    configured = bottleneck_pkts + ledger["loss_rules_pkts"]
-    seen = configured + ledger["outside_pkts"] + delay_pkts
-    slack = max(RETX_SLACK_PKTS, RETX_SLACK_SHARE * configured)
-    lost = retransmits - (spurious or 0)
-    if lost > seen + slack:
-        dup = f", {spurious} of them received twice (D-SACK)" if spurious else ""
-        reasons.append(Reason.of(Code.LOSS_UNCOUNTED,
-            f"the senders retransmitted {retransmits} packets{dup}, the path dropped "
-            f"{configured} (bottleneck {bottleneck_pkts}, loss rules "
-            f"{ledger['loss_rules_pkts']}): {lost - seen} retransmissions have no counted "
-            "drop behind them (packets lost or held in the host)",
-            retransmits=retransmits, spurious=spurious, dropped=seen, slack=slack,
-            unexplained=lost - seen,
-        ))  # fmt: skip
-    return reasons
+def read(rd: RawDir) -> dict[str, Any] | None:
+    """The account (`account`) of a run's drop snapshots (drops-before/after.json in
+    raw/ `rd`); None for runs recorded before ccbench took them, or when one is missing
+    or damaged (its problem is on `rd`)."""
+    names = layout.drops(BEFORE), layout.drops(AFTER)
+    if not any(rd.exists(n) for n in names):
+        return None
+    before, after = (rd.json(n, required=True) for n in names)
+    if before is None or after is None:
+        return None
+    try:
+        return account(before, after)
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        rd.problem(names[1], f"drop counters unreadable ({e})")
+        return None

@@ -10,6 +10,7 @@ from typing import Any
 
 from ccbench import topology
 from ccbench.errors import CcbenchError
+from ccbench.ledger import RETX_SLACK_PKTS, RETX_SLACK_SHARE
 from ccbench.metrics import RttBound
 from ccbench.parse.iperf3 import Iperf3Result
 from ccbench.reasons import HOST_STALLS, Code, Reason
@@ -69,6 +70,18 @@ def check_flow(
     if buffer_known:
         reasons += _hidden_queue(k, spec, res, held_cause)
     return reasons
+
+
+def check_run_failed(error: str | None) -> list[Reason]:
+    """The run's own failure (raw/error.txt's words; None: it did not fail)."""
+    return [] if error is None else [Reason.of(Code.RUN_FAILED, f"run failed: {error}")]
+
+
+def check_sender_setup(stacks: list[tuple[str, str, list[str]]]) -> list[Reason]:
+    """What setting up each sender's TCP stack (node, stack, problems: sender-setup.json)
+    could not do."""
+    return [Reason.of(Code.STACK_MISMATCH, f"{node}: stack {stack}: {p}", node=node, asked=stack)
+            for node, stack, problems in stacks for p in problems]  # fmt: skip
 
 
 def excess_bound(spec: RunSpec) -> RttBound | None:
@@ -211,6 +224,41 @@ def check_delay(delay: dict[str, Any] | None, method: str | None) -> list[Reason
     if (full := delay.get("queue_full_drops", 0)) > 0:
         reasons.append(Reason.of(bad, f"delay element: kernel queue overflowed ({full})",
                                  queue_full_drops=full))  # fmt: skip
+    return reasons
+
+
+def check_ledger(
+    ledger: dict[str, Any], bottleneck_pkts: int | None, delay_pkts: int,
+    retransmits: int | None, spurious: int | None = None,
+) -> list[Reason]:  # fmt: skip
+    """The loss ledger (ccbench.ledger): every lost packet is accounted for.
+    The delay element's own drops (`delay_pkts`) are reported by its check
+    (validity.check_delay); here they only count as drops that were seen.
+    `spurious`: retransmissions the receivers reported as duplicates (D-SACK): their
+    original arrived, so no drop needs to be behind them."""
+    reasons = []
+    outside = ledger["outside"]
+    if outside:
+        where = ", ".join(f"{k} {v}" for k, v in sorted(outside.items(), key=lambda kv: -kv[1]))
+        reasons.append(Reason.of(Code.LOSS_OUTSIDE, f"{ledger['outside_pkts']} packets were lost "
+                                 f"outside the bottleneck ({where})",
+                                 outside_pkts=ledger["outside_pkts"]))  # fmt: skip
+    if bottleneck_pkts is None or retransmits is None:
+        return reasons
+    configured = bottleneck_pkts + ledger["loss_rules_pkts"]
+    seen = configured + ledger["outside_pkts"] + delay_pkts
+    slack = max(RETX_SLACK_PKTS, RETX_SLACK_SHARE * configured)
+    lost = retransmits - (spurious or 0)
+    if lost > seen + slack:
+        dup = f", {spurious} of them received twice (D-SACK)" if spurious else ""
+        reasons.append(Reason.of(Code.LOSS_UNCOUNTED,
+            f"the senders retransmitted {retransmits} packets{dup}, the path dropped "
+            f"{configured} (bottleneck {bottleneck_pkts}, loss rules "
+            f"{ledger['loss_rules_pkts']}): {lost - seen} retransmissions have no counted "
+            "drop behind them (packets lost or held in the host)",
+            retransmits=retransmits, spurious=spurious, dropped=seen, slack=slack,
+            unexplained=lost - seen,
+        ))  # fmt: skip
     return reasons
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ccbench import ledger
+from ccbench import ledger, validity
 from ccbench.hosts.linux import LinuxHost
 from ccbench.parse import drops
 from ccbench.reasons import Code
@@ -87,7 +87,7 @@ def test_configured_loss_is_accounted_not_blamed() -> None:
     led = ledger.account(snap("before"), snap("after"))
     assert led["loss_rules_pkts"] == 10 and led["outside"] == {} and led["outside_pkts"] == 0
     # 10 retransmissions for 10 configured drops: accounted for
-    assert ledger.check(led, bottleneck_pkts=0, delay_pkts=0, retransmits=10) == []
+    assert validity.check_ledger(led, bottleneck_pkts=0, delay_pkts=0, retransmits=10) == []
 
 
 def test_interface_drop_makes_the_run_invalid() -> None:
@@ -97,7 +97,7 @@ def test_interface_drop_makes_the_run_invalid() -> None:
     after["nodes"]["r1"]["links"] = json.dumps(links)
     led = ledger.account(snap("before"), after)
     assert led["outside"] == {"r1 vy rx_dropped": 7}
-    reasons = ledger.check(led, bottleneck_pkts=100, delay_pkts=0, retransmits=117)
+    reasons = validity.check_ledger(led, bottleneck_pkts=100, delay_pkts=0, retransmits=117)
     assert [(r.code, r.evidence) for r in reasons] == [(Code.LOSS_OUTSIDE, {"outside_pkts": 7})]
     assert "(r1 vy rx_dropped 7)" in reasons[0].text  # where, named
 
@@ -119,7 +119,7 @@ def test_delay_node_drops_are_outside_the_bottleneck() -> None:
         "00001:", "60111:").replace("00002:", "60121:")}  # fmt: skip
     led = ledger.account(snap("before", dl=dl_b), snap("after", dl=dl_a))
     assert led["outside"] == {"dl dummynet pipe 60111 drops": 17}
-    [outside] = ledger.check(led, 0, 0, 27)
+    [outside] = validity.check_ledger(led, 0, 0, 27)
     assert (outside.code, outside.evidence) == (Code.LOSS_OUTSIDE, {"outside_pkts": 17})
     assert "(dl dummynet pipe 60111 drops 17)" in outside.text  # where, named
 
@@ -127,18 +127,18 @@ def test_delay_node_drops_are_outside_the_bottleneck() -> None:
 def test_retransmissions_without_drops_are_the_host() -> None:
     """The measured hole (2026-11-23): 1566 retransmits, 0 drops counted anywhere."""
     led = ledger.account(snap("before"), snap("after"))
-    reasons = ledger.check(led, bottleneck_pkts=0, delay_pkts=0, retransmits=1566)
+    reasons = validity.check_ledger(led, bottleneck_pkts=0, delay_pkts=0, retransmits=1566)
     assert codes(reasons) == [Code.LOSS_UNCOUNTED] and reasons[0].evidence["unexplained"] == 1556
     # within the slack: a few spurious retransmissions are normal
-    assert ledger.check(led, bottleneck_pkts=200, delay_pkts=0, retransmits=215) == []
+    assert validity.check_ledger(led, bottleneck_pkts=200, delay_pkts=0, retransmits=215) == []
 
 
 def test_delay_element_drops_count_as_seen() -> None:
     """The element's drops are its own check's reason (validity.check_delay); here they
     explain retransmissions."""
     led = ledger.account(snap("before"), snap("after"))
-    assert ledger.check(led, 5, 30, 35) == []
-    assert codes(ledger.check(led, 5, 0, 35)) == [Code.LOSS_UNCOUNTED]
+    assert validity.check_ledger(led, 5, 30, 35) == []
+    assert codes(validity.check_ledger(led, 5, 0, 35)) == [Code.LOSS_UNCOUNTED]
 
 
 def test_unreadable_snapshot_is_an_error() -> None:
@@ -263,7 +263,7 @@ def test_veth_drop_is_counted_once_on_real_capture() -> None:
     led = ledger.account(before, after)
     assert led["outside"] == {"s1 to-rt1 -> rt1 to-s1 dropped": 10}
     assert led["outside_pkts"] == 10 and led["softnet_backlog_pkts"] == 0
-    [outside] = ledger.check(led, 0, 0, 10)
+    [outside] = validity.check_ledger(led, 0, 0, 10)
     assert (outside.code, outside.evidence) == (Code.LOSS_OUTSIDE, {"outside_pkts": 10})
     assert outside.text.endswith("(s1 to-rt1 -> rt1 to-s1 dropped 10)")  # where, named
 
@@ -479,7 +479,7 @@ def test_bottleneck_drops_are_not_counted_twice(tmp_path: Path, capture: str, dr
     the two, never their sum, in both layouts."""
     from ccbench.layout import RawDir
     from ccbench.summarize.bottleneck import bottleneck_of
-    from ccbench.summarize.losses import ledger_reasons
+    from ccbench.summarize.losses import loss_ledger
 
     for when in ("before", "after"):
         (tmp_path / f"tc-{when}.json").write_text(
@@ -487,11 +487,13 @@ def test_bottleneck_drops_are_not_counted_twice(tmp_path: Path, capture: str, dr
         )
     bneck = bottleneck_of(RawDir(tmp_path))
     assert bneck["queue"]["dropped"] == bneck["shaper"]["dropped"] == drops
-    led = {"outside": {}, "outside_pkts": 0, "loss_rules_pkts": 0}
-    assert ledger_reasons(led, [{"retransmits": drops}], bneck, None) == []
+    acc = {"outside": {}, "outside_pkts": 0, "loss_rules_pkts": 0}
+    led = loss_ledger(RawDir(tmp_path), acc, [{"retransmits": drops}], bneck)
     assert led["bottleneck_pkts"] == drops
+    assert validity.check_ledger(led, led["bottleneck_pkts"], 0, led["retransmits"]) == []
     # with 2 x the drops retransmitted, the ledger finds the second half unaccounted for
-    assert ledger_reasons(led, [{"retransmits": 2 * drops}], bneck, None)
+    led = loss_ledger(RawDir(tmp_path), acc, [{"retransmits": 2 * drops}], bneck)
+    assert validity.check_ledger(led, led["bottleneck_pkts"], 0, led["retransmits"])
 
 
 DSACK_RUN = Path(__file__).resolve().parents[1] / "captures" / "run-local-macvlan-1g-dsack"

@@ -9,7 +9,7 @@ import json
 from dataclasses import fields
 from pathlib import Path
 
-from ccbench import kernel, layout, ledger, upgrade, validity
+from ccbench import kernel, layout, upgrade, validity
 from ccbench.hosts import loader
 from ccbench.hosts.firewall import FirewallReading
 from ccbench.instruments.host_settings import judge_firewall
@@ -52,7 +52,7 @@ def _checks() -> list[Reason]:
         *validity.check_steal({"steal_pct": 20.0}),
         *validity.check_trace_lost({"source": "tcp_probe", "lost_events": 4}),
         *validity.check_sockstat(1, "s1", "10.0.0.1:5201", [], "cubic", "rack"),
-        *ledger.check({"outside": {"r1 vy rx_dropped": 7}, "outside_pkts": 7,
+        *validity.check_ledger({"outside": {"r1 vy rx_dropped": 7}, "outside_pkts": 7,
                        "loss_rules_pkts": 0}, 0, 0, 500),  # fmt: skip
         *check_path_rtt([{"flow": 1, "pair": 1, "min_rtt_us": 1000}], Scope(None, {1: 20.0})),
         *kernel.check({"label": "k", "match": "D1"}, "v", {"s1": "6.1"}),

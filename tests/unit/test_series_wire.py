@@ -19,6 +19,7 @@ from ccbench.instruments import SENDER_SOURCES
 from ccbench.parse.iperf3 import parse_iperf3
 from ccbench.reasons import Code
 from ccbench.spec import RunSpec
+from ccbench.summarize.hosts import receiver_buffers
 from ccbench.summarize.judge import judge
 from ccbench.summarize.window import reasons as window_reasons
 from ccbench.timeseries_stats import RWND_LIMITED_SHARE, SeriesStats
@@ -155,9 +156,10 @@ def test_window_reason_needs_more_than_the_share(tmp_path: Path) -> None:
     rd = RawDir(SMALL / "raw")
     spec = load_spec(SMALL / "raw")
     at = {"flow": 1, "rwnd_limited_share": RWND_LIMITED_SHARE, "rwnd_source": "ss"}
-    assert window_reasons(rd, spec, [at]) == []
+    buffers = receiver_buffers(rd, spec)
+    assert window_reasons(spec, [at], buffers) == []
     over = {**at, "rwnd_limited_share": RWND_LIMITED_SHARE + 0.01}
-    assert len(window_reasons(rd, spec, [over])) == 1
+    assert len(window_reasons(spec, [over], buffers)) == 1
 
 
 def test_min_rtt_from_siftr_on_freebsd() -> None:

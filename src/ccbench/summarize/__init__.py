@@ -1,8 +1,8 @@
 """raw/ of one run -> what its files say of it (`extract`: a typed `Summary`, the run
-record's parts with their reasons: per-flow results, bottleneck, validity), from the
-run's context opened once (summarize.context). summarize.judge adds what the time
-series shows and assembles the record (summary.json) once; `summarize(raw)` is the
-record's content without the series.
+record's parts and the values its checks judge, no check made), from the run's context
+opened once (summarize.context); the verdict on them is summarize.checks'. summarize.judge
+adds what the time series shows (`FromSeries`), judges once and assembles the record
+(summary.json) once; `summarize(raw)` is the record's content without the series.
 
 Every number here is computed from a file in raw/, so `ccbench parse RUN_DIR`
 reproduces it exactly; the record's fields are ccbench.record's.
@@ -21,65 +21,71 @@ sender-setup.json, cpu-*.txt, probe and sampler files) only count when present.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ccbench import instruments, metrics, unproven, validity
+from ccbench import instruments, layout, ledger, metrics, unproven
+from ccbench.parse.iperf3 import read_report
 from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec, run_identity
 from ccbench.summarize.bottleneck import bottleneck_of
+from ccbench.summarize.checks import verdict
 from ccbench.summarize.context import RunContext, Skipped, open_run
 from ccbench.summarize.delay import delay_element
-from ccbench.summarize.flows import flows_of, jain_of, throughput_sum
+from ccbench.summarize.flows import Flows, flows_of
 from ccbench.summarize.hosts import kernel_of, nics_of
-from ccbench.summarize.losses import dsack_dups, ledger_reasons, loss_ledger
+from ccbench.summarize.losses import loss_ledger
 from ccbench.summarize.probe import probe_record
-from ccbench.summarize.runfiles import (
-    calibration_reasons,
-    calibration_record,
-    recorded,
-    run_failed,
-    sender_setup_reasons,
-)
+from ccbench.summarize.runfiles import calibration_record, error_text, recorded, sender_stacks
 
 
 @dataclass(frozen=True)
 class Summary:
     """What raw/ says of a run that ran (`run`), before its time series is read: the
-    record's parts as summary.json holds them, and the reasons found, in the order
+    record's parts as summary.json holds them, and what its files say that the verdict
+    (summarize.checks) judges: the run's error, the flows' iperf3 results, the senders'
+    stacks, whether the delay element's files were damaged, the reasons its instruments'
+    parts and the kernel requirement gave, and the raw files' problems, in the order
     found. An optional part is None where the run has none (`record` leaves its key
     out)."""
 
     run: RunContext
     started_unix: float | None
     recorded: dict[str, Any]
-    flows: list[dict[str, Any]]
-    throughput_sum_bps: float | None
+    error: str | None  # raw/error.txt: the run failed
+    flows: Flows
     utilization_pct: float | None
-    jain: float | None
     bottleneck: dict[str, Any]
     delay_element: dict[str, Any] | None
+    delay_damaged: bool  # a delay element statistics file's problem says why there are none
     loss_ledger: dict[str, Any] | None
+    sender_stacks: list[tuple[str, str, list[str]]]  # sender-setup.json: node, stack, problems
     nics: dict[str, Any] | None  # {records, notes}
     kernel: dict[str, Any] | None
+    kernel_reasons: list[Reason]  # senders that do not run the kernel the variant needs
+    buffers: dict[str, str]  # each receiver's buffer limits (facts.json), in words
     parts: dict[str, Any]  # the instruments' parts, by summary key
+    part_reasons: list[Reason]
     probe: dict[str, Any] | None
     calibration: dict[str, Any]
     not_checkable: list[str] | None  # a lab's own network: the checks it cannot make
-    reasons: list[Reason]
+    problems: list[Reason]  # the raw files' (RawDir.problems), once extraction is done
 
-    def record(self) -> dict[str, Any]:
-        """The run record's content (summary.json's keys) with the verdict on these
-        reasons alone."""
+    @property
+    def throughput_sum_bps(self) -> float | None:
+        return self.flows.throughput_sum_bps
+
+    def record(self, reasons: list[Reason]) -> dict[str, Any]:
+        """The run record's content (summary.json's keys) with the verdict `reasons`."""
         return {
             **header(self.run.spec),
             "started_unix": self.started_unix,
             "recorded": self.recorded,
-            "flows": self.flows,
-            "throughput_sum_bps": self.throughput_sum_bps,
+            "flows": self.flows.records,
+            "throughput_sum_bps": self.flows.throughput_sum_bps,
             "utilization_pct": self.utilization_pct,
-            "jain": self.jain,
+            "jain": self.flows.jain,
             "bottleneck": self.bottleneck,
             "delay_element": self.delay_element,
             **({"loss_ledger": self.loss_ledger} if self.loss_ledger is not None else {}),
@@ -89,9 +95,26 @@ class Summary:
             "probe": self.probe,
             "calibration": self.calibration,
             **({"not_checkable": self.not_checkable} if self.not_checkable is not None else {}),
-            "valid": not self.reasons,
-            "reasons": self.reasons,
+            "valid": not reasons,
+            "reasons": reasons,
         }
+
+
+@dataclass(frozen=True)
+class FromSeries:
+    """What the time series says of a run (summarize.judge reads it): each flow's record
+    with its kernel minimum RTT and receive-window share, the RTT excess, a traced run's
+    events (None: not traced) and the sampler files' problems. `flows` None: the run did not run."""
+
+    flows: list[dict[str, Any]] | None = None
+    rtt_excess: dict[str, Any] | None = None
+    tcp_events: dict[str, Any] | None = None
+    problems: list[Reason] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        if self.flows is None:
+            return {}
+        return {"flows": self.flows, "rtt_excess": self.rtt_excess, "tcp_events": self.tcp_events}
 
 
 @dataclass(frozen=True)
@@ -106,8 +129,9 @@ class NotRun:
         code = Code.WAITING if self.run.waiting is not None else Code.SKIPPED
         return [Reason.of(code, f"skipped: {self.run.reason}")]
 
-    def record(self) -> dict[str, Any]:
-        """The record of a run not run: every flow without results, and why."""
+    def record(self, reasons: list[Reason]) -> dict[str, Any]:
+        """The record of a run not run: every flow without results, and why (`reasons`:
+        its verdict)."""
         spec = self.run.spec
         return {
             **header(spec),
@@ -144,74 +168,69 @@ class NotRun:
             "skipped": True,
             # Waiting for the kernel its variant needs (the senders run another one now).
             **({"waiting": self.run.waiting} if self.run.waiting is not None else {}),
-            "reasons": self.reasons,
+            "reasons": reasons,
         }
 
 
 def summarize(raw: Path) -> dict[str, Any]:
     """summary.json's content for one raw/ directory, without what its time series adds
     (summarize.judge gives the whole record). Raises CcbenchError only for spec.json."""
-    return extract(open_run(raw)).record()
+    s = extract(open_run(raw))
+    return s.record(verdict(s))
 
 
 def extract(run: RunContext | Skipped) -> Summary | NotRun:
-    """Every part raw/ gives of a run: first what its files say, each read once in the
-    rule's order (module docstring: a damaged file is a reason, never an abort), then
-    the checks on them, in the order their reasons are listed."""
+    """What raw/'s files say of a run, each read once in the rule's order (module
+    docstring: a damaged file is a problem, never an abort); no check is made here
+    (summarize.checks.verdict judges what this returns)."""
     if isinstance(run, Skipped):
         return NotRun(run)
     rd, spec, meta, cal, scope = run.rd, run.spec, run.meta, run.calibration, run.scope
-    failed, files, calibration = run_failed(rd), recorded(rd.path), calibration_record(cal)
     delay_method = cal.get("delay_method") if cal else None
     delay = delay_element(rd, needed=delay_method == "ccdelay")
-    losses = loss_ledger(rd)
-    held_cause = validity.hidden_queue_cause(losses, delay, cal)
-    flows, results, flow_reasons = flows_of(rd, spec, meta.client_rc, held_cause,
-                                            scope.buffer_known)  # fmt: skip
-    total, jain = throughput_sum(spec, flows), jain_of(flows)
-    setup_reasons = sender_setup_reasons(rd)
-    cal_reasons = calibration_reasons(rd, cal, delay, delay_method)
+    # Without statistics because a delay file is missing or damaged: its problem says it.
+    delay_files = (layout.delay(layout.BEFORE), layout.delay(layout.AFTER))  # or NAME.gz ...
+    delay_damaged = any(r.text.startswith(delay_files) for r in rd.problems)
+    account = ledger.read(rd)
+    reports = [read_report(rd, layout.iperf3(k)) for k in range(1, len(spec.flows) + 1)]
+    flows = flows_of(rd, spec, reports)
+    calib, error, files = calibration_record(cal), error_text(rd), recorded(rd.path)
+    stacks = sender_stacks(rd)
     bneck = bottleneck_of(rd) if scope.buffer_known else unproven.uncontrolled_bottleneck(scope)
-    loss_reasons = [] if losses is None else ledger_reasons(losses, flows, bneck, delay,
-                                                            dsack_dups(rd))  # fmt: skip
+    losses = None if account is None else loss_ledger(rd, account, flows.records, bneck)
     probe = probe_record(rd, meta.probe_run(spec.traffic_s))
     # queue, sockstat, siftr, retransmit_causes, bblog, interfaces, router_cpu, and what
     # was read of a NIC (its BQL): the instruments' parts
     got = instruments.summary_parts(rd, spec, meta.instruments, t0=meta.started_unix,
                                     before_records=meta.before_records)  # fmt: skip
-    nics = nics_of(rd, got.nics)  # provenance: facts.json is checked to be an object here
-    kern, kern_reasons = kernel_of(rd, spec)
+    # provenance: facts.json is checked to be an object here
+    facts = rd.json(layout.HOST_FACTS) if rd.exists(layout.HOST_FACTS) else None
+    nics = nics_of(rd, facts, got.nics)
+    kern, kern_reasons, buffers = kernel_of(rd, spec)
+    total = flows.throughput_sum_bps
     util = metrics.utilization_pct(total, spec.topology.rate_bps) if total is not None else None
-
-    reasons = [*failed, *flow_reasons, *setup_reasons, *cal_reasons]
-    if scope.buffer_known:
-        reasons += validity.check_bottleneck_config(spec, bneck.get("configured"))
-    reasons += loss_reasons
-    if meta.probe_argv and not (probe and probe.get("tool") == "unreadable"):
-        reasons += validity.check_probe(probe, spec.probe_tool)
-    reasons += validity.check_plausibility(spec, results, util, bneck)
-    reasons += got.reasons
-    reasons += validity.check_steal(got.parts.get("router_cpu"))
-    reasons += kern_reasons
-    reasons += rd.problems
     return Summary(
         run=run,
         started_unix=meta.started_unix,
         recorded=files,
+        error=error,
         flows=flows,
-        throughput_sum_bps=total,
         utilization_pct=util,
-        jain=jain,
         bottleneck=bneck,
         delay_element=delay,
+        delay_damaged=delay_damaged,
         loss_ledger=losses,
+        sender_stacks=stacks,
         nics=nics,
         kernel=kern,
+        kernel_reasons=kern_reasons,
+        buffers=buffers,
         parts=got.parts,
+        part_reasons=got.reasons,
         probe=probe,
-        calibration=calibration,
+        calibration=calib,
         not_checkable=None if scope.buffer_known else unproven.not_checkable(scope),
-        reasons=reasons,
+        problems=list(rd.problems),
     )
 
 

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from ccbench import layout, metrics, validity
+from ccbench import layout, metrics
 from ccbench.layout import RawDir
 from ccbench.parse import split_hostport
 from ccbench.parse.iperf3 import Iperf3Result, read_report
@@ -13,27 +14,32 @@ from ccbench.reasons import Reason
 from ccbench.spec import Flow, RunSpec
 
 
-def flows_of(
-    rd: RawDir, spec: RunSpec, rcs: list[int | None], held_cause: str | None,
-    buffer_known: bool = True,
-) -> tuple[list[dict[str, Any]], list[Iperf3Result | None], list[Reason]]:  # fmt: skip
-    """Each flow's summary record and iperf3 result (None: no usable output), and the
-    reasons its checks give (validity.check_flow; `buffer_known` false: a lab's own
-    network, whose buffer bounds no RTT)."""
-    flows: list[dict[str, Any]] = []
-    results: list[Iperf3Result | None] = []
-    reasons: list[Reason] = []
-    for k, f in enumerate(spec.flows, start=1):
-        res, unreadable = read_report(rd, layout.iperf3(k))
-        results.append(res)
-        if not unreadable:  # else the file's own reason says it
-            reasons += validity.check_flow(k, spec, res, rcs[k - 1], spec.stack_cc,
-                                           held_cause, buffer_known)  # fmt: skip
-        flows.append(_flow_record(k, f, res))
-    return flows, results, reasons + _server_reasons(rd, spec, results)
+@dataclass(frozen=True)
+class Flows:
+    """Each flow's summary record and iperf3 result (None: no usable output), whether
+    its iperf3 JSON was readable (False: the file's own problem says what is wrong), the
+    problems of its server's report, and the run's throughput sum and Jain's index."""
+
+    records: list[dict[str, Any]]
+    results: list[Iperf3Result | None]
+    readable: list[bool]
+    server_problems: list[Reason]
+    throughput_sum_bps: float | None
+    jain: float | None
 
 
-def _server_reasons(rd: RawDir, spec: RunSpec, results: list[Iperf3Result | None]) -> list[Reason]:
+def flows_of(rd: RawDir, spec: RunSpec, reads: list[tuple[Iperf3Result | None, bool]]) -> Flows:
+    """What the flows' iperf3 reports say: each client's (`reads`: read_report of each
+    iperf3-K.json), then each server's (read here: only for a client that reported)."""
+    results = [res for res, _ in reads]
+    pairs = zip(spec.flows, results, strict=True)
+    records = [_flow_record(k, f, res) for k, (f, res) in enumerate(pairs, start=1)]
+    total, jain = throughput_sum(spec, records), jain_of(records)
+    readable = [not unreadable for _, unreadable in reads]
+    return Flows(records, results, readable, _server_problems(rd, spec, results), total, jain)
+
+
+def _server_problems(rd: RawDir, spec: RunSpec, results: list[Iperf3Result | None]) -> list[Reason]:
     """Each flow's delivered intervals (raw/server-K.json, its iperf3 server's `-J`
     report): the throughput over time, Jain's index over time and convergence_s are
     drawn from them (timeseries.DELIVERED). A run whose servers wrote JSON must have a

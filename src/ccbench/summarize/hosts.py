@@ -90,13 +90,13 @@ def _tx_queues(rec: dict[str, Any], node: str, notes: list[str]) -> None:
             rec["channels"] = parse_channels(text)
         except ValueError as e:
             notes.append(f"{where}: channels unknown, its ethtool -l output does not parse ({e})")
+    used = tx_queues_in_use(rec)
     bql = rec.get("tx_bql")
     if isinstance(bql, str):
         try:
             rec["bql"] = parse_bql(bql).get(rec["interface"], [])
         except ValueError as e:
             notes.append(f"{where}: BQL unknown, its tx_bql does not parse ({e})")
-    used = tx_queues_in_use(rec)
     asked = _int(rec.get("tx_queues_asked"))
     if asked and asked != used:
         why = rec.get("tx_queues_note") or ""
@@ -149,16 +149,15 @@ def nic_records(nics: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str], 
 
 
 def nics_of(
-    rd: RawDir, readings: dict[tuple[str, str], dict[str, Any]] | None = None
-) -> dict[str, Any] | None:
-    """The NIC records of an SSH testbed's nodes from facts.json, each with what the
-    run's instruments read of it (`readings`: (node, interface) -> keys, from
-    instruments.summary_parts: the bottleneck interface's BQL before and after the
-    traffic, `bql_before` / `bql_after`); None where there are none (local runs: veths;
-    runs recorded before ccbench read them)."""
-    if not rd.exists(layout.HOST_FACTS):
-        return None
-    facts = rd.json(layout.HOST_FACTS)
+    rd: RawDir, facts: dict[str, Any] | None,
+    readings: dict[tuple[str, str], dict[str, Any]] | None = None,
+) -> dict[str, Any] | None:  # fmt: skip
+    """The NIC records of an SSH testbed's nodes from facts.json (`facts`: None where
+    missing or unreadable), each with what the run's instruments read of it
+    (`readings`: (node, interface) -> keys, from instruments.summary_parts: the
+    bottleneck interface's BQL before and after the traffic, `bql_before` /
+    `bql_after`); None where there are none (local runs: veths; runs recorded before
+    ccbench read them). Its problems are facts.json's, reported on `rd`."""
     if facts is None or "nics" not in facts:
         return None
     if not isinstance(facts["nics"], dict):
@@ -172,10 +171,14 @@ def nics_of(
     return {"records": records, "notes": notes}
 
 
-def kernel_of(rd: RawDir, spec: RunSpec) -> tuple[dict[str, Any] | None, list[Reason]]:
+def kernel_of(
+    rd: RawDir, spec: RunSpec
+) -> tuple[dict[str, Any] | None, list[Reason], dict[str, str]]:
     """Every sender's kernel identity (facts.json) and, when the variant names the
     kernel it needs (kernel.json: {label, match}), a reason per sender that does not
-    run it. A damaged facts.json is _nics' reason, not repeated here."""
+    run it; each receiver's buffer limits (receiver_buffers). A damaged facts.json is
+    nics_of's reason, not repeated here."""
+    buffers = receiver_buffers(rd, spec)
     req = rd.json(layout.KERNEL) if rd.exists(layout.KERNEL) else None
     if req is not None and not (isinstance(req.get("label"), str)
                                 and isinstance(req.get("match"), str)):  # fmt: skip
@@ -186,7 +189,24 @@ def kernel_of(rd: RawDir, spec: RunSpec) -> tuple[dict[str, Any] | None, list[Re
     except (OSError, ValueError):
         facts = None
     try:
-        return kernel.summary(facts, req, spec.variant, spec.kernel_label)
+        return (*kernel.summary(facts, req, spec.variant, spec.kernel_label), buffers)
     except re.error as e:
         rd.problem(layout.KERNEL, f"match is not a regular expression ({e})")
-        return None, []
+        return None, [], buffers
+
+
+def receiver_buffers(rd: RawDir, spec: RunSpec) -> dict[str, str]:
+    """Each receiver's buffer limits as one line, from facts.json (what ran is recorded
+    there; nothing is read from the host now; its problems are nics_of's)."""
+    facts = RawDir(rd.path).json(layout.HOST_FACTS) if rd.exists(layout.HOST_FACTS) else None
+    recs = facts.get("receivers") if isinstance(facts, dict) else None
+    recs = recs if isinstance(recs, dict) else {}
+    out = {}
+    for node in dict.fromkeys(f.receiver for f in spec.flows):
+        rec = recs.get(node)
+        text = rec.get("buffers") if isinstance(rec, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            out[node] = "its limits not recorded"
+            continue
+        out[node] = "; ".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
+    return out

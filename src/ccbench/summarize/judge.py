@@ -6,15 +6,14 @@ import functools
 import hashlib
 import os
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ccbench import __version__, jsonio, layout, record, record_load, safe, validity
 from ccbench.errors import CcbenchError
 from ccbench.reasons import Reason
 from ccbench.run_record import RunRecord
-from ccbench.summarize import NotRun, Summary, extract, min_rtt, window
+from ccbench.summarize import FromSeries, NotRun, Summary, extract, min_rtt, window
+from ccbench.summarize.checks import verdict
 from ccbench.summarize.context import open_run
 from ccbench.summarize.run_metrics import rtt_excess, run_metrics
 from ccbench.timeseries_sink import Series
@@ -26,7 +25,8 @@ def judge(raw: Path, series_path: Path | None = None) -> tuple[RunRecord, Series
     (summarize.context), what its files say (summarize.extract), its time series written
     as they are read, what only the series shows (sampler files cut short or
     unparsable, RTT samples above what the path can give, each flow's kernel minimum RTT
-    and receive-window share) and the per-run metrics; the record assembled once. The
+    and receive-window share) and the per-run metrics; every check made once on these
+    (summarize.checks.verdict); the record assembled once. The
     one place a run is found valid or not: `ccbench run` retries on it and `parse`
     writes it, so attempts.json and summary.json agree. Returns the run record and the
     time series, written to `series_path` (default: a temporary name beside raw/) as its
@@ -42,10 +42,10 @@ def judge(raw: Path, series_path: Path | None = None) -> tuple[RunRecord, Series
         series_path = Path(name)
     series, st, problems = timeseries.write_checked(series_path, run.spec, run.files,
                                                     validity.excess_bound(run.spec))  # fmt: skip
-    got = _from_series(s, st, series.path)
-    reasons = s.reasons + [p for p in problems + got.reasons if p not in s.reasons]
+    got = _from_series(s, st, series.path, problems)
+    reasons = verdict(s, got)
     return RunRecord.from_dict({
-        **s.record(),
+        **s.record(reasons),
         **got.record(),
         # Skipped runs too: the Mathis prediction is the configuration's.
         **run_metrics(run.spec, s.throughput_sum_bps, st),
@@ -54,46 +54,27 @@ def judge(raw: Path, series_path: Path | None = None) -> tuple[RunRecord, Series
     }), series  # fmt: skip
 
 
-@dataclass(frozen=True)
-class _FromSeries:
-    """What the time series adds to a run's record (None: nothing, the run did not
-    run), with the reasons it gives."""
-
-    flows: list[dict[str, Any]] | None = None  # with each flow's kernel min RTT, window share
-    rtt_excess: dict[str, Any] | None = None
-    tcp_events: dict[str, Any] | None = None
-    reasons: list[Reason] = field(default_factory=list)
-
-    def record(self) -> dict[str, Any]:
-        if self.flows is None:
-            return {}
-        return {"flows": self.flows, "rtt_excess": self.rtt_excess, "tcp_events": self.tcp_events}
-
-
-def _from_series(s: Summary | NotRun, st: SeriesStats, path: Path) -> _FromSeries:
-    """The series' parts of the record of `s`'s run, whose time series is at `path` and
-    gave `st`."""
+def _from_series(
+    s: Summary | NotRun, st: SeriesStats, path: Path, problems: list[Reason]
+) -> FromSeries:
+    """What the time series of `s`'s run says (it is at `path` and gave `st`; `problems`:
+    its sampler files')."""
     from ccbench import timeseries
 
     if isinstance(s, NotRun):
-        return _FromSeries()
+        return FromSeries(problems=problems)
     run = s.run
-    reasons: list[Reason] = []
     excess = None
     # A lab's own network (bottleneck not ccbench's) bounds no RTT: not checkable.
     if run.scope.buffer_known:
         excess = rtt_excess(st, s.probe, functools.partial(timeseries.sender_samples, path))
-        reasons += validity.check_rtt_excess(excess)
-    flows = window.with_window_share(min_rtt.with_kernel_min_rtt(s.flows, st), st)
-    reasons += min_rtt.reasons(run.spec, flows, run.scope)
-    reasons += window.reasons(run.rd, run.spec, flows)
+    flows = window.with_window_share(min_rtt.with_kernel_min_rtt(s.flows.records, st), st)
     events = None
     if st.tcp_events is not None:
         ev = st.tcp_events
         events = {**ev, "flows": [ev["flows"][k] for k in sorted(ev["flows"])],
                   "others": [ev["others"][a] for a in sorted(ev["others"])]}  # fmt: skip
-        reasons += validity.check_trace_lost(ev)
-    return _FromSeries(flows, excess, events, reasons)
+    return FromSeries(flows, excess, events, problems)
 
 
 def parse_run_dir(run_dir: Path) -> RunRecord:

@@ -1,45 +1,31 @@
-"""The loss ledger of a run (summary.json `loss_ledger`, ccbench.ledger)."""
+"""The loss ledger of a run (summary.json `loss_ledger`): the account of its drop
+snapshots (ledger.read), the segments its receivers got twice, and the totals the
+account is held against (its check: validity.check_ledger)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ccbench import layout, ledger
+from ccbench import layout
 from ccbench.layout import RawDir
 from ccbench.parse.ss import SsReader
-from ccbench.reasons import Reason
 
 
-def loss_ledger(rd: RawDir) -> dict[str, Any] | None:
-    """The loss ledger (ccbench.ledger) from drops-before/after.json; None for runs
-    recorded before ccbench took these snapshots."""
-    names = layout.drops(layout.BEFORE), layout.drops(layout.AFTER)
-    if not any(rd.exists(n) for n in names):
-        return None
-    before, after = (rd.json(n, required=True) for n in names)
-    if before is None or after is None:
-        return None
-    try:
-        return ledger.account(before, after)
-    except (ValueError, TypeError, KeyError, AttributeError) as e:
-        rd.problem(names[1], f"drop counters unreadable ({e})")
-        return None
-
-
-def ledger_reasons(
-    led: dict[str, Any], flows: list[dict[str, Any]], bneck: dict[str, Any],
-    delay: dict[str, Any] | None, spurious: int | None = None,
-) -> list[Reason]:  # fmt: skip
+def loss_ledger(
+    rd: RawDir, account: dict[str, Any], flows: list[dict[str, Any]], bneck: dict[str, Any]
+) -> dict[str, Any]:
+    """The ledger's record: the `account` with the bottleneck's drops and the flows'
+    retransmissions it is held against (None where one is not known), and the D-SACK
+    count (dsack_dups)."""
     retx = [f["retransmits"] for f in flows]
     # tbf/htb count their child queue's drops in their own: the larger is the total.
     parts = [bneck.get(k, {}).get("dropped") for k in ("queue", "shaper") if k in bneck]
-    bottleneck = max(parts) if parts and None not in parts else None
-    delay_pkts = ((delay or {}).get("queue_full_drops") or 0) + ((delay or {}).get("lost") or 0)
-    total_retx = sum(retx) if retx and None not in retx else None
-    led["bottleneck_pkts"] = bottleneck
-    led["retransmits"] = total_retx
-    led["spurious_retransmits"] = spurious
-    return ledger.check(led, bottleneck, delay_pkts, total_retx, spurious)
+    return {
+        **account,
+        "bottleneck_pkts": max(parts) if parts and None not in parts else None,
+        "retransmits": sum(retx) if retx and None not in retx else None,
+        "spurious_retransmits": dsack_dups(rd),
+    }
 
 
 def dsack_dups(rd: RawDir) -> int | None:

@@ -8,9 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ccbench import layout, validity
+from ccbench import layout
 from ccbench.layout import RawDir
-from ccbench.reasons import Code, Reason
 
 
 def calibration_of(rd: RawDir) -> dict[str, Any] | None:
@@ -33,9 +32,11 @@ def calibration_of(rd: RawDir) -> dict[str, Any] | None:
     return cal
 
 
-def sender_setup_reasons(rd: RawDir) -> list[Reason]:
+def sender_stacks(rd: RawDir) -> list[tuple[str, str, list[str]]]:
+    """sender-setup.json: each sender's TCP stack and what setting it up could not do
+    (node, stack, problems; validity.check_sender_setup)."""
     setup = rd.json(layout.SENDER_SETUP) or {}
-    reasons = []
+    stacks = []
     for node, rec in setup.items():
         if not (
             isinstance(rec, dict)
@@ -44,32 +45,15 @@ def sender_setup_reasons(rd: RawDir) -> list[Reason]:
         ):
             rd.problem(layout.SENDER_SETUP, f"{node}: not a stack record")
             continue
-        reasons += [Reason.of(Code.STACK_MISMATCH, f"{node}: stack {rec['stack']}: {p}", node=node,
-                              asked=rec["stack"]) for p in rec.get("problems", [])]  # fmt: skip
-    return reasons
+        stacks.append((node, rec["stack"], list(rec.get("problems", []))))
+    return stacks
 
 
-def run_failed(rd: RawDir) -> list[Reason]:
-    """The run's own failure (raw/error.txt) as its first reason."""
+def error_text(rd: RawDir) -> str | None:
+    """Why the run failed (raw/error.txt); None when it did not."""
     if not rd.failed:
-        return []
-    err = (rd.path / layout.ERROR).read_bytes().decode("utf-8", "replace").strip()
-    return [Reason.of(Code.RUN_FAILED, f"run failed: {err}")]
-
-
-def calibration_reasons(
-    rd: RawDir, cal: dict[str, Any] | None, delay: dict[str, Any] | None, delay_method: str | None
-) -> list[Reason]:
-    """The testbed calibration's checks and the delay element's (which needs the
-    calibration's delay method)."""
-    if cal is None:  # calibration.json's own reason says it
-        return []
-    reasons = list(validity.check_calibration(cal))
-    # Without statistics because a delay file is missing or damaged: its reason says it.
-    delay_files = (layout.delay(layout.BEFORE), layout.delay(layout.AFTER))  # or NAME.gz ...
-    if delay is not None or not any(r.text.startswith(delay_files) for r in rd.problems):
-        reasons += validity.check_delay(delay, delay_method)
-    return reasons
+        return None
+    return (rd.path / layout.ERROR).read_bytes().decode("utf-8", "replace").strip()
 
 
 def calibration_record(cal: dict[str, Any] | None) -> dict[str, Any]:

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ccbench import layout
-from ccbench.layout import RawDir
 from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec
 from ccbench.timeseries_stats import RWND_LIMITED_SHARE, RWND_SLACK_MSS, SeriesStats
@@ -28,9 +26,9 @@ def with_window_share(flows: list[dict[str, Any]], st: SeriesStats) -> list[dict
     return out
 
 
-def reasons(rd: RawDir, spec: RunSpec, flows: list[dict[str, Any]]) -> list[Reason]:
+def reasons(spec: RunSpec, flows: list[dict[str, Any]], buffers: dict[str, str]) -> list[Reason]:
     """One reason per flow held at its peer's window for more than RWND_LIMITED_SHARE of
-    its samples."""
+    its samples, naming its receiver's buffer limits (`buffers`: hosts.receiver_buffers)."""
     out = []
     for f in flows:
         share = f.get("rwnd_limited_share")
@@ -40,18 +38,7 @@ def reasons(rd: RawDir, spec: RunSpec, flows: list[dict[str, Any]]) -> list[Reas
         out.append(Reason.of(Code.RWND_LIMITED,
             f"flow {f['flow']}: bytes in flight within {RWND_SLACK_MSS} segments of the "
             f"receiver's advertised window in {share:.0%} of its {f['rwnd_source']} samples: "
-            f"the result measures {node}'s receive buffer ({_buffers(rd, node)}), not the CC",
+            f"the result measures {node}'s receive buffer ({buffers[node]}), not the CC",
             flow=f["flow"], share=share, limit=RWND_LIMITED_SHARE, receiver=node,
         ))  # fmt: skip
     return out
-
-
-def _buffers(rd: RawDir, node: str) -> str:
-    """The receiver's buffer limits as one line, from facts.json (what ran is recorded
-    there; nothing is read from the host now)."""
-    facts = RawDir(rd.path).json(layout.HOST_FACTS) if rd.exists(layout.HOST_FACTS) else None
-    rec = ((facts or {}).get("receivers") or {}).get(node) if isinstance(facts, dict) else None
-    text = rec.get("buffers") if isinstance(rec, dict) else None
-    if not isinstance(text, str) or not text.strip():
-        return "its limits not recorded"
-    return "; ".join(" ".join(line.split()) for line in text.splitlines() if line.strip())
