@@ -296,6 +296,15 @@ class NodeReads(BeforeAfter[P]):
         return cls(nodes=list(r["nodes"]))
 
 
+def read_pair(rd: RawDir, before: str, after: str) -> tuple[str, str] | None:
+    """A snapshot's two reads (raw files `before`, `after`) as text; None when either is
+    missing or unreadable (RawDir.text makes that a problem unless the run failed)."""
+    texts = [rd.text(n, required=not rd.failed) for n in (before, after)]
+    if texts[0] is None or texts[1] is None:
+        return None
+    return texts[0], texts[1]
+
+
 def need(cond: bool, what: str) -> None:
     """A record check: BadRecord(`what`) unless `cond`."""
     if not cond:

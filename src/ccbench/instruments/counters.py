@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Self
 
 from ccbench import layout
-from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
+from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need, read_pair
 from ccbench.layout import RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.parse.netstat_freebsd import freebsd_retransmit_causes, parse_netstat_tcp
@@ -80,12 +80,12 @@ class TcpCounters(BeforeAfter[dict[str, SenderRetransmits]]):
         out: dict[str, Any] = {}
         for node, os_name in self.nodes.items():
             names = [layout.tcp_counters(node, w) for w in (layout.BEFORE, layout.AFTER)]
-            texts = [rd.text(n, required=not rd.failed) for n in names]
-            if None in texts:
+            texts = read_pair(rd, *names)
+            if texts is None:
                 continue
             read, causes_of = _READERS[os_name]
             try:
-                snaps = [read(t or "") for t in texts]
+                snaps = [read(t) for t in texts]
             except ValueError as e:
                 rd.problem(f"{names[0]}/{names[1]}", f"not {os_name} TCP counters ({e})")
                 continue

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Self
 
 from ccbench import layout
-from ccbench.instruments.base import BeforeAfter, Recording, SummaryPart, need
+from ccbench.instruments.base import BeforeAfter, Recording, SummaryPart, need, read_pair
 from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.parse.iperf3 import Iperf3Result, read_report
 from ccbench.parse.procstat import Window, parse_counters, window
@@ -231,8 +231,8 @@ def endpoints(spec: RunSpec) -> dict[str, str]:
 
 def _window(rd: RawDir, name: str, os: str) -> Window | None:
     names = [file(name, BEFORE), file(name, AFTER)]
-    texts = [rd.text(n, required=not rd.failed) for n in names]
-    if texts[0] is None or texts[1] is None:
+    texts = read_pair(rd, *names)
+    if texts is None:
         return None
     try:
         return window(parse_counters(texts[0], os), parse_counters(texts[1], os))

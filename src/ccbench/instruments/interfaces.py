@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Self
 
-from ccbench.instruments.base import NodeReads, SummaryPart
+from ccbench.instruments.base import NodeReads, SummaryPart, read_pair
 from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.parse.drops import links
@@ -71,11 +71,11 @@ class Interfaces(NodeReads[dict[str, dict[str, InterfaceCounters]]]):
         out: dict[str, Any] = {}
         for node in self.nodes:
             names = [file(node, BEFORE), file(node, AFTER)]
-            texts = [rd.text(n, required=not rd.failed) for n in names]
-            if None in texts:
+            texts = read_pair(rd, *names)
+            if texts is None:
                 continue
             try:
-                before, after = (links(t or "") for t in texts)
+                before, after = (links(t) for t in texts)
             except ValueError as e:
                 rd.problem(f"{names[0]}/{names[1]}", str(e))
                 continue

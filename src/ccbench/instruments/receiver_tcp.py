@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
-from ccbench.instruments.base import NodeReads, SummaryPart
+from ccbench.instruments.base import NodeReads, SummaryPart, read_pair
 from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.needs import Needs
 from ccbench.parse.nstat import counter_delta, parse_nstat
@@ -142,11 +142,11 @@ class ReceiverTcpCounters(NodeReads[dict[str, ReceiverTcp]]):
         out: dict[str, Any] = {}
         for node in self.nodes:
             names = [file(node, BEFORE), file(node, AFTER)]
-            texts = [rd.text(n, required=not rd.failed) for n in names]
-            if None in texts:
+            texts = read_pair(rd, *names)
+            if texts is None:
                 continue
             try:
-                before, after = (parse_nstat(t or "").counters for t in texts)
+                before, after = (parse_nstat(t).counters for t in texts)
             except ValueError as e:
                 rd.problem(f"{names[0]}/{names[1]}", f"not nstat counters ({e})")
                 continue
