@@ -42,7 +42,7 @@ def verdict(s: Summary | NotRun, series: FromSeries | None = None) -> list[Reaso
     if cal is not None:  # else calibration.json's own problem says it
         calib += validity.check_calibration(cal)
         if delay is not None or not s.delay_damaged:
-            calib += validity.check_delay(delay, cal.get("delay_method") if cal else None)
+            calib += validity.check_delay(delay, cal.get("delay_method"))
     config = validity.check_bottleneck_config(spec, bneck.get("configured")) if known else []
     d = delay or {}  # what the delay element dropped or lost: its own check reports it
     delay_drops = (d.get("queue_full_drops") or 0) + (d.get("lost") or 0)
