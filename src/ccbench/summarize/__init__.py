@@ -190,7 +190,8 @@ def extract(run: RunContext | Skipped) -> Summary | NotRun:
     delay = delay_element(rd, needed=delay_method == "ccdelay")
     # Without statistics because a delay file is missing or damaged: its problem says it.
     delay_files = (layout.delay(layout.BEFORE), layout.delay(layout.AFTER))  # or NAME.gz ...
-    delay_damaged = any(r.text.startswith(delay_files) for r in rd.problems)
+    delay_damaged = any(str(r.evidence.get("file", "")).startswith(delay_files)
+                        for r in rd.problems)  # fmt: skip
     account = ledger.read(rd)
     reports = [read_report(rd, layout.iperf3(k)) for k in range(1, len(spec.flows) + 1)]
     flows = flows_of(rd, spec, reports)
