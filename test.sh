@@ -6,48 +6,62 @@ cd "$(dirname "$(readlink -f "$0")")"
 export PATH="$PWD/.venv/bin:$PATH"
 # each part's heading says when it began (seconds since the suite began): where the time goes
 part() { echo "== $* [${SECONDS} s]"; }
-part "ruff (lint + format)"
-ruff check src tests bench scripts
-ruff format --check src tests bench scripts
-part "mypy"
-mypy src/ccbench
-part "snakefmt --check"
-snakefmt --check Snakefile rules/
-part "snakemake --lint"
-snakemake --lint --cores 1 >/dev/null
+lint() {
+  part "ruff (lint + format)"
+  ruff check src tests bench scripts || return
+  ruff format --check src tests bench scripts || return
+  part "mypy"
+  mypy src/ccbench || return
+  part "snakefmt --check"
+  snakefmt --check Snakefile rules/ || return
+  part "snakemake --lint"
+  snakemake --lint --cores 1 >/dev/null
+}
 if [ "$#" -gt 0 ]; then
   # With arguments (./test.sh -k foo, ./test.sh -m slow, ./test.sh tests/unit/test_x.py):
-  # one serial pytest run with them, as before.
+  # the linters, then one serial pytest run with them, as before.
+  lint
   part "pytest $*"
   python -m pytest -q --durations=15 "$@"
   exit
 fi
 # The slowest tests listed after each part: ./test.sh's goal is 7 minutes on 2 cores
-# (docs/testing.md: where it stands). The unit tests run on every core (pytest-xdist,
-# each test file on one worker: --dist loadfile builds a module's fixtures, such as
-# test_report's built reports, once) at idle priority (SCHED_IDLE: any other task on a core takes it at
-# once), beside the integration tests marked shares_cpu, whose subject is not fidelity
-# (a run the host stalls is accepted as judged), two modules at a time (--dist
-# loadfile again). Then, the unit tests done, the other integration tests alone, one at
-# a time: they time real traffic in namespaces, so nothing else may share the CPU with
-# them. Every part runs; the suite fails if any does. -rs: each skipped test's reason
-# is printed (measure_fidelity skips only for hypervisor steal, and says so).
+# (docs/testing.md: where it stands). The linters, then the unit tests on every core
+# (pytest-xdist, each test file on one worker: --dist loadfile builds a module's
+# fixtures, such as test_report's built reports, once), all at idle priority (SCHED_IDLE:
+# any other task on a core takes it at once), beside the integration tests marked
+# shares_cpu, whose subject is not fidelity (a run the host stalls is accepted as
+# judged), two modules at a time (--dist loadfile again). The part is bound by the CPU:
+# a third worker ends the shares_cpu tests sooner and the unit tests later
+# (bench/shares_part.py). Then, the unit tests done, the other integration tests alone,
+# one at a time: they time real traffic in namespaces, so nothing else may share the CPU
+# with them. Every part runs; the suite fails if any does. -rs: each skipped test's
+# reason is printed (measure_fidelity skips only for hypervisor steal, and says so).
 workers=$(nproc)
 rc=0
 unit_log=$(mktemp)
-# an interrupted suite stops the unit tests too, their xdist workers with them (setsid:
-# a process group of their own), and its exit status stays its own
+# an interrupted suite stops the linters and unit tests too, their xdist workers with
+# them (setsid: a process group of their own), and its exit status stays its own
 trap 'if [ -n "${unit:-}" ]; then kill -- -"$unit" 2>/dev/null || true; fi; rm -f "$unit_log"' EXIT
-part "pytest tests/unit ($workers workers, idle priority), beside the next part"
-setsid chrt --idle 0 python -m pytest -q -rs --durations=15 -n "$workers" --dist loadfile \
-  -p no:cacheprovider tests/unit >"$unit_log" 2>&1 &
+part "linters, then pytest tests/unit ($workers workers), at idle priority, beside the next part"
+# (every part runs: a linter's failure is the job's status after the unit tests ran)
+# shellcheck disable=SC2016
+setsid chrt --idle 0 bash -c '
+  start=$1; shift
+  part() { echo "== $* [$(( $(date +%s) - start )) s]"; }
+  '"$(declare -f lint)"'
+  lint; lint_rc=$?
+  part "pytest tests/unit"
+  python -m pytest -q -rs --durations=15 -n "$1" --dist loadfile -p no:cacheprovider \
+    tests/unit && exit "$lint_rc"' \
+  _ "$(( $(date +%s) - SECONDS ))" "$workers" >"$unit_log" 2>&1 &
 unit=$!
 part "pytest tests/integration -m shares_cpu (2 workers)"
 python -m pytest -q -rs --durations=15 -n 2 --dist loadfile -m "shares_cpu and not slow" \
   tests/integration || rc=$?
 wait "$unit" || rc=$?
 unit=
-part "pytest tests/unit: its output"
+part "the linters and pytest tests/unit: their output"
 cat "$unit_log"
 part "pytest tests/integration -m 'not shares_cpu' (serial, nothing beside them)"
 python -m pytest -q -rs --durations=15 -m "not shares_cpu and not slow" tests/integration || rc=$?
