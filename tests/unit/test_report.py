@@ -503,13 +503,35 @@ def test_conditions_name_parallel_streams_and_starts() -> None:
 def test_runs_waiting_for_their_kernel_are_named_apart() -> None:
     """Conditions table and scenario sentence: runs waiting for the kernel their variant
     needs are not 'not run' (they run once the senders boot it)."""
+    three = document.Waits(kernel=3)
     assert document._runs_text(3, 3, 0) == "3/3"
-    assert document._runs_text(3, 3, 3, 3) == "3/3 (3 waiting for their kernel)"
-    assert document._runs_text(2, 3, 4, 3) == "2/3 (1 not run, 3 waiting for their kernel)"
-    assert document._runs_text(0, 0, 3, 3) == "waiting for their kernel"
+    assert document._runs_text(3, 3, 3, three) == "3/3 (3 waiting for their kernel)"
+    assert document._runs_text(2, 3, 4, three) == "2/3 (1 not run, 3 waiting for their kernel)"
+    assert document._runs_text(0, 0, 3, three) == "waiting for their kernel"
     assert document._runs_text(0, 0, 3) == "not run"
-    assert document._runs_sentence(3, 3, 3, 3) == "3/3 runs valid, 3 waiting for their kernel"
-    assert document._runs_sentence(0, 0, 2, 2) == "no run ran (all wait for their kernel)"
+    assert document._runs_sentence(3, 3, 3, three) == "3/3 runs valid, 3 waiting for their kernel"
+    assert document._runs_sentence(0, 0, 2, document.Waits(kernel=2)) == (
+        "no run ran (all wait for their kernel)")  # fmt: skip
+
+
+def test_runs_waiting_only_for_boot_tunables_are_not_said_to_wait_for_a_kernel() -> None:
+    """A run recorded as waiting for FreeBSD loader tunables alone (hosts.loader: its
+    runs.csv `waiting_kernel` is empty) waits for its boot tunables, not for a kernel."""
+    runs = pd.DataFrame({"status": ["waiting", "waiting", "valid", "waiting"],
+                         "waiting_kernel": ["", "patched", "", None]})  # fmt: skip
+    waits = document._waits(runs)
+    assert waits == document.Waits(kernel=1, boot=2)
+    assert document._runs_text(1, 1, 3, waits) == (
+        "1/1 (1 waiting for their kernel, 2 waiting for their boot tunables)")  # fmt: skip
+    boot = document._waits(runs[runs["waiting_kernel"].fillna("") == ""])
+    assert boot == document.Waits(boot=2)
+    assert document._runs_text(0, 0, 2, boot) == "waiting for their boot tunables"
+    assert document._runs_sentence(0, 0, 2, boot) == (
+        "no run ran (all wait for their boot tunables)")  # fmt: skip
+    assert document._runs_text(0, 0, 3, waits) == (
+        "waiting for their kernel or their boot tunables")  # fmt: skip
+    # tables written before the column: every wait was a kernel's
+    assert document._waits(runs.drop(columns="waiting_kernel")) == document.Waits(kernel=3)
 
 
 def test_a_lab_without_a_router_says_what_was_not_proven(built: Built, tmp_path: Path) -> None:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import base64
 import json
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import pandas as pd
 
 from ccbench import instruments, spec
 from ccbench import verdicts as verdicts_mod
@@ -45,18 +47,50 @@ def _data_uri(png: Path) -> str:
     return "data:image/png;base64," + base64.b64encode(png.read_bytes()).decode("ascii")
 
 
-def _not_run(n_skip: int, n_wait: int) -> str:
-    """Runs that did not run, apart: those waiting for their variant's kernel run once
-    the senders boot it, the others could not run here."""
-    parts = [f"{n} {what}" for n, what in ((n_skip - n_wait, "not run"),
-                                            (n_wait, "waiting for their kernel")) if n]  # fmt: skip
+@dataclass(frozen=True)
+class Waits:
+    """A scenario's runs waiting to run (status `waiting`): for the kernel their variant
+    needs (runs.csv `waiting_kernel` names it), or only for the FreeBSD boot tunables
+    ccbench wrote, which a reboot applies (hosts.loader: `waiting_kernel` empty)."""
+
+    kernel: int = 0
+    boot: int = 0
+
+    @property
+    def n(self) -> int:
+        return self.kernel + self.boot
+
+    def what(self) -> str:
+        """What they wait for."""
+        kinds = [w for n, w in ((self.kernel, "their kernel"),
+                                (self.boot, "their boot tunables")) if n]  # fmt: skip
+        return " or ".join(kinds)
+
+
+def _waits(runs: pd.DataFrame) -> Waits:
+    if "status" not in runs:
+        return Waits()
+    waiting = runs[runs["status"] == "waiting"]
+    if "waiting_kernel" not in waiting:  # (tables from before the column: kernel waits)
+        return Waits(kernel=len(waiting))
+    boot = int((waiting["waiting_kernel"].fillna("").astype(str) == "").sum())
+    return Waits(kernel=len(waiting) - boot, boot=boot)
+
+
+def _not_run(n_skip: int, waits: Waits) -> str:
+    """Runs that did not run, apart: those waiting for their variant's kernel or boot
+    tunables run once the senders boot with them, the others could not run here."""
+    parts = [f"{n} {what}" for n, what in ((n_skip - waits.n, "not run"),
+                                            (waits.kernel, "waiting for their kernel"),
+                                            (waits.boot, "waiting for their boot tunables"))
+             if n]  # fmt: skip
     return ", ".join(parts)
 
 
-def _runs_text(n_valid: int, n_ran: int, n_skip: int, n_wait: int = 0) -> str:
+def _runs_text(n_valid: int, n_ran: int, n_skip: int, waits: Waits = Waits()) -> str:
     if n_skip and not n_ran:
-        return "waiting for their kernel" if n_wait == n_skip else "not run"
-    return f"{n_valid}/{n_ran}" + (f" ({_not_run(n_skip, n_wait)})" if n_skip else "")
+        return f"waiting for {waits.what()}" if waits.n == n_skip else "not run"
+    return f"{n_valid}/{n_ran}" + (f" ({_not_run(n_skip, waits)})" if n_skip else "")
 
 
 def _load_figs_title(figs: list[dict[str, Any]]) -> str:
@@ -66,11 +100,11 @@ def _load_figs_title(figs: list[dict[str, Any]]) -> str:
     return title[:1].upper() + title[1:]
 
 
-def _runs_sentence(n_valid: int, n_ran: int, n_skip: int, n_wait: int = 0) -> str:
+def _runs_sentence(n_valid: int, n_ran: int, n_skip: int, waits: Waits = Waits()) -> str:
     if n_skip and not n_ran:
-        return "no run ran" + (" (all wait for their kernel)" if n_wait == n_skip else "")
+        return "no run ran" + (f" (all wait for {waits.what()})" if waits.n == n_skip else "")
     s = f"{n_valid}/{n_ran} runs valid"
-    return s + (f", {_not_run(n_skip, n_wait)}" if n_skip else "")
+    return s + (f", {_not_run(n_skip, waits)}" if n_skip else "")
 
 
 def _conditions_row(c: data.Conditions, runs_text: str, bottleneck: str) -> dict[str, str]:
@@ -116,12 +150,12 @@ def _scenario(
     runs = data.group(t.runs, scen)
     cond = data.conditions(matrix, scen)
     counts = tables.scenario_counts(t.runs, scen)
-    n_wait = int((runs["status"] == "waiting").sum()) if "status" in runs else 0
+    waits = _waits(runs)
     bottleneck = (
         data.bottleneck_text(runs_dir, list(map(str, runs["run_id"])), cond) if cond else ""
     )
     row = (
-        _conditions_row(cond, _runs_text(*counts, n_wait), bottleneck)
+        _conditions_row(cond, _runs_text(*counts, waits), bottleneck)
         if cond
         else {"scenario": scen}
     )
@@ -133,7 +167,7 @@ def _scenario(
     section = {
         **row,
         "skipped_all": skipped_all,
-        "runs_sentence": _runs_sentence(*counts, n_wait),
+        "runs_sentence": _runs_sentence(*counts, waits),
         "not_checkable": data.not_checkable(runs_dir, list(map(str, runs["run_id"]))),
         "skip_reasons": data.skip_reasons(runs),
         "n_skipped": counts[2],
