@@ -109,6 +109,19 @@ def is_invalid(runs: pd.DataFrame) -> pd.Series:
     return ~runs["valid"] & ~runs["skipped"]
 
 
+def waits_for_kernel(runs: pd.DataFrame) -> pd.Series:
+    """Of the runs waiting to run (status `waiting`): whether each waits for its
+    variant's kernel (runs.csv `waiting_kernel` names it), not only for the FreeBSD boot
+    tunables ccbench wrote, which a reboot applies (hosts.loader: `waiting_kernel`
+    empty). Tables from before that column: every wait was a kernel's."""
+    if "status" not in runs:
+        return pd.Series(dtype=bool)
+    waiting = runs[runs["status"] == "waiting"]
+    if "waiting_kernel" not in waiting:
+        return pd.Series(True, index=waiting.index, dtype=bool)
+    return waiting["waiting_kernel"].fillna("").astype(str) != ""
+
+
 def skip_reasons(runs: pd.DataFrame) -> list[str]:
     """The distinct reasons of the skipped runs, without the "skipped: " prefix. A
     skipped run has one reason, which may itself contain "; "."""

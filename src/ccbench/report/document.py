@@ -49,9 +49,8 @@ def _data_uri(png: Path) -> str:
 
 @dataclass(frozen=True)
 class Waits:
-    """A scenario's runs waiting to run (status `waiting`): for the kernel their variant
-    needs (runs.csv `waiting_kernel` names it), or only for the FreeBSD boot tunables
-    ccbench wrote, which a reboot applies (hosts.loader: `waiting_kernel` empty)."""
+    """How many of a scenario's runs wait for their variant's kernel, and how many only
+    for their boot tunables (data.waits_for_kernel)."""
 
     kernel: int = 0
     boot: int = 0
@@ -68,13 +67,8 @@ class Waits:
 
 
 def _waits(runs: pd.DataFrame) -> Waits:
-    if "status" not in runs:
-        return Waits()
-    waiting = runs[runs["status"] == "waiting"]
-    if "waiting_kernel" not in waiting:  # (tables from before the column: kernel waits)
-        return Waits(kernel=len(waiting))
-    boot = int((waiting["waiting_kernel"].fillna("").astype(str) == "").sum())
-    return Waits(kernel=len(waiting) - boot, boot=boot)
+    kernel = data.waits_for_kernel(runs)
+    return Waits(kernel=int(kernel.sum()), boot=int((~kernel).sum()))
 
 
 def _not_run(n_skip: int, waits: Waits) -> str:

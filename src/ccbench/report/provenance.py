@@ -315,6 +315,7 @@ def run_order(matrix: Matrix, runs: pd.DataFrame, runs_dir: Path) -> list[dict[s
     """Every planned run in planned (seeded random) order with its executed position,
     start time, status and raw directory; runs that never produced a result say so."""
     done = runs.set_index("run_id")
+    kernel_waits = data.waits_for_kernel(done)
     planned = list(matrix.order)
     extra = [r for r in runs.sort_values("order")["run_id"] if r not in set(planned)]
     rows = []
@@ -337,9 +338,8 @@ def run_order(matrix: Matrix, runs: pd.DataFrame, runs_dir: Path) -> list[dict[s
             r = done.loc[rid]
             skipped = bool(r.get("skipped", False))
             status = "not run" if skipped else "valid" if r["valid"] else "invalid"
-            if str(r.get("status", "")) == "waiting":
-                waits_kernel = str(r.get("waiting_kernel", "") or "") not in ("", "nan")
-                status = "waiting for kernel" if waits_kernel else "waiting for boot tunables"
+            if rid in kernel_waits.index:
+                status = "waiting for kernel" if kernel_waits[rid] else "waiting for boot tunables"
             row.update(
                 executed="-" if skipped else str(r["order"]),
                 started=utc(r["started_unix"]),
