@@ -16,6 +16,7 @@ import yaml
 
 from ccbench import instruments, leftovers
 from ccbench.instruments import tcp_probe
+from ccbench.parse.nstat import counter_delta, parse_nstat
 from tests.conftest import ccbench
 from tests.integration.shared_runs import SharedRun, traced_recoveries
 from tests.raw_meta import read_meta
@@ -36,6 +37,10 @@ def _config(path: Path, tb_id: str, duration_s: float, **topo: Any) -> Path:
     }  # fmt: skip
     path.write_text(yaml.safe_dump(cfg))
     return path
+
+
+def _counters(raw: Path, node: str, when: str) -> dict[str, int]:
+    return parse_nstat((raw / f"tcp-counters-{node}-{when}.json").read_text()).counters
 
 
 def _cat_readers(inst: str) -> list[int]:
@@ -60,9 +65,14 @@ def test_tcp_probe_gives_every_ack_and_counters_name_the_retransmissions(
     ts = pd.read_parquet(out / "timeseries.parquet")
     tp = ts[ts["source"] == "tcp_probe"]
     ss = ts[ts["source"] == "ss"]
-    for k in (1, 2):
-        # per ACK: two orders of magnitude more samples than ss every 0.1 s
-        assert (tp["flow"] == k).sum() > 20 * (ss["flow"] == k).sum() > 0
+    for k, node in ((1, "s1"), (2, "s2")):
+        # per ACK: one sample for each segment the sender's namespace took in (nstat's
+        # TcpInSegs, which also counts iperf3's control connection and the handshakes;
+        # 98.7-99 % in the run that set this bound). Not a multiple of ss's samples: a
+        # CUBIC flow beside BBR through 48 packets got 3.6 Mbit/s and 1840 ACKs in 10 s.
+        in_segs = counter_delta(*(_counters(raw, node, when) for when in ("before", "after")))
+        assert 0.9 * in_segs["TcpInSegs"] <= (tp["flow"] == k).sum() <= in_segs["TcpInSegs"]
+        assert (tp["flow"] == k).sum() > (ss["flow"] == k).sum() > 0
     # srtt from the trace: the path's 40 ms plus at most the 48-packet queue and slack
     assert 39.0 <= tp["rtt_us"].median() / 1e3 <= 40 + 5.8 + 5
     assert s["srtt"]["source"] == "tcp_probe"
