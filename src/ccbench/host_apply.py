@@ -12,8 +12,9 @@ node's sysctls and offloads and removed before them.
 
 A run killed with SIGKILL never reaches its put-back: before the first change the changes
 are written beside the testbed's state (`pending_file`), and that list is removed only
-once they are back. The next run's `apply` and the ssh and lab testbeds' `down` put back
-what it lists first (local namespaces go with their testbed, and its state with them).
+once they are back. The next run's `apply`, and the ssh and lab testbeds' `up` and
+`down`, put back what it lists first (local namespaces go with their testbed, and its
+state with them).
 """
 
 from __future__ import annotations
@@ -129,11 +130,7 @@ def _firewall_changes(tb: Testbed, node: str, role: str, want: RoleSettings) -> 
 def apply(tb: Testbed, spec: RunSpec, raw: Path) -> list[Change]:
     """Make the run's changes; on a refusal put back what was made and raise one line.
     raw/host-changes.json records what ran. What a killed run left is put back first."""
-    left = put_back_pending(tb)
-    if left:
-        raise Refused(f"testbed {tb.id}: what a killed run set is not all put back: "
-                      f"{'; '.join(left)} (`ccbench testbed down --id {tb.id}` "
-                      "retries)")  # fmt: skip
+    put_back_killed(tb)
     changes = plan(tb, spec)
     _keep_pending(tb, changes)  # before the first change: a SIGKILL leaves the list
     done: list[Change] = []
@@ -269,6 +266,18 @@ def put_back_pending(tb: Testbed, skip: Collection[str] = ()) -> list[str]:
     why = {id(c): "not reached" for c in changes if c.node in skip}
     why |= {id(c): r.differs for c, r in zip(now, reversed(ran), strict=True) if r.differs}
     return [f"{c.node}: {c.setting} not put back ({why[id(c)]})" for c in changes if id(c) in why]
+
+
+def put_back_killed(tb: Testbed) -> None:
+    """What a killed run set, put back before anything reads or changes the hosts: the
+    next run's `apply`, and the ssh and lab testbeds' `up` (else its tuning would record
+    the killed run's values as found, and its calibration measure a path with them on).
+    What does not go back refuses, in one line naming it."""
+    left = put_back_pending(tb)
+    if left:
+        raise Refused(f"testbed {tb.id}: what a killed run set is not all put back: "
+                      f"{'; '.join(left)} (`ccbench testbed down --id {tb.id}` "
+                      "retries)")  # fmt: skip
 
 
 def down_hosts(tb: Testbed, skip: Collection[str] = ()) -> tuple[list[str], str]:

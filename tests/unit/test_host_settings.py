@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ccbench import host_apply
+from ccbench import calibration, host_apply
 from ccbench.errors import CcbenchError, Refused
 from ccbench.exec import Result
 from ccbench.host_settings import HostSettings, RoleSettings
@@ -31,6 +31,7 @@ from ccbench.matrix import expand
 from ccbench.reasons import Code, texts
 from ccbench.spec import Flow, RunSpec, Topology
 from ccbench.testbed import base
+from tests.ssh_plans import DUMBBELL, ssh_testbed
 from tests.unit.test_lab_guard import Host, make_lab
 
 CAPS = Path(__file__).parents[1] / "captures" / "host"
@@ -536,6 +537,67 @@ def test_lab_down_puts_back_what_a_killed_run_set(
     assert [a for a in ran if a in UNDO] == UNDO and ran.index(UNDO[0]) > swept
     assert s1.sysctl["net.ipv4.tcp_wmem"] == "4096\t16384\t10485760" and s1.offloads["gso"] == "off"
     assert tb.read_state() is None and not host_apply.pending_file(tb.id).exists()
+
+
+def test_lab_up_puts_back_what_a_killed_run_set_before_it_reads_the_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`up` again after a killed run: its settings go back before `up` records the hosts
+    as found (its tuning's sysctl reads) and measures the path, so neither sees them."""
+    tb, log = make_lab(tmp_path, monkeypatch, {})
+    s1 = _host()
+    monkeypatch.setattr(tb, "ex", lambda n: LabHost(s1 if tb.host_of(n) == "s1" else None,
+                                                    tb.host_of(n), log, {}))  # fmt: skip
+    host_apply.apply(tb, _asking(**WMEM_GSO), tmp_path)
+    log.clear()
+
+    class PathMeasured(Exception):
+        pass
+
+    def idle_rtt(*_: Any, **__: Any) -> None:
+        # the killed run's values gone; the test stops `up` here, its changes all read
+        assert s1.sysctl["net.ipv4.tcp_wmem"] == "4096\t16384\t10485760"
+        assert s1.offloads["gso"] == "off"
+        raise PathMeasured
+
+    monkeypatch.setattr(calibration, "idle_rtt", idle_rtt)
+    with pytest.raises(PathMeasured):
+        tb.up()
+    ran = [a for n, a in log if n == "s1"]
+    assert [a for a in ran if a in UNDO] == UNDO
+    swept = next(i for i, a in enumerate(ran) if a[3:4] == ["ccbench-sweep"])
+    assert swept < ran.index(UNDO[0])  # its processes ended first, as `down` does
+    assert not host_apply.pending_file(tb.id).exists()
+
+
+def test_ssh_up_puts_back_what_a_killed_run_set_before_it_tunes_and_measures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ssh testbed's `up` again after a killed run: its settings go back right after
+    its processes are ended, before anything of the path is looked at."""
+    hosts = {n: StandIn({}, name=n) for n in DUMBBELL}
+    hosts["s1"] = s1 = _host()
+    tb = ssh_testbed(tmp_path, monkeypatch, "t1", Topology(pairs=1), hosts.__getitem__)
+    monkeypatch.setattr(tb, "node_os", lambda: dict.fromkeys(hosts, "linux"))
+    monkeypatch.setattr(tb, "address", lambda _: "10.0.0.1")  # StandIn's s1-eth0
+    host_apply.apply(tb, _asking(**WMEM_GSO), tmp_path)
+    s1.ran.clear()
+    order: list[str] = []
+    monkeypatch.setattr(tb, "end_leftovers", lambda: order.append("ended"))
+
+    class PathLookedAt(Exception):
+        pass
+
+    def find_dev(_: str) -> str:
+        order.append("path")
+        raise PathLookedAt
+
+    monkeypatch.setattr(tb, "_find_dev", find_dev)
+    with pytest.raises(PathLookedAt):
+        tb.up()
+    assert order == ["ended", "path"] and _writes(s1) == UNDO
+    assert s1.sysctl["net.ipv4.tcp_wmem"] == "4096\t16384\t10485760" and s1.offloads["gso"] == "off"
+    assert not host_apply.pending_file("t1").exists()
 
 
 class LoaderHost(StandIn):

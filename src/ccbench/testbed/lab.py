@@ -197,6 +197,7 @@ class LabTestbed(RemoteTestbed):
             self._close()  # no connection of a refused `up` stays either
             raise
         self.end_leftovers()
+        host_apply.put_back_killed(self)  # before tuning records the hosts as found
         self._release_other()
         self._undo(stale.get("changes") or [], "an earlier testbed of this id left")
         self._sweep()

@@ -280,6 +280,7 @@ class RemoteTestbed(TestbedBase):
         t0 = time.monotonic()
         self._all(lambda n: reachable(self.ex(n)))  # reachable, or say who not
         self.end_leftovers()
+        host_apply.put_back_killed(self)  # calibrated as the runs will find the hosts
         if self.cfg.tools == "container":
             self.check_image()
         dev = self._find_dev(BOTTLENECK_ROUTER)
