@@ -26,23 +26,29 @@ if [ "$#" -gt 0 ]; then
   exit
 fi
 # The slowest tests listed after each part: ./test.sh's goal is 7 minutes on 2 cores
-# (docs/testing.md: where it stands). The linters, then the unit tests on every core
-# (pytest-xdist, each test file on one worker: --dist loadfile builds a module's
-# fixtures, such as test_report's built reports, once), all at idle priority (SCHED_IDLE:
-# any other task on a core takes it at once), beside the integration tests marked
-# shares_cpu, whose subject is not fidelity (a run the host stalls is accepted as
-# judged), two modules at a time (--dist loadfile again). The part is bound by the CPU:
-# a third worker ends the shares_cpu tests sooner and the unit tests later
-# (bench/shares_part.py). Then, the unit tests done, the other integration tests alone,
-# one at a time: they time real traffic in namespaces, so nothing else may share the CPU
-# with them. Every part runs; the suite fails if any does. -rs: each skipped test's
-# reason is printed (measure_fidelity skips only for hypervisor steal, and says so).
+# (docs/testing.md: where it stands). Three parts, each using what the one before left:
+# 1. The integration tests marked shares_cpu, whose subject is not fidelity (a run the
+#    host stalls is accepted as judged), three modules at a time (--dist loadfile: a
+#    module's fixtures built once), alone: the part is bound by the CPU, and even
+#    idle-priority work beside it slows it (bench/shares_part.py).
+# 2. The fidelity tests, one at a time. They time real traffic in namespaces, so nothing
+#    may take the CPU from them, and they leave most of it idle. Beside them, one job at
+#    idle priority (SCHED_IDLE: any other task on a core takes it at once), which sends
+#    no traffic and starts no real-time process: the linters, then the unit tests on
+#    every core (bench/fidelity_beside.py: what it costs the fidelity tests).
+# 3. The tests marked quiet, which also need the CPU that job takes (test_ccdelay's
+#    500 Mbit/s flows skip when the machine is busy): after it, with nothing beside.
+# Every part runs; the suite fails if any does. -rs: each skipped test's reason is
+# printed (measure_fidelity skips only for hypervisor steal, and says so).
 workers=$(nproc)
 rc=0
 unit_log=$(mktemp)
 # an interrupted suite stops the linters and unit tests too, their xdist workers with
 # them (setsid: a process group of their own), and its exit status stays its own
 trap 'if [ -n "${unit:-}" ]; then kill -- -"$unit" 2>/dev/null || true; fi; rm -f "$unit_log"' EXIT
+part "pytest tests/integration -m shares_cpu (3 workers)"
+python -m pytest -q -rs --durations=15 -n 3 --dist loadfile -m "shares_cpu and not slow" \
+  tests/integration || rc=$?
 part "linters, then pytest tests/unit ($workers workers), at idle priority, beside the next part"
 # (every part runs: a linter's failure is the job's status after the unit tests ran)
 # shellcheck disable=SC2016
@@ -56,14 +62,14 @@ setsid chrt --idle 0 bash -c '
     tests/unit && exit "$lint_rc"' \
   _ "$(( $(date +%s) - SECONDS ))" "$workers" >"$unit_log" 2>&1 &
 unit=$!
-part "pytest tests/integration -m shares_cpu (2 workers)"
-python -m pytest -q -rs --durations=15 -n 2 --dist loadfile -m "shares_cpu and not slow" \
+part "pytest tests/integration -m 'not shares_cpu and not quiet' (serial, beside only the idle job)"
+python -m pytest -q -rs --durations=15 -m "not shares_cpu and not quiet and not slow" \
   tests/integration || rc=$?
 wait "$unit" || rc=$?
 unit=
 part "the linters and pytest tests/unit: their output"
 cat "$unit_log"
-part "pytest tests/integration -m 'not shares_cpu' (serial, nothing beside them)"
-python -m pytest -q -rs --durations=15 -m "not shares_cpu and not slow" tests/integration || rc=$?
+part "pytest tests/integration -m quiet (serial, nothing beside them)"
+python -m pytest -q -rs --durations=15 -m "quiet and not slow" tests/integration || rc=$?
 part "done"
 exit "$rc"

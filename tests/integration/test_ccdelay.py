@@ -39,7 +39,8 @@ import pytest
 from ccbench.summarize.delay import delay_between
 from tests.integration.conftest import measure_fidelity
 
-pytestmark = pytest.mark.netns
+# quiet: the high-rate flows need the CPUs idle-priority work would take (see above)
+pytestmark = [pytest.mark.netns, pytest.mark.quiet]
 
 ROOT = Path(__file__).resolve().parents[2]
 CCDIR = ROOT / "native" / "ccdelay"
