@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from ccbench import layout
-from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need
+from ccbench.instruments.base import BeforeAfter, Cost, Recording, SummaryPart, need, read_pair
 from ccbench.layout import AFTER, BEFORE, RawDir, RawFile
 from ccbench.parse.procstat import usage_between
 from ccbench.part import Part, d
@@ -58,11 +58,11 @@ class RouterCpu(BeforeAfter[RouterCpuUsage]):
         """CPU use at the bottleneck router over the traffic, from the two reads; None
         where one is missing or they do not read (a problem naming them)."""
         before_name, after_name = layout.cpu(BEFORE), layout.cpu(AFTER)
-        before, after = (rd.text(n, required=True) for n in (before_name, after_name))
-        if before is None or after is None:
+        pair = read_pair(rd, before_name, after_name)
+        if pair is None:
             return SummaryPart(None)
         try:
-            return SummaryPart(usage_between(before, after))
+            return SummaryPart(usage_between(*pair))
         except ValueError as e:
             where = after_name if "backwards" in str(e) else f"{before_name}/{after_name}"
             rd.problem(where, str(e))
