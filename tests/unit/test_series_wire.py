@@ -151,12 +151,13 @@ def test_window_share_counts_the_finest_source() -> None:
 
 
 def test_window_reason_needs_more_than_the_share(tmp_path: Path) -> None:
+    from ccbench import layout
     from ccbench.layout import RawDir, load_spec
 
     rd = RawDir(SMALL / "raw")
     spec = load_spec(SMALL / "raw")
     at = {"flow": 1, "rwnd_limited_share": RWND_LIMITED_SHARE, "rwnd_source": "ss"}
-    buffers = receiver_buffers(rd, spec)
+    buffers = receiver_buffers(rd.json(layout.HOST_FACTS), spec)
     assert window_reasons(spec, [at], buffers) == []
     over = {**at, "rwnd_limited_share": RWND_LIMITED_SHARE + 0.01}
     assert len(window_reasons(spec, [over], buffers)) == 1

@@ -204,10 +204,10 @@ def extract(run: RunContext | Skipped) -> Summary | NotRun:
     # was read of a NIC (its BQL): the instruments' parts
     got = instruments.summary_parts(rd, spec, meta.instruments, t0=meta.started_unix,
                                     before_records=meta.before_records)  # fmt: skip
-    # provenance: facts.json is checked to be an object here
+    # facts.json, read once: checked to be an object here (a problem if not)
     facts = rd.json(layout.HOST_FACTS) if rd.exists(layout.HOST_FACTS) else None
     nics = nics_of(rd, facts, got.nics)
-    kern, kern_reasons, buffers = kernel_of(rd, spec)
+    kern, kern_reasons, buffers = kernel_of(rd, spec, facts)
     total = flows.throughput_sum_bps
     util = metrics.utilization_pct(total, spec.topology.rate_bps) if total is not None else None
     return Summary(

@@ -5,7 +5,6 @@ tx_queue_limits instrument) comes in as that instrument's part (SummaryPart.nics
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -172,22 +171,18 @@ def nics_of(
 
 
 def kernel_of(
-    rd: RawDir, spec: RunSpec
+    rd: RawDir, spec: RunSpec, facts: dict[str, Any] | None
 ) -> tuple[dict[str, Any] | None, list[Reason], dict[str, str]]:
-    """Every sender's kernel identity (facts.json) and, when the variant names the
+    """Every sender's kernel identity (`facts`: facts.json as read once, None where it
+    is missing or damaged, which is its reader's reason) and, when the variant names the
     kernel it needs (kernel.json: {label, match}), a reason per sender that does not
-    run it; each receiver's buffer limits (receiver_buffers). A damaged facts.json is
-    nics_of's reason, not repeated here."""
-    buffers = receiver_buffers(rd, spec)
+    run it; each receiver's buffer limits (receiver_buffers)."""
+    buffers = receiver_buffers(facts, spec)
     req = rd.json(layout.KERNEL) if rd.exists(layout.KERNEL) else None
     if req is not None and not (isinstance(req.get("label"), str)
                                 and isinstance(req.get("match"), str)):  # fmt: skip
         rd.problem(layout.KERNEL, "not a {label, match} requirement")
         req = None
-    try:
-        facts = json.loads((rd.path / layout.HOST_FACTS).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        facts = None
     try:
         return (*kernel.summary(facts, req, spec.variant, spec.kernel_label), buffers)
     except re.error as e:
@@ -195,10 +190,9 @@ def kernel_of(
         return None, [], buffers
 
 
-def receiver_buffers(rd: RawDir, spec: RunSpec) -> dict[str, str]:
-    """Each receiver's buffer limits as one line, from facts.json (what ran is recorded
-    there; nothing is read from the host now; its problems are nics_of's)."""
-    facts = RawDir(rd.path).json(layout.HOST_FACTS) if rd.exists(layout.HOST_FACTS) else None
+def receiver_buffers(facts: dict[str, Any] | None, spec: RunSpec) -> dict[str, str]:
+    """Each receiver's buffer limits as one line, from facts.json (`facts`, as kernel_of
+    takes it: what ran is recorded there; nothing is read from the host now)."""
     recs = facts.get("receivers") if isinstance(facts, dict) else None
     recs = recs if isinstance(recs, dict) else {}
     out = {}
