@@ -140,6 +140,15 @@ class LinuxSettings(OsSettings):
             mtu = json.loads(link)[0]["mtu"]
         except (ValueError, LookupError, TypeError):
             raise ValueError(f"{dev}: ip -j link show: no MTU") from None
+        offloads = self.offloads_of(features)
+        if not offloads:
+            raise ValueError(f"{dev}: ethtool -k: no offload lines")
+        return InterfaceState(dev, int(mtu), offloads)
+
+    def offloads_of(self, features: str) -> dict[str, str]:
+        """`ethtool -k` -> {tso, gso, ...: the state as printed, 'on' or 'off'}, with
+        ' [fixed]' added where every part of a group feature is fixed (a summary line
+        does not say it: a macvlan's tso reads 'on [fixed]')."""
         values: dict[str, str] = {}
         for line in features.splitlines():
             k, _, v = line.strip().partition(":")
@@ -153,9 +162,7 @@ class LinuxSettings(OsSettings):
             if parts and all(p.endswith("[fixed]") for p in parts) and "[fixed]" not in v:
                 v += " [fixed]"
             offloads[name] = v
-        if not offloads:
-            raise ValueError(f"{dev}: ethtool -k: no offload lines")
-        return InterfaceState(dev, int(mtu), offloads)
+        return offloads
 
     def offloads_set(self, dev: str, offloads: Mapping[str, bool]) -> list[Argv]:
         words = [w for k, on in offloads.items() for w in (self.switches[k], "on" if on else "off")]

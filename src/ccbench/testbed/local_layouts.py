@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ccbench.hosts.linux import OFFLOADS, LinuxHost
+from ccbench.hosts.settings import LinuxSettings
 from ccbench.spec import Topology
 from ccbench.topology import Layout
 
@@ -192,22 +193,11 @@ def offload_problem(where: str, dev_kind: str, state: dict[str, str]) -> str | N
 
 
 def offload_state(ethtool_k: str) -> dict[str, str]:
-    """`ethtool -k` -> {tso, gso, gro: their state as printed, e.g. 'off'}. A summary
-    line does not say "[fixed]"; tso that is on with its feature tx-tcp-segmentation
-    fixed (a macvlan's) reads 'on [fixed]'."""
-    names = {"tcp-segmentation-offload": "tso", "generic-segmentation-offload": "gso",
-             "generic-receive-offload": "gro"}  # fmt: skip
-    out = {}
-    tx_tcp = ""
-    for line in ethtool_k.splitlines():
-        k, _, v = line.strip().partition(":")
-        if k in names:
-            out[names[k]] = v.strip()
-        elif k == "tx-tcp-segmentation":
-            tx_tcp = v.strip()
-    if out.get("tso", "").startswith("on") and tx_tcp.endswith("[fixed]"):
-        out["tso"] = "on [fixed]"
-    return out
+    """`ethtool -k` -> {tso, gso, gro: their state as printed, e.g. 'off'}, read as
+    every Linux endpoint's (hosts.settings.LinuxSettings.offloads_of: a macvlan's tso
+    reads 'on [fixed]')."""
+    read = LinuxSettings().offloads_of(ethtool_k)
+    return {k: read[k] for k in OFFLOADS if k in read}
 
 
 QDISCS_ARGV = ("tc", "-j", "qdisc", "show")  # every device of a namespace
