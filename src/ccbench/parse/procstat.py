@@ -149,13 +149,9 @@ def usage_between(before: str, after: str) -> dict[str, Any]:
     back = [k for k, v in d.items() if v < 0]
     if back:
         raise ValueError(f"cpu counters went backwards ({', '.join(back)})")
-    total = sum(d.values())
-    if total <= 0:
-        return {"busy_pct": None, "softirq_pct": None, "steal_pct": None, "jiffies": total}
-    idle = d["idle"] + d["iowait"]
-    return {
-        "busy_pct": 100 * (total - idle - d["steal"]) / total,
-        "softirq_pct": 100 * d["softirq"] / total,
-        "steal_pct": 100 * d["steal"] / total,
-        "jiffies": total,
-    }
+    s = shares_of(d)
+    if s is None:
+        return {"busy_pct": None, "softirq_pct": None, "steal_pct": None,
+                "jiffies": sum(d.values())}  # fmt: skip
+    return {"busy_pct": s.busy_pct, "softirq_pct": s.softirq_pct, "steal_pct": s.steal_pct,
+            "jiffies": s.ticks}  # fmt: skip
