@@ -148,7 +148,10 @@ def test_sigint_mid_run_leaves_nothing(tmp_path: Path) -> None:
     assert leftovers.stdout.strip() == ""
 
 
-@pytest.mark.shares_cpu
+# Not beside other tests (shares_cpu), though its subject is not fidelity: any other
+# local testbed's `up` or run ends what runs in a deleted ccbench namespace
+# (local.strays, orphans), so beside them the processes this test leaves for `down` were
+# once gone before it ran (a fresh-clone CI, 3 shares_cpu workers, 2026-11-29).
 def test_sigkill_mid_run_then_down_leaves_no_process(tmp_path: Path) -> None:
     """A run SIGKILLed mid-traffic (an OOM kill) leaves its iperf3 servers and clients,
     samplers and the delay element running; `down` alone ends every one, also those
