@@ -29,8 +29,8 @@ fi
 # (docs/testing.md: where it stands). Three parts, each using what the one before left:
 # 1. The integration tests marked shares_cpu, whose subject is not fidelity (a run the
 #    host stalls is accepted as judged), three modules at a time (--dist loadfile: a
-#    module's fixtures built once), alone: the part is bound by the CPU, and even
-#    idle-priority work beside it slows it (bench/shares_part.py).
+#    module's fixtures built once), alone: the part is bound by the CPU
+#    (bench/shares_part.py).
 # 2. The fidelity tests, one at a time. They time real traffic in namespaces, so nothing
 #    may take the CPU from them, and they leave most of it idle. Beside them, one job at
 #    idle priority (SCHED_IDLE: any other task on a core takes it at once), which sends
