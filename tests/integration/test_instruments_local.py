@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from ccbench import instruments, leftovers
+from ccbench import instruments, layout, leftovers
 from ccbench.instruments import tcp_probe
 from ccbench.parse.nstat import counter_delta, parse_nstat
 from tests.conftest import ccbench
@@ -40,7 +40,7 @@ def _config(path: Path, tb_id: str, duration_s: float, **topo: Any) -> Path:
 
 
 def _counters(raw: Path, node: str, when: str) -> dict[str, int]:
-    return parse_nstat((raw / f"tcp-counters-{node}-{when}.json").read_text()).counters
+    return parse_nstat((raw / layout.tcp_counters(node, when)).read_text()).counters
 
 
 def _cat_readers(inst: str) -> list[int]:
@@ -70,7 +70,7 @@ def test_tcp_probe_gives_every_ack_and_counters_name_the_retransmissions(
         # TcpInSegs, which also counts iperf3's control connection and the handshakes;
         # 98.7-99 % in the run that set this bound). Not a multiple of ss's samples: a
         # CUBIC flow beside BBR through 48 packets got 3.6 Mbit/s and 1840 ACKs in 10 s.
-        in_segs = counter_delta(*(_counters(raw, node, when) for when in ("before", "after")))
+        in_segs = counter_delta(*(_counters(raw, node, w) for w in (layout.BEFORE, layout.AFTER)))
         assert 0.9 * in_segs["TcpInSegs"] <= (tp["flow"] == k).sum() <= in_segs["TcpInSegs"]
         assert (tp["flow"] == k).sum() > (ss["flow"] == k).sum() > 0
     # srtt from the trace: the path's 40 ms plus at most the 48-packet queue and slack

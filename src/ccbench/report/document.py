@@ -59,11 +59,14 @@ class Waits:
     def n(self) -> int:
         return self.kernel + self.boot
 
+    def kinds(self) -> list[tuple[int, str]]:
+        """(how many, what they wait for), for each kind some wait for."""
+        return [(n, w) for n, w in ((self.kernel, "their kernel"),
+                                    (self.boot, "their boot tunables")) if n]  # fmt: skip
+
     def what(self) -> str:
         """What they wait for."""
-        kinds = [w for n, w in ((self.kernel, "their kernel"),
-                                (self.boot, "their boot tunables")) if n]  # fmt: skip
-        return " or ".join(kinds)
+        return " or ".join(w for _, w in self.kinds())
 
 
 def _waits(runs: pd.DataFrame) -> Waits:
@@ -74,11 +77,8 @@ def _waits(runs: pd.DataFrame) -> Waits:
 def _not_run(n_skip: int, waits: Waits) -> str:
     """Runs that did not run, apart: those waiting for their variant's kernel or boot
     tunables run once the senders boot with them, the others could not run here."""
-    parts = [f"{n} {what}" for n, what in ((n_skip - waits.n, "not run"),
-                                            (waits.kernel, "waiting for their kernel"),
-                                            (waits.boot, "waiting for their boot tunables"))
-             if n]  # fmt: skip
-    return ", ".join(parts)
+    parts = [f"{n_skip - waits.n} not run"] if n_skip > waits.n else []
+    return ", ".join(parts + [f"{n} waiting for {w}" for n, w in waits.kinds()])
 
 
 def _runs_text(n_valid: int, n_ran: int, n_skip: int, waits: Waits = Waits()) -> str:
