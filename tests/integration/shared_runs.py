@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 
 from ccbench import timeseries
@@ -145,16 +146,29 @@ def cubic_bdp_check(out: Path, s: dict[str, Any]) -> None:
 
 # --- CUBIC and BBR through 48 packets, every ACK traced, 10 s -------------------------
 # test_series_per_ack (the per-ACK series), test_instruments_local (tcp_probe and the
-# counters), test_series_wire (each flow's drawn mean is its goodput).
+# counters), test_series_wire (each flow's drawn mean is its goodput), test_delay_direction
+# (the default direction: RTT/2 each way).
 TRACED_Q48 = {"duration_s": 10, "record": ["tcp_probe"],
               "flows": [{"cc": "cubic", "pair": 1}, {"cc": "bbr", "pair": 2}]}  # fmt: skip
 
 
+def srtt_bounds_ms() -> tuple[float, float]:
+    """A flow's mean smoothed RTT through Q48's path: its 40 ms, plus at most the
+    48-packet queue (5.8 ms at 100 Mbit/s) and 5 ms of slack."""
+    return 39.5, 40 + 5.8 + 5
+
+
 def traced_q48_check(out: Path, s: dict[str, Any]) -> None:
     # A standing queue, a valid run (the base-RTT check reads the kernel's minimum),
-    # each flow's drawn mean its goodput within 3 %.
+    # each flow's drawn mean its goodput within 3 %, its smoothed RTT the path's and
+    # at most the queue's (test_delay_direction: the default direction's RTT), the
+    # queue sampled at its interval, 0.05 s (test_queue_sampling).
+    q = s["queue"]
+    assert q["sampled"] and q["interval_achieved_s"] == pytest.approx(0.05, rel=0.3), q
+    low, high = srtt_bounds_ms()
     for f in s["flows"]:
         mean = time_weighted_mean(drawn(out, f["flow"]), f["start_s"])
         assert abs(mean / f["throughput_bps"] - 1) <= 0.03, (f["flow"], mean, f)
         assert abs(f["min_rtt_us"] / 1000 - 40) <= 1.0, f
+        assert low <= f["srtt_mean_us"] / 1000 <= high, f
         assert f["rwnd_limited_share"] <= 0.05, f
