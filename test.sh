@@ -37,7 +37,8 @@ fi
 #    no traffic and starts no real-time process: the linters, then the unit tests on
 #    every core (bench/fidelity_beside.py: what it costs the fidelity tests).
 # 3. The tests marked quiet, which also need the CPU that job takes (test_ccdelay's
-#    500 Mbit/s flows skip when the machine is busy): after it, with nothing beside.
+#    500 Mbit/s flows skip when the machine is busy; the 1-BDP dumbbell's drawn series):
+#    after it, with nothing beside.
 # Every part runs; the suite fails if any does. -rs: each skipped test's reason is
 # printed (measure_fidelity skips only for hypervisor steal, and says so).
 workers=$(nproc)

@@ -81,6 +81,11 @@ def test_up_calibrates_and_down_leaves_nothing(tmp_path: Path) -> None:
     measure_fidelity(up_check_down)
 
 
+# quiet (./test.sh's last part, after the idle job): the 1-BDP dumbbell's tests (bdp_testbed,
+# cubic_bdp_run). The shared CUBIC run's drawn series (shared_runs.cubic_bdp_check) varied
+# more than the wire twice with the unit tests beside, early in the fidelity part (CV 0.044
+# and 0.034 against 0.000 and 0.002, fresh clones of 2026-11-29): measured again, each passed.
+@pytest.mark.quiet
 def test_single_cubic_flow_fills_a_bdp_queue(cubic_bdp_run: SharedRun) -> None:
     """One CUBIC flow fills a 1-BDP queue: utilization >= 90 % (the shared run's check,
     shared_runs.cubic_bdp_check), with the delay really there and the CC asked."""
@@ -94,6 +99,7 @@ def test_single_cubic_flow_fills_a_bdp_queue(cubic_bdp_run: SharedRun) -> None:
     assert f["throughput_bps"] == doc["end"]["sum_received"]["bits_per_second"]
 
 
+@pytest.mark.quiet  # (above)
 def test_cc_used_is_cc_asked(bdp_testbed: tuple[str, Path], tmp_path: Path) -> None:
     """reno and bbr side by side, each flow on its own sender (cubic: the test above)."""
     tb_id, _ = bdp_testbed
@@ -104,6 +110,7 @@ def test_cc_used_is_cc_asked(bdp_testbed: tuple[str, Path], tmp_path: Path) -> N
                                                                        ("bbr", "bbr")]  # fmt: skip
 
 
+@pytest.mark.quiet  # (above)
 def test_two_flows_share_fairly(bdp_testbed: tuple[str, Path], tmp_path: Path) -> None:
     tb_id, _ = bdp_testbed
     flows = [{"cc": "cubic", "pair": 1}, {"cc": "cubic", "pair": 2}]

@@ -21,6 +21,7 @@ from tests.integration.shared_runs import Q48, SharedRun, run_config
 pytestmark = pytest.mark.netns
 
 
+@pytest.mark.quiet  # after the idle job, as the shared run's other readers (test_local_testbed)
 def test_a_flow_is_drawn_as_the_wire_carried_it(cubic_bdp_run: SharedRun) -> None:
     """One CUBIC flow through a 1-BDP drop-tail queue: after slow start each drawn
     interval is within 4 % (mean) of what the bottleneck's qdisc sent in it, the drawn
