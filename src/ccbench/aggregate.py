@@ -24,7 +24,7 @@ from ccbench.instruments import host_cpu
 from ccbench.instruments.cpu import RouterCpu
 from ccbench.instruments.qdisc import QdiscSampler
 from ccbench.model import RESOLVE_TARGET_PCT, Matrix  # the target when a config names none
-from ccbench.reasons import texts
+from ccbench.reasons import host_stalled_only, texts
 from ccbench.run_record import RunRecord
 from ccbench.spec import Topology, run_identity
 
@@ -56,6 +56,10 @@ def _identity_columns(s: RunRecord) -> dict[str, Any]:
         **run_identity(s),
         "valid": s.valid,
         "reasons": "; ".join(texts(s.reasons)),
+        # each reason's class, in the reasons' order; and whether the host alone failed
+        # the run (measured again, it may pass)
+        "reason_codes": " ".join(r.code.value for r in s.reasons),
+        "host_stalled": not s.valid and host_stalled_only(s.reasons),
         "attempt": s.attempt if s.attempt is not None else 1,
         "started_unix": s.started_unix,
         "n_flows": len(s.flows),

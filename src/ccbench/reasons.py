@@ -90,9 +90,9 @@ class Code(StrEnum):
     )
 
 
-# The machine, not the path, failed the run (a stalled vCPU): validity.host_stalled_only;
-# the integration tests accept a run invalid for these alone (their conftest's
-# assert_judged).
+# The machine, not the path, failed the run (a stalled vCPU): host_stalled_only; the
+# report counts such runs apart, and the integration tests accept a run invalid for
+# these alone (their conftest's assert_judged).
 HOST_STALLS = frozenset({Code.DELAY_LATE, Code.RTT_EXCESS, Code.STEAL, Code.TRACE_LOST})
 
 Evidence = dict[str, int | float | str | bool | None]
@@ -116,3 +116,10 @@ def codes(reasons: Iterable[Reason]) -> list[Code]:
 
 def texts(reasons: Iterable[Reason]) -> list[str]:
     return [r.text for r in reasons]
+
+
+def host_stalled_only(reasons: Iterable[Reason]) -> bool:
+    """Every one of a run's reasons (at least one) is a host stall's (HOST_STALLS): the
+    machine, not the path, failed the run, and measuring it again may pass."""
+    got = list(reasons)
+    return bool(got) and all(r.code in HOST_STALLS for r in got)

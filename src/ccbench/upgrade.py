@@ -203,9 +203,11 @@ RUN_COLUMNS: dict[str, Any] = {
     "kernel": "",
     "kernel_short": "",
     "tracing": "inline",
+    "reason_codes": "",  # tables from before the codes were stored: words only
+    "host_stalled": False,
 }
 # Text columns: a CSV reads their empty cells as NaN.
-TEXT_COLUMNS = ("status", "waiting_kernel", "kernel", "kernel_short", "tracing")
+TEXT_COLUMNS = ("status", "waiting_kernel", "kernel", "kernel_short", "tracing", "reason_codes")
 
 
 def runs_table(runs: Any) -> tuple[Any, frozenset[str]]:

@@ -13,7 +13,7 @@ from ccbench.errors import CcbenchError
 from ccbench.ledger import RETX_SLACK_PKTS, RETX_SLACK_SHARE
 from ccbench.metrics import RttBound
 from ccbench.parse.iperf3 import Iperf3Result
-from ccbench.reasons import HOST_STALLS, Code, Reason
+from ccbench.reasons import Code, Reason
 from ccbench.spec import RunSpec
 from ccbench.testbed.kinds import kind
 
@@ -444,12 +444,6 @@ def check_trace_lost(events: dict[str, Any] | None) -> list[Reason]:
         f"RTOs and ACKs are missing from its events, rows and zooms: {HOST_STALLED}"
     )
     return [Reason.of(Code.TRACE_LOST, text, lost_events=lost)]
-
-
-def host_stalled_only(reasons: list[Reason]) -> bool:
-    """Every one of a run's reasons (at least one) is a host stall's (reasons.HOST_STALLS):
-    the machine, not the path, failed the run."""
-    return bool(reasons) and all(r.code in HOST_STALLS for r in reasons)
 
 
 SHAPER_RATE_TOLERANCE = 0.01  # tc rounds rates; more than 1 % off is another rate

@@ -18,8 +18,7 @@ from bench.sshnode import sshd_argv
 from ccbench import layout
 from ccbench.container import DEFAULT_IMAGE
 from ccbench.parse.procstat import usage_between
-from ccbench.reasons import Code, Reason
-from ccbench.validity import host_stalled_only
+from ccbench.reasons import Code, Reason, host_stalled_only
 from tests.conftest import REPO, ccbench
 from tests.integration import shared_runs
 

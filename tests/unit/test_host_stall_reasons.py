@@ -1,11 +1,11 @@
-"""validity.host_stalled_only: the tests that accept a run the VM stalled (integration
+"""reasons.host_stalled_only: the tests that accept a run the VM stalled (integration
 conftest.assert_judged) read the reasons' class from their codes (reasons.HOST_STALLS),
 not from their words."""
 
 from __future__ import annotations
 
 from ccbench import validity
-from ccbench.reasons import HOST_STALLS, Code, Reason
+from ccbench.reasons import HOST_STALLS, Code, Reason, host_stalled_only
 
 
 def test_the_stall_reasons_carry_their_codes_and_others_do_not() -> None:
@@ -14,12 +14,12 @@ def test_the_stall_reasons_carry_their_codes_and_others_do_not() -> None:
     late = validity.check_delay({"packets": 1000, "late_share": 0.03}, "ccdelay")
     lost = validity.check_delay({"packets": 1000, "late_share": 0.0, "lost": 3}, "ccdelay")
     assert len(excess) == len(late) == len(lost) == 1
-    assert validity.host_stalled_only(excess) and validity.host_stalled_only(late)
-    assert validity.host_stalled_only([*excess, *late])
+    assert host_stalled_only(excess) and host_stalled_only(late)
+    assert host_stalled_only([*excess, *late])
     # a reason of the path or the tool is not a stall, alone or beside one
-    assert not validity.host_stalled_only(lost)
-    assert not validity.host_stalled_only([*excess, *lost])
-    assert not validity.host_stalled_only([])  # a valid run has no reasons: not "stalled"
+    assert not host_stalled_only(lost)
+    assert not host_stalled_only([*excess, *lost])
+    assert not host_stalled_only([])  # a valid run has no reasons: not "stalled"
     assert [excess[0].code, late[0].code, lost[0].code] == [
         Code.RTT_EXCESS, Code.DELAY_LATE, Code.DELAY_ELEMENT]  # fmt: skip
 
@@ -27,6 +27,6 @@ def test_the_stall_reasons_carry_their_codes_and_others_do_not() -> None:
 def test_the_code_decides_not_the_words() -> None:
     """A stall's code with any words is a stall; a stall's words under another code are not."""
     assert {Code.DELAY_LATE, Code.RTT_EXCESS, Code.STEAL, Code.TRACE_LOST} == HOST_STALLS
-    assert validity.host_stalled_only([Reason.of(Code.STEAL, "reworded")])
+    assert host_stalled_only([Reason.of(Code.STEAL, "reworded")])
     words = validity.check_steal({"steal_pct": 50.0})[0].text
-    assert not validity.host_stalled_only([Reason.of(Code.UNCLASSIFIED, words)])
+    assert not host_stalled_only([Reason.of(Code.UNCLASSIFIED, words)])

@@ -15,7 +15,7 @@ import pytest
 from ccbench import topology, validity
 from ccbench.aggregate import run_rows
 from ccbench.reasons import Code
-from ccbench.report.tables import invalid_rows
+from ccbench.report.invalid_runs import rows as invalid_rows
 from ccbench.summarize import summarize
 from tests.conftest import texts_of
 

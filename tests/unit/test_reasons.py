@@ -15,7 +15,7 @@ from ccbench.hosts.firewall import FirewallReading
 from ccbench.instruments.host_settings import judge_firewall
 from ccbench.instruments.qdisc import super_packet_reasons
 from ccbench.parse.iperf3 import Iperf3Result
-from ccbench.reasons import Code, Reason
+from ccbench.reasons import Code, Reason, host_stalled_only
 from ccbench.run_record import RunRecord
 from ccbench.spec import Flow, RunSpec, Topology
 from ccbench.unproven import Scope, check_path_rtt
@@ -94,6 +94,6 @@ def test_an_old_summary_reads_with_typed_reasons() -> None:
     assert rec.version == upgrade.SUMMARY_SCHEMA
     assert [(r.code, r.text, r.evidence) for r in rec.reasons] == [
         (Code.RTT_EXCESS, words[0], {}), (Code.UNCLASSIFIED, words[1], {})]  # fmt: skip
-    assert validity.host_stalled_only(rec.reasons[:1])
+    assert host_stalled_only(rec.reasons[:1])
     # written back, each reason is an object
     assert rec.to_dict()["reasons"][0] == {"code": "rtt_excess", "text": words[0], "evidence": {}}

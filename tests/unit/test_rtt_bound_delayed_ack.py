@@ -15,6 +15,7 @@ import pandas as pd
 from ccbench import metrics, validity
 from ccbench.instruments import SENDER_SOURCES
 from ccbench.layout import load_spec
+from ccbench.reasons import host_stalled_only
 from ccbench.summarize.judge import parse_run_dir
 
 CAPTURE = Path(__file__).resolve().parents[1] / "captures" / "run-local-3pct-loss"
@@ -40,4 +41,4 @@ def test_a_lossy_runs_delayed_acks_are_not_a_host_stall(tmp_path: Path) -> None:
     plain = {f: [(t, r, math.nan) for t, r, _ in xs] for f, xs in timed.items()}
     got = metrics.rtt_excess(bound, plain)
     assert got["share"] > 0.1 and got["max_excess_ms"] > 5
-    assert validity.host_stalled_only(validity.check_rtt_excess(got))
+    assert host_stalled_only(validity.check_rtt_excess(got))

@@ -21,7 +21,7 @@ import pytest
 
 from ccbench import validity
 from ccbench.parse.procstat import usage_between
-from ccbench.reasons import Code
+from ccbench.reasons import Code, host_stalled_only
 from ccbench.summarize import summarize
 
 CAP = Path(__file__).resolve().parents[1] / "captures"
@@ -71,10 +71,10 @@ def test_a_run_at_the_measured_steal_is_invalid_as_a_host_stall(raw: Path, pct: 
     # the class the integration tests accept as a stall (conftest.assert_judged), alone
     # or beside the other stall reasons; their fidelity retries skip on its code
     # (conftest.measure_fidelity)
-    assert validity.host_stalled_only(s["reasons"])
+    assert host_stalled_only(s["reasons"])
     excess = validity.check_rtt_excess({"share": 0.05, "bound_ms": 85.1, "max_excess_ms": 9.0,
                                         "longest_above_s": 0.1})  # fmt: skip
-    assert validity.host_stalled_only([*s["reasons"], *excess])
+    assert host_stalled_only([*s["reasons"], *excess])
 
 
 def test_the_limit_is_inclusive_and_below_it_a_run_stays_valid(raw: Path) -> None:

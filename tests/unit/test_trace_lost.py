@@ -16,7 +16,7 @@ from ccbench.instruments import tcp_probe as tp
 from ccbench.instruments.events import TcpEvents
 from ccbench.layout import RawDir
 from ccbench.parse.tcp_probe import parse_tcp_trace
-from ccbench.reasons import Code
+from ccbench.reasons import Code, host_stalled_only
 from ccbench.timeseries_sink import Sink
 from ccbench.timeseries_stats import SeriesStats
 
@@ -62,7 +62,7 @@ def test_a_trace_that_lost_events_makes_the_run_invalid_as_a_host_stall(tmp_path
     ]
     assert reasons[0].text.startswith("tcp_probe: ")  # the trace that lost them, named
     # the integration tests take it as they take the other stalls (conftest.assert_judged)
-    assert validity.host_stalled_only(reasons)
+    assert host_stalled_only(reasons)
     assert validity.check_trace_lost({**ev, "lost_events": 0}) == []
     assert validity.check_trace_lost(None) == []
 

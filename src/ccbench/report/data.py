@@ -69,7 +69,7 @@ def read_table(tables_dir: Path, name: str) -> pd.DataFrame:
     # Parquet keeps dtypes (bools, empty strings); CSV is the fallback.
     pq = tables_dir / f"{name}.parquet"
     df = pd.read_parquet(pq) if pq.exists() else pd.read_csv(tables_dir / f"{name}.csv")
-    for col in ("valid", "skipped"):
+    for col in ("valid", "skipped", "host_stalled"):
         if col in df.columns:
             df[col] = df[col].map(_bool).astype(bool)
     if "reasons" in df.columns:

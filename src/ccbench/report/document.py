@@ -23,7 +23,7 @@ from ccbench import instruments, spec
 from ccbench import verdicts as verdicts_mod
 from ccbench.metrics import JAIN_CONVERGED, JAIN_WINDOW_S
 from ccbench.model import Matrix
-from ccbench.report import causes, checks, cpu, data, provenance, style, tables
+from ccbench.report import causes, checks, cpu, data, invalid_runs, provenance, style, tables
 from ccbench.report.fmt import fmt
 
 
@@ -176,8 +176,10 @@ def _scenario(
             if cond
             else ""
         ),
-        "invalid": tables.invalid_rows(runs),
+        "invalid": invalid_runs.rows(runs),
         "n_invalid": int(data.is_invalid(runs).sum()),
+        "host_stalled": invalid_runs.host_stalled_sentence(runs),
+        "codes_absent": "reason_codes" in t.absent,
         "unpaired": any(
             data.delta_unpaired(x)
             for c in summ.columns

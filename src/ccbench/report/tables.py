@@ -238,21 +238,6 @@ def largest_delta_sentence(summary: pd.DataFrame, baseline: str) -> str:
     )
 
 
-def invalid_rows(runs: pd.DataFrame) -> list[dict[str, str]]:
-    """Runs that ran and failed a validity check (skipped runs are listed apart)."""
-    bad = runs[data.is_invalid(runs)]
-    return [
-        {
-            "run_id": str(r["run_id"]),
-            "variant": str(r["variant"]),
-            "repetition": str(r["repetition"]),
-            "attempt": str(r.get("attempt", "")),
-            "reasons": str(r["reasons"]) or "(no reason recorded)",
-        }
-        for _, r in bad.iterrows()
-    ]
-
-
 def per_run_table(
     runs: pd.DataFrame, flows: pd.DataFrame, colours: dict[str, str]
 ) -> dict[str, Any]:
