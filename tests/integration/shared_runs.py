@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from ccbench import timeseries
+from ccbench import timeseries, validity
+from ccbench.layout import load_spec
 from ccbench.parse import split_hostport
 from ccbench.parse.iperf3 import parse_iperf3
 from ccbench.spec import RunSpec
@@ -152,10 +153,14 @@ TRACED_Q48 = {"duration_s": 10, "record": ["tcp_probe"],
               "flows": [{"cc": "cubic", "pair": 1}, {"cc": "bbr", "pair": 2}]}  # fmt: skip
 
 
-def srtt_bounds_ms() -> tuple[float, float]:
-    """A flow's mean smoothed RTT through Q48's path: its 40 ms, plus at most the
-    48-packet queue (5.8 ms at 100 Mbit/s) and 5 ms of slack."""
-    return 39.5, 40 + 5.8 + 5
+def srtt_bounds_ms(raw: Path) -> tuple[float, float]:
+    """A flow's mean smoothed RTT through the path of the run in `raw`: its configured
+    RTT (less 0.5 ms), at most that plus a full drop-tail queue and the slack validity
+    gives a mean RTT (Topology.rtt_bound_ms + validity.HIDDEN_QUEUE_MS: 40 + 5.8 + 5 ms
+    through Q48)."""
+    t = load_spec(raw).topology
+    assert t.rtt_bound_ms is not None, "a drop-tail queue"
+    return t.rtt_ms - 0.5, t.rtt_bound_ms + validity.HIDDEN_QUEUE_MS
 
 
 def traced_q48_check(out: Path, s: dict[str, Any]) -> None:
@@ -165,7 +170,7 @@ def traced_q48_check(out: Path, s: dict[str, Any]) -> None:
     # queue sampled at its interval, 0.05 s (test_queue_sampling).
     q = s["queue"]
     assert q["sampled"] and q["interval_achieved_s"] == pytest.approx(0.05, rel=0.3), q
-    low, high = srtt_bounds_ms()
+    low, high = srtt_bounds_ms(out / "raw")
     for f in s["flows"]:
         mean = time_weighted_mean(drawn(out, f["flow"]), f["start_s"])
         assert abs(mean / f["throughput_bps"] - 1) <= 0.03, (f["flow"], mean, f)

@@ -35,7 +35,7 @@ def test_reverse_keeps_the_rtt_and_moves_the_element_work(tmp_path: Path) -> Non
 
     def check(s: dict[str, Any]) -> None:
         assert s["calibration"]["delay_direction"] == direction
-        low, high = srtt_bounds_ms()
+        low, high = srtt_bounds_ms(out / "raw")
         assert low <= s["flows"][0]["srtt_mean_us"] / 1000 <= high, s["flows"][0]
         data = s["bottleneck"]["queue"]["sent_pkts"]
         held = s["delay_element"]["packets"]
@@ -47,8 +47,8 @@ def test_reverse_keeps_the_rtt_and_moves_the_element_work(tmp_path: Path) -> Non
         # measured again like a stall); what this test is about is above
         assert s["utilization_pct"] > 60, s["utilization_pct"]
 
-    cfg = _config(tmp_path / "dd.yaml", tb_id, direction)
-    run_measured(cfg, tmp_path / "out", check)
+    cfg, out = _config(tmp_path / "dd.yaml", tb_id, direction), tmp_path / "out"
+    run_measured(cfg, out, check)
     assert namespaces(f"ccb-{tb_id}-") == []
 
 
